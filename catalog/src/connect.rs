@@ -1,0 +1,90 @@
+//! Builds iceberg [`Catalog`]s from [`CatalogConfig`]s.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use iceberg::{Catalog, CatalogBuilder};
+use iceberg_catalog_rest::RestCatalogBuilder;
+use iceberg_catalog_sql::SqlCatalogBuilder;
+use iceberg_storage_opendal::OpenDalResolvingStorageFactory;
+
+use crate::config::{CatalogConfig, CatalogKind};
+use crate::error::CatalogError;
+
+/// Connects to one configured catalog.
+///
+/// `sql`: creates the sqlite file and its parent directory if missing (`?mode=rwc`), and the
+/// warehouse directory for `file://` warehouses. Storage for every scheme (`file`, `s3`, ...) goes
+/// through iceberg-storage-opendal's resolving factory.
+///
+/// Errors: [`CatalogError::Unavailable`] naming the catalog and URI when it cannot be reached.
+pub async fn connect(config: &CatalogConfig) -> Result<Arc<dyn Catalog>, CatalogError> {
+    let storage = Arc::new(OpenDalResolvingStorageFactory::new());
+    let mut props: HashMap<String, String> = config.properties.clone().into_iter().collect();
+    let unavailable = |e: iceberg::Error| CatalogError::Unavailable {
+        catalog: config.name.clone(),
+        uri: config.uri.clone(),
+        message: e.to_string(),
+    };
+    match config.kind {
+        CatalogKind::Sql => {
+            sqlx::any::install_default_drivers();
+            let mut uri = config.uri.clone();
+            if let Some(path) = uri.strip_prefix("sqlite:") {
+                let path = path.trim_start_matches("//");
+                let file = path.split('?').next().unwrap_or(path);
+                if let Some(parent) = std::path::Path::new(file).parent() {
+                    std::fs::create_dir_all(parent).map_err(|e| CatalogError::Unavailable {
+                        catalog: config.name.clone(),
+                        uri: config.uri.clone(),
+                        message: format!("cannot create {}: {e}", parent.display()),
+                    })?;
+                }
+                if !uri.contains('?') {
+                    uri.push_str("?mode=rwc");
+                }
+            }
+            let warehouse = config.warehouse.clone().ok_or_else(|| CatalogError::Config(format!(
+                "catalog {}: type \"sql\" needs a warehouse (e.g. file:///data/warehouse)",
+                config.name
+            )))?;
+            if let Some(dir) = warehouse.strip_prefix("file://") {
+                std::fs::create_dir_all(dir).map_err(|e| CatalogError::Unavailable {
+                    catalog: config.name.clone(),
+                    uri: warehouse.clone(),
+                    message: format!("cannot create warehouse directory: {e}"),
+                })?;
+            }
+            props.insert("uri".into(), uri);
+            props.insert("warehouse".into(), warehouse);
+            props.entry("sql_bind_style".into()).or_insert_with(|| "QMark".into());
+            let catalog = SqlCatalogBuilder::default()
+                .with_storage_factory(storage)
+                .load(config.name.clone(), props)
+                .await
+                .map_err(unavailable)?;
+            Ok(Arc::new(catalog))
+        }
+        CatalogKind::Rest => {
+            props.insert("uri".into(), config.uri.clone());
+            if let Some(w) = &config.warehouse {
+                props.insert("warehouse".into(), w.clone());
+            }
+            if let Some(c) = &config.credential {
+                props.insert("credential".into(), c.clone());
+            }
+            if let Some(t) = &config.token {
+                props.insert("token".into(), t.clone());
+            }
+            if let Some(s) = &config.scope {
+                props.insert("scope".into(), s.clone());
+            }
+            let catalog = RestCatalogBuilder::default()
+                .with_storage_factory(storage)
+                .load(config.name.clone(), props)
+                .await
+                .map_err(unavailable)?;
+            Ok(Arc::new(catalog))
+        }
+    }
+}

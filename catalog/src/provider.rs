@@ -1,0 +1,216 @@
+//! DataFusion catalog and schema providers over an iceberg [`Catalog`].
+//!
+//! ```text
+//!   SessionContext ──► IcebergCatalogProvider ("local") ──► IcebergSchemaProvider ("tpch", "a.b")
+//!                                                              └─► IcebergTableProvider (scan crate)
+//! ```
+//!
+//! Multi-level namespaces appear as dotted schema names (`a.b`). Namespace and table listings are
+//! cached for [`LISTING_TTL`]; tables are loaded from the catalog on every lookup, so a query
+//! always plans against the current snapshot. DataFusion's listing methods are synchronous: they
+//! block the calling thread on the catalog (a multi-threaded tokio runtime is required).
+
+use std::any::Any;
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use datafusion::catalog::{CatalogProvider, SchemaProvider, TableProvider};
+use datafusion::common::{DataFusionError, Result, exec_err};
+use iceberg::{Catalog, ErrorKind, NamespaceIdent, TableIdent};
+use iceflight_scan::IcebergTableProvider;
+
+use crate::error::CatalogError;
+
+/// How long namespace and table listings are reused before the catalog is asked again.
+pub const LISTING_TTL: Duration = Duration::from_secs(5);
+
+/// A value refreshed at most once per [`LISTING_TTL`].
+#[derive(Debug, Default)]
+struct Cached<T> {
+    slot: Mutex<Option<(Instant, T)>>,
+}
+
+impl<T: Clone> Cached<T> {
+    fn get_or_refresh(&self, refresh: impl FnOnce() -> Result<T>) -> Result<T> {
+        if let Some((at, v)) = self.slot.lock().expect("cache lock").as_ref() {
+            if at.elapsed() < LISTING_TTL {
+                return Ok(v.clone());
+            }
+        }
+        let v = refresh()?;
+        *self.slot.lock().expect("cache lock") = Some((Instant::now(), v.clone()));
+        Ok(v)
+    }
+
+    fn invalidate(&self) {
+        *self.slot.lock().expect("cache lock") = None;
+    }
+}
+
+/// Runs a future to completion from synchronous DataFusion callbacks.
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(f))
+}
+
+/// Maps an iceberg error to a DataFusion error, keeping "not found" recognisable.
+pub fn to_df_error(e: iceberg::Error) -> DataFusionError {
+    let e = match e.kind() {
+        ErrorKind::NamespaceNotFound | ErrorKind::TableNotFound => CatalogError::NotFound(e.to_string()),
+        _ => CatalogError::Iceberg(e),
+    };
+    DataFusionError::External(Box::new(e))
+}
+
+/// Parses a dotted schema name into a namespace.
+fn namespace_of(name: &str) -> Result<NamespaceIdent> {
+    NamespaceIdent::from_strs(name.split('.')).map_err(|e| DataFusionError::Plan(e.to_string()))
+}
+
+/// One iceberg catalog as a DataFusion catalog.
+#[derive(Debug)]
+pub struct IcebergCatalogProvider {
+    name: String,
+    catalog: Arc<dyn Catalog>,
+    namespaces: Cached<Vec<String>>,
+}
+
+impl IcebergCatalogProvider {
+    /// Wraps a connected catalog named `name`.
+    pub fn new(name: impl Into<String>, catalog: Arc<dyn Catalog>) -> Self {
+        Self {
+            name: name.into(),
+            catalog,
+            namespaces: Cached::default(),
+        }
+    }
+
+    /// The iceberg catalog.
+    pub fn catalog(&self) -> &Arc<dyn Catalog> {
+        &self.catalog
+    }
+
+    /// Every namespace, depth first, as dotted names.
+    pub async fn list_all_namespaces(&self) -> Result<Vec<String>> {
+        let mut out = BTreeSet::new();
+        let mut stack: Vec<Option<NamespaceIdent>> = vec![None];
+        while let Some(parent) = stack.pop() {
+            let children = self
+                .catalog
+                .list_namespaces(parent.as_ref())
+                .await
+                .map_err(|e| to_df_error(e))?;
+            for child in children {
+                if out.insert(child.join(".")) {
+                    stack.push(Some(child));
+                }
+            }
+        }
+        Ok(out.into_iter().collect())
+    }
+}
+
+impl CatalogProvider for IcebergCatalogProvider {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn schema_names(&self) -> Vec<String> {
+        self.namespaces
+            .get_or_refresh(|| block_on(self.list_all_namespaces()))
+            .unwrap_or_else(|e| {
+                tracing::warn!(catalog = %self.name, error = %e, "listing namespaces failed");
+                vec![]
+            })
+    }
+
+    fn schema(&self, name: &str) -> Option<Arc<dyn SchemaProvider>> {
+        let namespace = namespace_of(name).ok()?;
+        let exists = block_on(self.catalog.namespace_exists(&namespace)).unwrap_or_else(|e| {
+            tracing::warn!(catalog = %self.name, error = %e, "namespace lookup failed");
+            false
+        });
+        exists.then(|| {
+            Arc::new(IcebergSchemaProvider::new(
+                self.name.clone(),
+                Arc::clone(&self.catalog),
+                namespace,
+            )) as Arc<dyn SchemaProvider>
+        })
+    }
+
+    /// `CREATE SCHEMA c.ns` creates the namespace `ns` (dots make a multi-level namespace).
+    fn register_schema(&self, name: &str, _schema: Arc<dyn SchemaProvider>) -> Result<Option<Arc<dyn SchemaProvider>>> {
+        let namespace = namespace_of(name)?;
+        block_on(self.catalog.create_namespace(&namespace, Default::default()))
+            .map_err(|e| to_df_error(e))?;
+        self.namespaces.invalidate();
+        Ok(None)
+    }
+}
+
+/// One namespace as a DataFusion schema.
+#[derive(Debug)]
+pub struct IcebergSchemaProvider {
+    catalog_name: String,
+    catalog: Arc<dyn Catalog>,
+    namespace: NamespaceIdent,
+    tables: Cached<Vec<String>>,
+}
+
+impl IcebergSchemaProvider {
+    /// A schema provider for `namespace` of `catalog`.
+    pub fn new(catalog_name: String, catalog: Arc<dyn Catalog>, namespace: NamespaceIdent) -> Self {
+        Self {
+            catalog_name,
+            catalog,
+            namespace,
+            tables: Cached::default(),
+        }
+    }
+
+    fn list(&self) -> Result<Vec<String>> {
+        self.tables.get_or_refresh(|| {
+            let mut names: Vec<String> = block_on(self.catalog.list_tables(&self.namespace))
+                .map_err(|e| to_df_error(e))?
+                .into_iter()
+                .map(|t| t.name().to_string())
+                .collect();
+            names.sort();
+            Ok(names)
+        })
+    }
+}
+
+#[async_trait]
+impl SchemaProvider for IcebergSchemaProvider {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn table_names(&self) -> Vec<String> {
+        self.list().unwrap_or_else(|e| {
+            tracing::warn!(catalog = %self.catalog_name, error = %e, "listing tables failed");
+            vec![]
+        })
+    }
+
+    async fn table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
+        let ident = TableIdent::new(self.namespace.clone(), name.to_string());
+        match self.catalog.load_table(&ident).await {
+            Ok(table) => Ok(Some(Arc::new(IcebergTableProvider::try_new(table)?))),
+            Err(e) if e.kind() == ErrorKind::TableNotFound => Ok(None),
+            Err(e) => Err(to_df_error(e)),
+        }
+    }
+
+    fn register_table(&self, name: String, _table: Arc<dyn TableProvider>) -> Result<Option<Arc<dyn TableProvider>>> {
+        exec_err!("cannot register table {name}: iceflight serves Iceberg tables read-only")
+    }
+
+    fn table_exist(&self, name: &str) -> bool {
+        let ident = TableIdent::new(self.namespace.clone(), name.to_string());
+        block_on(self.catalog.table_exists(&ident)).unwrap_or(false)
+    }
+}

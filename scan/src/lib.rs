@@ -1,0 +1,22 @@
+//! iceflight's Iceberg scan: a DataFusion `TableProvider` and `ExecutionPlan` that read Iceberg
+//! tables with iceberg-rust's Parquet reader and Iceberg semantics (field-id projection, schema
+//! evolution, identity-partition constants, positional and null-safe equality deletes).
+//!
+//! ```text
+//!   SQL ──► DataFusion planner ──► IcebergTableProvider::scan ──► IcebergScanExec ──► batches
+//!                                   (predicate, plan_files)        (per task reader)
+//! ```
+//!
+//! One concern per module: [`predicate`] (static filter conversion), [`metrics_index`] (manifest
+//! metrics and statistics), [`equality_deletes`], [`provider`], [`exec`]. See `README.md`.
+
+pub mod equality_deletes;
+pub mod exec;
+pub mod metrics_index;
+pub mod options;
+pub mod predicate;
+pub mod provider;
+
+pub use exec::IcebergScanExec;
+pub use options::IceflightOptions;
+pub use provider::IcebergTableProvider;

@@ -1,0 +1,181 @@
+//! Per-data-file metrics from the snapshot's manifests, and the scan statistics built from them.
+//!
+//! ```text
+//!   manifest list ──► manifests (data) ──► DataFile { record_count, file_size, lower/upper bounds,
+//!                                                     null_value_counts, nan_value_counts }
+//!                                           keyed by data file path
+//! ```
+//!
+//! `TableScan::plan_files` returns `FileScanTask`s without column metrics; the index lets the scan
+//! report `partition_statistics` (rows, bytes, per-column null count / min / max) for exactly the
+//! files it will read, so DataFusion's join selection sees small dimensions and plans `CollectLeft`
+//! (upstream-apis.md §0.3).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow::datatypes::{DataType, SchemaRef, TimeUnit};
+use datafusion::common::stats::Precision;
+use datafusion::common::{ColumnStatistics, ScalarValue, Statistics};
+use futures::future::try_join_all;
+use iceberg::scan::FileScanTask;
+use iceberg::spec::{DataContentType, DataFile, Datum, PrimitiveLiteral, PrimitiveType};
+use iceberg::table::Table;
+
+/// Data files of one snapshot, by path. Delete files are not indexed.
+#[derive(Debug, Default)]
+pub struct FileMetricsIndex {
+    files: HashMap<String, DataFile>,
+}
+
+impl FileMetricsIndex {
+    /// Reads the manifest list and every data manifest of the table's current snapshot
+    /// (one object-store read each, concurrently). Empty for a table without snapshot.
+    pub async fn load(table: &Table) -> iceberg::Result<Self> {
+        let Some(snapshot) = table.metadata().current_snapshot() else {
+            return Ok(Self::default());
+        };
+        let list = table.manifest_list_reader(snapshot).load().await?;
+        let manifests = try_join_all(
+            list.entries()
+                .iter()
+                .filter(|m| m.content == iceberg::spec::ManifestContentType::Data)
+                .map(|m| m.load_manifest(table.file_io())),
+        )
+        .await?;
+        let mut files = HashMap::new();
+        for manifest in manifests {
+            for entry in manifest.entries() {
+                if entry.is_alive() && entry.content_type() == DataContentType::Data {
+                    let file = entry.data_file().clone();
+                    files.insert(file.file_path().to_string(), file);
+                }
+            }
+        }
+        Ok(Self { files })
+    }
+
+    /// Number of live data files in the snapshot.
+    pub fn len(&self) -> usize {
+        self.files.len()
+    }
+
+    /// Whether the snapshot has no live data file.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+
+    /// Metrics of one data file, if indexed.
+    pub fn get(&self, path: &str) -> Option<&DataFile> {
+        self.files.get(path)
+    }
+
+    /// Statistics for reading `tasks` with output `schema`, whose columns have the iceberg field
+    /// ids `field_ids` (same order). All values are `Inexact`: deletes and the filters above the
+    /// scan remove rows, and string bounds may be truncated.
+    pub fn statistics(&self, tasks: &[&FileScanTask], schema: &SchemaRef, field_ids: &[i32]) -> Statistics {
+        let files: Vec<Option<&DataFile>> = tasks.iter().map(|t| self.get(&t.data_file_path)).collect();
+        let all_known = files.iter().all(Option::is_some);
+        let rows: u64 = tasks
+            .iter()
+            .zip(&files)
+            .map(|(t, f)| t.record_count.or(f.map(|f| f.record_count())).unwrap_or(0))
+            .sum();
+        let bytes: u64 = tasks.iter().map(|t| t.length).sum();
+        let mut stats = Statistics::new_unknown(schema);
+        stats.num_rows = Precision::Inexact(rows as usize);
+        stats.total_byte_size = Precision::Inexact(bytes as usize);
+        if !all_known {
+            return stats;
+        }
+        let files: Vec<&DataFile> = files.into_iter().flatten().collect();
+        for (i, (field, id)) in schema.fields().iter().zip(field_ids).enumerate() {
+            stats.column_statistics[i] = column_statistics(&files, *id, field.data_type());
+        }
+        stats
+    }
+}
+
+fn column_statistics(files: &[&DataFile], id: i32, data_type: &DataType) -> ColumnStatistics {
+    let mut cs = ColumnStatistics::new_unknown();
+    if files.is_empty() {
+        cs.null_count = Precision::Exact(0);
+        return cs;
+    }
+    if let Some(nulls) = files
+        .iter()
+        .map(|f| f.null_value_counts().get(&id).copied())
+        .sum::<Option<u64>>()
+    {
+        cs.null_count = Precision::Inexact(nulls as usize);
+    }
+    let bound = |pick: fn(&DataFile) -> &HashMap<i32, Datum>, min: bool| -> Option<ScalarValue> {
+        let mut acc: Option<ScalarValue> = None;
+        for f in files {
+            let v = datum_to_scalar(pick(f).get(&id)?, data_type)?;
+            acc = Some(match acc {
+                None => v,
+                Some(a) => {
+                    let keep_a = match a.partial_cmp(&v)? {
+                        std::cmp::Ordering::Less => min,
+                        std::cmp::Ordering::Greater => !min,
+                        std::cmp::Ordering::Equal => true,
+                    };
+                    if keep_a { a } else { v }
+                }
+            });
+        }
+        acc
+    };
+    // NaN is absent from float bounds (case c02): a max that ignores NaN is no upper bound under
+    // DataFusion's ordering, so float columns report no bounds.
+    if !matches!(data_type, DataType::Float32 | DataType::Float64) {
+        if let Some(v) = bound(DataFile::lower_bounds, true) {
+            cs.min_value = Precision::Inexact(v);
+        }
+        if let Some(v) = bound(DataFile::upper_bounds, false) {
+            cs.max_value = Precision::Inexact(v);
+        }
+    }
+    cs
+}
+
+/// Converts a manifest bound to a scalar of the column's Arrow type; `None` where the types do not
+/// correspond exactly.
+pub fn datum_to_scalar(datum: &Datum, data_type: &DataType) -> Option<ScalarValue> {
+    Some(match (datum.data_type(), datum.literal(), data_type) {
+        (PrimitiveType::Boolean, PrimitiveLiteral::Boolean(v), DataType::Boolean) => {
+            ScalarValue::Boolean(Some(*v))
+        }
+        (PrimitiveType::Int, PrimitiveLiteral::Int(v), DataType::Int32) => ScalarValue::Int32(Some(*v)),
+        (PrimitiveType::Int, PrimitiveLiteral::Int(v), DataType::Int64) => {
+            ScalarValue::Int64(Some(i64::from(*v)))
+        }
+        (PrimitiveType::Long, PrimitiveLiteral::Long(v), DataType::Int64) => ScalarValue::Int64(Some(*v)),
+        (PrimitiveType::Float, PrimitiveLiteral::Float(v), DataType::Float32) => {
+            ScalarValue::Float32(Some(v.0))
+        }
+        (PrimitiveType::Double, PrimitiveLiteral::Double(v), DataType::Float64) => {
+            ScalarValue::Float64(Some(v.0))
+        }
+        (PrimitiveType::Decimal { .. }, PrimitiveLiteral::Int128(v), DataType::Decimal128(p, s)) => {
+            ScalarValue::Decimal128(Some(*v), *p, *s)
+        }
+        (PrimitiveType::Date, PrimitiveLiteral::Int(v), DataType::Date32) => ScalarValue::Date32(Some(*v)),
+        (PrimitiveType::String, PrimitiveLiteral::String(v), DataType::Utf8) => {
+            ScalarValue::Utf8(Some(v.clone()))
+        }
+        (PrimitiveType::String, PrimitiveLiteral::String(v), DataType::LargeUtf8) => {
+            ScalarValue::LargeUtf8(Some(v.clone()))
+        }
+        (PrimitiveType::Timestamp, PrimitiveLiteral::Long(v), DataType::Timestamp(TimeUnit::Microsecond, None)) => {
+            ScalarValue::TimestampMicrosecond(Some(*v), None)
+        }
+        (
+            PrimitiveType::Timestamptz,
+            PrimitiveLiteral::Long(v),
+            DataType::Timestamp(TimeUnit::Microsecond, Some(tz)),
+        ) => ScalarValue::TimestampMicrosecond(Some(*v), Some(Arc::clone(tz))),
+        _ => return None,
+    })
+}

@@ -1,0 +1,237 @@
+//! [`IcebergTableProvider`]: a DataFusion `TableProvider` over one Iceberg table.
+//!
+//! ```text
+//!   scan(projection, filters, limit)
+//!     filters ──► PredicateConverter ──► TableScan::plan_files (manifest + partition pruning)
+//!     tasks   ──► current schema, field-id projection, partition spec, no reader predicate
+//!             ──► spread over target_partitions by size ──► IcebergScanExec
+//! ```
+//!
+//! The provider's schema is the table's **current** schema (case c06: a column added without a
+//! write is visible and reads as NULL), with each Arrow field carrying its iceberg field id in
+//! `PARQUET:field_id` metadata.
+
+use std::any::Any;
+use std::sync::Arc;
+
+use arrow::datatypes::{DataType, SchemaRef};
+use async_trait::async_trait;
+use datafusion::catalog::Session;
+use datafusion::common::{DataFusionError, Result, Statistics};
+use datafusion::datasource::{TableProvider, TableType};
+use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
+use datafusion::physical_plan::ExecutionPlan;
+use futures::TryStreamExt;
+use iceberg::scan::FileScanTask;
+use iceberg::spec::PartitionSpec;
+use iceberg::table::Table;
+use parquet::arrow::PARQUET_FIELD_ID_META_KEY;
+
+use crate::exec::{IcebergScanExec, PlannedScan};
+use crate::metrics_index::FileMetricsIndex;
+use crate::predicate::PredicateConverter;
+
+/// A DataFusion table backed by an iceberg [`Table`] (at its current snapshot, loaded by the
+/// catalog when the query is planned).
+#[derive(Debug, Clone)]
+pub struct IcebergTableProvider {
+    table: Table,
+    schema: SchemaRef,
+}
+
+impl IcebergTableProvider {
+    /// Wraps a loaded table. Errors if its current schema has no Arrow form.
+    pub fn try_new(table: Table) -> Result<Self> {
+        let schema = iceberg::arrow::schema_to_arrow_schema(table.metadata().current_schema())
+            .map_err(external)?;
+        Ok(Self {
+            table,
+            schema: Arc::new(schema),
+        })
+    }
+
+    /// The iceberg table.
+    pub fn table(&self) -> &Table {
+        &self.table
+    }
+
+    fn field_id(&self, index: usize) -> Result<i32> {
+        let field = self.schema.field(index);
+        field
+            .metadata()
+            .get(PARQUET_FIELD_ID_META_KEY)
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| {
+                DataFusionError::Internal(format!("column {} has no iceberg field id", field.name()))
+            })
+    }
+
+    /// The partition spec a planned task's `partition` tuple belongs to. iceberg 0.10.1's
+    /// `plan_files` leaves `FileScanTask.partition_spec` unset, so identity-partition constants
+    /// (case c05) are only filled when we can name the spec: the table has a single spec, or
+    /// exactly one spec has the tuple's arity.
+    fn spec_for(&self, task: &FileScanTask) -> Option<Arc<PartitionSpec>> {
+        let partition = task.partition.as_ref()?;
+        let arity = partition.fields().len();
+        let mut candidates = self
+            .table
+            .metadata()
+            .partition_specs_iter()
+            .filter(|s| s.fields().len() == arity && !s.fields().is_empty());
+        let first = candidates.next()?;
+        candidates.next().is_none().then(|| Arc::clone(first))
+    }
+}
+
+#[async_trait]
+impl TableProvider for IcebergTableProvider {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.schema)
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    fn supports_filters_pushdown(&self, filters: &[&Expr]) -> Result<Vec<TableProviderFilterPushDown>> {
+        let current = self.table.metadata().current_schema();
+        let binding = self
+            .table
+            .metadata()
+            .current_snapshot()
+            .and_then(|s| s.schema_id())
+            .and_then(|id| self.table.metadata().schema_by_id(id))
+            .unwrap_or(current);
+        let conv = PredicateConverter::new(current, binding, &self.schema);
+        Ok(filters
+            .iter()
+            .map(|f| {
+                if conv.convert(f).is_some() {
+                    TableProviderFilterPushDown::Inexact
+                } else {
+                    TableProviderFilterPushDown::Unsupported
+                }
+            })
+            .collect())
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let metadata = self.table.metadata();
+        let indices: Vec<usize> = match projection {
+            Some(p) => p.clone(),
+            None => (0..self.schema.fields().len()).collect(),
+        };
+        let schema = Arc::new(self.schema.project(&indices)?);
+        let field_ids = indices.iter().map(|&i| self.field_id(i)).collect::<Result<Vec<_>>>()?;
+        let field_types = (0..self.schema.fields().len())
+            .map(|i| Ok((self.field_id(i)?, self.schema.field(i).data_type().clone())))
+            .collect::<Result<Vec<(i32, DataType)>>>()?;
+        let config = state.config();
+        let target_partitions = config.target_partitions().max(1);
+        let batch_size = match config
+            .options()
+            .extensions
+            .get::<crate::IceflightOptions>()
+            .map(|o| o.scan_batch_size)
+        {
+            Some(n) if n > 0 => n,
+            _ => config.batch_size(),
+        };
+
+        let mut predicate = None;
+        let mut tasks = Vec::new();
+        let index = FileMetricsIndex::load(&self.table).await.map_err(external)?;
+        if let Some(snapshot) = metadata.current_snapshot() {
+            let binding = snapshot
+                .schema_id()
+                .and_then(|id| metadata.schema_by_id(id))
+                .unwrap_or_else(|| metadata.current_schema());
+            predicate =
+                PredicateConverter::new(metadata.current_schema(), binding, &self.schema).convert_all(filters);
+            let mut builder = self
+                .table
+                .scan()
+                .snapshot_id(snapshot.snapshot_id())
+                .select_empty();
+            if let Some(p) = &predicate {
+                builder = builder.with_filter(p.clone());
+            }
+            let scan = builder.build().map_err(external)?;
+            tasks = scan
+                .plan_files()
+                .await
+                .map_err(external)?
+                .try_collect::<Vec<_>>()
+                .await
+                .map_err(external)?;
+        }
+        let current_schema = Arc::clone(metadata.current_schema());
+        for task in &mut tasks {
+            task.schema = Arc::clone(&current_schema);
+            task.project_field_ids = field_ids.clone();
+            task.predicate = None;
+            task.partition_spec = self.spec_for(task);
+        }
+
+        let file_groups = spread_by_size(tasks, target_partitions);
+        let statistics: Vec<Statistics> = file_groups
+            .iter()
+            .map(|g| index.statistics(&g.iter().collect::<Vec<_>>(), &schema, &field_ids))
+            .collect();
+        let all: Vec<&FileScanTask> = file_groups.iter().flatten().collect();
+        let total_statistics = index.statistics(&all, &schema, &field_ids);
+        let file_groups = if file_groups.is_empty() { vec![vec![]] } else { file_groups };
+        let statistics = if statistics.is_empty() {
+            vec![total_statistics.clone()]
+        } else {
+            statistics
+        };
+        Ok(Arc::new(IcebergScanExec::new(PlannedScan {
+            table: self.table.clone(),
+            schema,
+            field_ids,
+            field_types,
+            file_groups,
+            predicate,
+            snapshot_files: index.len(),
+            limit,
+            batch_size,
+            statistics,
+            total_statistics,
+        })))
+    }
+}
+
+/// Spreads tasks over at most `partitions` groups, largest first onto the lightest group, so that
+/// a table of several files is never read by a single partition. Empty input → no group.
+pub fn spread_by_size(mut tasks: Vec<FileScanTask>, partitions: usize) -> Vec<Vec<FileScanTask>> {
+    let n = partitions.min(tasks.len());
+    if n == 0 {
+        return vec![];
+    }
+    tasks.sort_by(|a, b| b.length.cmp(&a.length).then_with(|| a.data_file_path.cmp(&b.data_file_path)));
+    let mut groups: Vec<(u64, Vec<FileScanTask>)> = (0..n).map(|_| (0, Vec::new())).collect();
+    for task in tasks {
+        let (size, group) = groups
+            .iter_mut()
+            .min_by_key(|(size, _)| *size)
+            .expect("n > 0 groups");
+        *size += task.length.max(1);
+        group.push(task);
+    }
+    groups.into_iter().map(|(_, g)| g).collect()
+}
+
+fn external(e: iceberg::Error) -> DataFusionError {
+    DataFusionError::External(Box::new(e))
+}

@@ -1,0 +1,198 @@
+//! The server's configuration: one typed struct read from TOML (`--config FILE`), then overridden
+//! by `ICEFLIGHT_*` environment variables and command-line flags (flags win; see `cli.rs`).
+//! `config/iceflight.toml` documents every key.
+
+use std::path::{Path, PathBuf};
+
+use iceflight_catalog::{CatalogConfig, DEFAULT_CATALOG_NAME};
+use serde::{Deserialize, Serialize};
+
+/// Default data directory (embedded catalog and warehouse), relative to the working directory.
+pub const DEFAULT_DATA_DIR: &str = "./iceflight-data";
+
+/// Everything iceflight reads from its configuration file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Directory of the embedded catalog (`catalog.db`) and its warehouse (`warehouse/`).
+    pub data_dir: PathBuf,
+    /// Catalog used for unqualified names; defaults to the first configured catalog.
+    pub default_catalog: Option<String>,
+    /// Namespace (schema) used for unqualified names.
+    pub default_schema: String,
+    /// Query execution settings.
+    pub query: QueryConfig,
+    /// Configured catalogs; none means the embedded catalog `local` in `data_dir`.
+    #[serde(rename = "catalog")]
+    pub catalogs: Vec<CatalogConfig>,
+}
+
+/// Execution settings applied to every session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct QueryConfig {
+    /// Partitions per query (`datafusion.execution.target_partitions`); 0 = number of cores.
+    pub target_partitions: usize,
+    /// Rows per batch (`datafusion.execution.batch_size`).
+    pub batch_size: usize,
+}
+
+impl Default for QueryConfig {
+    fn default() -> Self {
+        Self {
+            target_partitions: 0,
+            batch_size: 8192,
+        }
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            data_dir: PathBuf::from(DEFAULT_DATA_DIR),
+            default_catalog: None,
+            default_schema: "default".to_string(),
+            query: QueryConfig::default(),
+            catalogs: vec![],
+        }
+    }
+}
+
+/// A configuration file that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file cannot be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// File given.
+        path: PathBuf,
+        /// I/O error.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML for [`Config`].
+    #[error("invalid config file {path}: {message}")]
+    Parse {
+        /// File given.
+        path: PathBuf,
+        /// Parser message (line, column, key).
+        message: String,
+    },
+    /// The values do not fit together.
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+}
+
+impl Config {
+    /// Reads and parses a TOML file.
+    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::from_toml(&text).map_err(|message| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message,
+        })
+    }
+
+    /// Parses TOML text; the error is the parser's one-line message.
+    pub fn from_toml(text: &str) -> Result<Self, String> {
+        toml::from_str(text).map_err(|e| e.message().to_string() + &location(text, e.span()))
+    }
+
+    /// The catalogs to connect: the configured ones, or the embedded default in `data_dir`.
+    pub fn effective_catalogs(&self) -> Vec<CatalogConfig> {
+        if self.catalogs.is_empty() {
+            vec![CatalogConfig::embedded(&absolute(&self.data_dir))]
+        } else {
+            self.catalogs.clone()
+        }
+    }
+
+    /// The catalog for unqualified names. Errors if `default_catalog` names no configured catalog.
+    pub fn effective_default_catalog(&self) -> Result<String, ConfigError> {
+        let catalogs = self.effective_catalogs();
+        match &self.default_catalog {
+            Some(name) if catalogs.iter().any(|c| &c.name == name) => Ok(name.clone()),
+            Some(name) => Err(ConfigError::Invalid(format!(
+                "default catalog {name} is not configured (configured: {})",
+                catalogs.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", ")
+            ))),
+            None => Ok(catalogs
+                .first()
+                .map(|c| c.name.clone())
+                .unwrap_or_else(|| DEFAULT_CATALOG_NAME.to_string())),
+        }
+    }
+}
+
+fn location(text: &str, span: Option<std::ops::Range<usize>>) -> String {
+    match span {
+        Some(r) => {
+            let line = text[..r.start.min(text.len())].lines().count().max(1);
+            format!(" (line {line})")
+        }
+        None => String::new(),
+    }
+}
+
+/// `path` made absolute against the working directory (so `file://` URLs are well formed).
+pub fn absolute(path: &Path) -> PathBuf {
+    if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir().map(|d| d.join(path)).unwrap_or_else(|_| path.to_path_buf())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_to_embedded_local() {
+        let c = Config::from_toml("").unwrap();
+        let catalogs = c.effective_catalogs();
+        assert_eq!(catalogs.len(), 1);
+        assert_eq!(catalogs[0].name, "local");
+        assert!(catalogs[0].uri.ends_with("iceflight-data/catalog.db"), "{}", catalogs[0].uri);
+        assert_eq!(c.effective_default_catalog().unwrap(), "local");
+    }
+
+    #[test]
+    fn parses_catalogs_and_rejects_unknown_keys() {
+        let c = Config::from_toml(
+            r#"
+            data_dir = "/tmp/x"
+            default_schema = "tpch"
+            [query]
+            target_partitions = 3
+            [[catalog]]
+            name = "lake"
+            type = "rest"
+            uri = "http://127.0.0.1:8181"
+            [catalog.properties]
+            "s3.endpoint" = "http://127.0.0.1:8333"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(c.query.target_partitions, 3);
+        assert_eq!(c.catalogs[0].properties["s3.endpoint"], "http://127.0.0.1:8333");
+        assert_eq!(c.effective_default_catalog().unwrap(), "lake");
+
+        let err = Config::from_toml("data_dri = 1").unwrap_err();
+        assert!(err.contains("unknown field `data_dri`"), "{err}");
+        let err = Config::from_toml("[[catalog]]\nname = \"x\"\ntype = \"nope\"\nuri = \"u\"").unwrap_err();
+        assert!(err.contains("unknown variant `nope`"), "{err}");
+    }
+
+    #[test]
+    fn unknown_default_catalog_is_an_error() {
+        let c = Config {
+            default_catalog: Some("nope".into()),
+            ..Config::default()
+        };
+        let err = c.effective_default_catalog().unwrap_err().to_string();
+        assert!(err.contains("default catalog nope is not configured"), "{err}");
+    }
+}

@@ -1,0 +1,11 @@
+//! The `iceflight` server and CLI: configuration, sessions over the configured Iceberg catalogs,
+//! and the command line.
+//!
+//! ```text
+//!   CLI / (Flight SQL) ──► Config ──► Engine (catalogs) ──► SessionContext ──► our Iceberg scan
+//! ```
+
+pub mod cli;
+pub mod config;
+pub mod output;
+pub mod session;

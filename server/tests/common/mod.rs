@@ -1,0 +1,209 @@
+//! Shared helpers for iceflight's integration tests: Python fixtures, engines on temporary data
+//! directories, result formatting and reference-answer comparison.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::DataType;
+use arrow::util::display::{ArrayFormatter, FormatOptions};
+use datafusion::physical_plan::{ExecutionPlan, collect};
+use datafusion::prelude::SessionContext;
+use iceflight::config::Config;
+use iceflight::session::Engine;
+
+/// Repository root (the workspace directory).
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+/// The Python of the test venv: `$ICEFLIGHT_PYTHON`, else `$HOME/.cache/iceflight-venv/bin/python`
+/// (made by `scripts/setup-python.sh`). Panics with instructions when missing.
+pub fn python() -> PathBuf {
+    let p = std::env::var_os("ICEFLIGHT_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/iceflight-venv/bin/python"));
+    assert!(
+        p.exists(),
+        "test Python not found at {} — run scripts/setup-python.sh (or set ICEFLIGHT_PYTHON)",
+        p.display()
+    );
+    p
+}
+
+/// Builds the case fixtures (namespace `cases`) with pyiceberg into `dir` (`catalog.db`,
+/// `warehouse/`), the layout of iceflight's embedded catalog.
+pub fn make_case_fixtures(dir: &Path) {
+    let out = Command::new(python())
+        .arg(repo_root().join("tests/fixtures/make_cases.py"))
+        .arg("--catalog-db")
+        .arg(dir.join("catalog.db"))
+        .arg("--warehouse")
+        .arg(dir.join("warehouse"))
+        .arg("--replace")
+        .output()
+        .expect("run make_cases.py");
+    assert!(
+        out.status.success(),
+        "make_cases.py failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// An engine on the embedded catalog in `dir`, with `target_partitions` partitions.
+pub async fn engine(dir: &Path, target_partitions: usize) -> Engine {
+    let mut config = Config {
+        data_dir: dir.to_path_buf(),
+        ..Config::default()
+    };
+    config.query.target_partitions = target_partitions;
+    Engine::connect(config).await.expect("connect embedded catalog")
+}
+
+/// A query's output and its executed physical plan (for metrics).
+pub struct Executed {
+    pub batches: Vec<RecordBatch>,
+    pub plan: Arc<dyn ExecutionPlan>,
+}
+
+/// Plans and runs `sql`, keeping the physical plan.
+pub async fn execute(ctx: &SessionContext, sql: &str) -> datafusion::common::Result<Executed> {
+    let df = ctx.sql(sql).await?;
+    let plan = df.create_physical_plan().await?;
+    let batches = collect(Arc::clone(&plan), ctx.task_ctx()).await?;
+    Ok(Executed { batches, plan })
+}
+
+/// Every `IcebergScanExec` in a plan.
+pub fn scans(plan: &Arc<dyn ExecutionPlan>) -> Vec<Arc<dyn ExecutionPlan>> {
+    let mut out = vec![];
+    let mut stack = vec![Arc::clone(plan)];
+    while let Some(p) = stack.pop() {
+        if p.name() == "IcebergScanExec" {
+            out.push(Arc::clone(&p));
+        }
+        stack.extend(p.children().into_iter().cloned());
+    }
+    out
+}
+
+/// Sum of a named metric over every scan in the plan.
+pub fn scan_metric(plan: &Arc<dyn ExecutionPlan>, name: &str) -> usize {
+    scans(plan)
+        .iter()
+        .filter_map(|s| s.metrics())
+        .filter_map(|m| m.sum_by_name(name))
+        .map(|v| v.as_usize())
+        .sum()
+}
+
+/// Formats every cell as text (`NULL` for nulls), row by row.
+pub fn rows(batches: &[RecordBatch]) -> Vec<Vec<String>> {
+    let options = FormatOptions::default().with_null("NULL");
+    let mut out = vec![];
+    for b in batches {
+        let formatters: Vec<_> = b
+            .columns()
+            .iter()
+            .map(|c| ArrayFormatter::try_new(c.as_ref(), &options).unwrap())
+            .collect();
+        for r in 0..b.num_rows() {
+            out.push(formatters.iter().map(|f| f.value(r).to_string()).collect());
+        }
+    }
+    out
+}
+
+/// Runs `sql` and returns its rows as text.
+pub async fn query(ctx: &SessionContext, sql: &str) -> Vec<Vec<String>> {
+    let batches = ctx
+        .sql(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .collect()
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    rows(&batches)
+}
+
+/// Runs `sql` and returns its first column as text.
+pub async fn column(ctx: &SessionContext, sql: &str) -> Vec<String> {
+    query(ctx, sql).await.into_iter().map(|r| r[0].clone()).collect()
+}
+
+/// Compares a result cell with a reference cell written by DuckDB (`exp_type` is DuckDB's type
+/// name). Decimals compare exactly; doubles to 1e-9 relative; a DataFusion decimal of scale `s`
+/// against a DuckDB double (e.g. `avg`) to half a unit in the last place DataFusion keeps.
+pub fn cell_matches(expected: Option<&str>, exp_type: &str, ours: &str, our_type: &DataType) -> bool {
+    let Some(expected) = expected else { return ours == "NULL" };
+    if ours == "NULL" {
+        return false;
+    }
+    let exp_decimal = exp_type.starts_with("DECIMAL");
+    let exp_float = matches!(exp_type, "DOUBLE" | "FLOAT" | "REAL");
+    let our_decimal_scale = match our_type {
+        DataType::Decimal128(_, s) | DataType::Decimal256(_, s) => Some(*s),
+        _ => None,
+    };
+    let our_float = matches!(our_type, DataType::Float32 | DataType::Float64);
+    if exp_decimal && our_decimal_scale.is_some() {
+        return normalize_decimal(expected) == normalize_decimal(ours);
+    }
+    if exp_float || our_float || exp_decimal || our_decimal_scale.is_some() {
+        let (Ok(e), Ok(o)) = (expected.parse::<f64>(), ours.parse::<f64>()) else {
+            return false;
+        };
+        let mut tolerance = 1e-9 * e.abs().max(o.abs()) + 1e-12;
+        if let (true, Some(s)) = (exp_float, our_decimal_scale) {
+            tolerance += 10f64.powi(-i32::from(s));
+        }
+        return (e - o).abs() <= tolerance;
+    }
+    expected == ours
+}
+
+fn normalize_decimal(s: &str) -> String {
+    let s = s.trim();
+    if !s.contains('.') {
+        return s.to_string();
+    }
+    let t = s.trim_end_matches('0').trim_end_matches('.');
+    if t == "-0" { "0".into() } else { t.to_string() }
+}
+
+/// A reference answer file (`bench/answers/...`).
+#[derive(serde::Deserialize)]
+pub struct Answer {
+    pub columns: Vec<String>,
+    pub types: Vec<String>,
+    pub rows: Vec<Vec<Option<String>>>,
+}
+
+/// Compares batches with a reference answer; `Err` describes the first difference.
+pub fn compare(batches: &[RecordBatch], answer: &Answer) -> Result<(), String> {
+    let got = rows(batches);
+    let types: Vec<DataType> = batches
+        .first()
+        .map(|b| b.schema().fields().iter().map(|f| f.data_type().clone()).collect())
+        .unwrap_or_default();
+    if got.len() != answer.rows.len() {
+        return Err(format!("{} rows, expected {}", got.len(), answer.rows.len()));
+    }
+    for (i, (g, e)) in got.iter().zip(&answer.rows).enumerate() {
+        if g.len() != e.len() {
+            return Err(format!("row {i}: {} columns, expected {}", g.len(), e.len()));
+        }
+        for (j, (gc, ec)) in g.iter().zip(e).enumerate() {
+            if !cell_matches(ec.as_deref(), &answer.types[j], gc, &types[j]) {
+                return Err(format!(
+                    "row {i} column {} ({}): got {gc}, expected {ec:?}",
+                    answer.columns[j], answer.types[j]
+                ));
+            }
+        }
+    }
+    Ok(())
+}
