@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
 """Regenerate TPC-H reference answers with DuckDB.
 
-Usage (from the repository root, with duckdb==1.5.5 and the
-duckdb-extension-tpch==1.5.5 wheel installed; no network needed):
+Usage (from the repository root, with duckdb==1.5.5 and tpchgen-cli==4.0.0
+installed — see tests/requirements.txt; no network needed):
 
     python bench/scripts/make_answers.py --scale 0.01 --out bench/answers/tpch/sf0.01
     python bench/scripts/make_answers.py --scale 0.01 --out OUT --parquet-dir /tmp/tpch-sf0.01
 
 What it does:
-  * generates the data in an in-memory DuckDB with ``CALL dbgen(sf=SCALE)``;
+  * generates the data with ``tpchgen-cli`` (the generator iceflight's loader
+    uses, the ``tpchgen`` crate) as Parquet, and loads it into an in-memory
+    DuckDB (DuckDB's own ``dbgen`` differs from it in the random text of
+    comments and addresses, so answers must come from the same generator);
   * runs every ``bench/queries/tpch/qNN.sql`` (override with ``--queries``) and
     writes ``OUT/qNN.json``:
         {"query": "q01", "scale": 0.01, "engine": "duckdb 1.5.5",
@@ -35,6 +38,7 @@ import glob
 import importlib.util
 import json
 import os
+import subprocess
 import sys
 import tempfile
 
@@ -170,7 +174,13 @@ def main():
     engine = "duckdb " + duckdb.__version__
     with tempfile.TemporaryDirectory() as ext_dir:
         con = connect(ext_dir)
-        con.execute(f"CALL dbgen(sf={args.scale!r})")
+        gen_dir = os.path.join(ext_dir, "tpchgen")
+        tpchgen = os.path.join(os.path.dirname(sys.executable), "tpchgen-cli")
+        subprocess.run([tpchgen, "parquet", "-s", repr(args.scale), "--output-dir", gen_dir],
+                       check=True, stdout=subprocess.DEVNULL)
+        for t in TABLES:
+            p = os.path.join(gen_dir, t + ".parquet").replace("'", "''")
+            con.execute(f"CREATE TABLE {t} AS SELECT * FROM read_parquet('{p}')")
         run_queries(con, args.queries, args.out, args.scale, engine)
         dump_tables(table_stats(con), os.path.join(args.out, "tables.json"))
         if args.parquet_dir:

@@ -44,10 +44,12 @@ pub async fn connect(config: &CatalogConfig) -> Result<Arc<dyn Catalog>, Catalog
                     uri.push_str("?mode=rwc");
                 }
             }
-            let warehouse = config.warehouse.clone().ok_or_else(|| CatalogError::Config(format!(
-                "catalog {}: type \"sql\" needs a warehouse (e.g. file:///data/warehouse)",
-                config.name
-            )))?;
+            let warehouse = config.warehouse.clone().ok_or_else(|| {
+                CatalogError::Config(format!(
+                    "catalog {}: type \"sql\" needs a warehouse (e.g. file:///data/warehouse)",
+                    config.name
+                ))
+            })?;
             if let Some(dir) = warehouse.strip_prefix("file://") {
                 std::fs::create_dir_all(dir).map_err(|e| CatalogError::Unavailable {
                     catalog: config.name.clone(),
@@ -57,7 +59,9 @@ pub async fn connect(config: &CatalogConfig) -> Result<Arc<dyn Catalog>, Catalog
             }
             props.insert("uri".into(), uri);
             props.insert("warehouse".into(), warehouse);
-            props.entry("sql_bind_style".into()).or_insert_with(|| "QMark".into());
+            props
+                .entry("sql_bind_style".into())
+                .or_insert_with(|| "QMark".into());
             let catalog = SqlCatalogBuilder::default()
                 .with_storage_factory(storage)
                 .load(config.name.clone(), props)

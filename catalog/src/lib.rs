@@ -36,7 +36,10 @@ impl Catalogs {
         let mut entries: Vec<(String, Arc<dyn Catalog>)> = Vec::with_capacity(configs.len());
         for c in configs {
             if entries.iter().any(|(n, _)| n == &c.name) {
-                return Err(CatalogError::Config(format!("catalog {} is configured twice", c.name)));
+                return Err(CatalogError::Config(format!(
+                    "catalog {} is configured twice",
+                    c.name
+                )));
             }
             entries.push((c.name.clone(), connect::connect(c).await?));
         }
@@ -51,7 +54,10 @@ impl Catalogs {
             .map(|(_, c)| c)
             .ok_or_else(|| {
                 let known: Vec<&str> = self.entries.iter().map(|(n, _)| n.as_str()).collect();
-                CatalogError::NotFound(format!("unknown catalog {name} (configured: {})", known.join(", ")))
+                CatalogError::NotFound(format!(
+                    "unknown catalog {name} (configured: {})",
+                    known.join(", ")
+                ))
             })
     }
 
@@ -65,7 +71,10 @@ impl Catalogs {
         for (name, catalog) in &self.entries {
             ctx.register_catalog(
                 name.as_str(),
-                Arc::new(IcebergCatalogProvider::new(name.clone(), Arc::clone(catalog))),
+                Arc::new(IcebergCatalogProvider::new(
+                    name.clone(),
+                    Arc::clone(catalog),
+                )),
             );
         }
     }

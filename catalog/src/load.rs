@@ -19,7 +19,9 @@ use iceberg::spec::DataFileFormat;
 use iceberg::transaction::{ApplyTransactionAction, Transaction};
 use iceberg::writer::base_writer::data_file_writer::DataFileWriterBuilder;
 use iceberg::writer::file_writer::ParquetWriterBuilder;
-use iceberg::writer::file_writer::location_generator::{DefaultFileNameGenerator, DefaultLocationGenerator};
+use iceberg::writer::file_writer::location_generator::{
+    DefaultFileNameGenerator, DefaultLocationGenerator,
+};
 use iceberg::writer::file_writer::rolling_writer::RollingFileWriterBuilder;
 use iceberg::writer::{IcebergWriter, IcebergWriterBuilder};
 use iceberg::{Catalog, NamespaceIdent, TableCreation, TableIdent};
@@ -72,17 +74,26 @@ pub struct LoadReport {
 /// Errors: [`CatalogError::AlreadyExists`] if the namespace exists and `replace` is false;
 /// [`CatalogError::Config`] for an unknown table or column in `sort`; any catalog or write error
 /// (after which nothing of this load remains).
-pub async fn load_tpch(catalog: &Arc<dyn Catalog>, namespace: &NamespaceIdent, options: &LoadOptions) -> Result<LoadReport, CatalogError> {
+pub async fn load_tpch(
+    catalog: &Arc<dyn Catalog>,
+    namespace: &NamespaceIdent,
+    options: &LoadOptions,
+) -> Result<LoadReport, CatalogError> {
     for (table, cols) in &options.sort {
-        let schema = tpch::schema(table).ok_or_else(|| CatalogError::Config(format!("--sort: unknown TPC-H table {table}")))?;
+        let schema = tpch::schema(table)
+            .ok_or_else(|| CatalogError::Config(format!("--sort: unknown TPC-H table {table}")))?;
         for c in cols {
             if schema.field_by_name(c).is_none() {
-                return Err(CatalogError::Config(format!("--sort: table {table} has no column {c}")));
+                return Err(CatalogError::Config(format!(
+                    "--sort: table {table} has no column {c}"
+                )));
             }
         }
     }
     if options.row_group_rows == 0 || options.target_file_size == 0 {
-        return Err(CatalogError::Config("row group rows and target file size must be positive".into()));
+        return Err(CatalogError::Config(
+            "row group rows and target file size must be positive".into(),
+        ));
     }
     if catalog.namespace_exists(namespace).await? {
         if !options.replace {
@@ -105,18 +116,33 @@ pub async fn load_tpch(catalog: &Arc<dyn Catalog>, namespace: &NamespaceIdent, o
     }
 }
 
-async fn load_tables(catalog: &Arc<dyn Catalog>, namespace: &NamespaceIdent, options: &LoadOptions) -> Result<LoadReport, CatalogError> {
+async fn load_tables(
+    catalog: &Arc<dyn Catalog>,
+    namespace: &NamespaceIdent,
+    options: &LoadOptions,
+) -> Result<LoadReport, CatalogError> {
     let mut report = LoadReport { tables: vec![] };
     for name in tpch::TABLES {
         let schema = tpch::schema(name).expect("known table");
-        let creation = TableCreation::builder().name(name.to_string()).schema(schema).build();
+        let creation = TableCreation::builder()
+            .name(name.to_string())
+            .schema(schema)
+            .build();
         let table = catalog.create_table(namespace, creation).await?;
-        let arrow_schema: SchemaRef = Arc::new(iceberg::arrow::schema_to_arrow_schema(table.metadata().current_schema())?);
+        let arrow_schema: SchemaRef = Arc::new(iceberg::arrow::schema_to_arrow_schema(
+            table.metadata().current_schema(),
+        )?);
 
-        let bar = progress_bar(options.progress, name, tpch::estimated_rows(name, options.scale));
+        let bar = progress_bar(
+            options.progress,
+            name,
+            tpch::estimated_rows(name, options.scale),
+        );
         let sort = options.sort.get(name).cloned().unwrap_or_default();
         let props = WriterProperties::builder()
-            .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).expect("valid level")))
+            .set_compression(Compression::ZSTD(
+                ZstdLevel::try_new(1).expect("valid level"),
+            ))
             .set_statistics_enabled(EnabledStatistics::Page)
             .set_max_row_group_row_count(Some(options.row_group_rows))
             .build();
@@ -126,7 +152,11 @@ async fn load_tables(catalog: &Arc<dyn Catalog>, namespace: &NamespaceIdent, opt
             options.target_file_size,
             table.file_io().clone(),
             DefaultLocationGenerator::new(table.metadata())?,
-            DefaultFileNameGenerator::new(format!("{name}-{}", uuid::Uuid::new_v4()), None, DataFileFormat::Parquet),
+            DefaultFileNameGenerator::new(
+                format!("{name}-{}", uuid::Uuid::new_v4()),
+                None,
+                DataFileFormat::Parquet,
+            ),
         );
         let mut writer = DataFileWriterBuilder::new(rolling).build(None).await?;
 
@@ -135,16 +165,21 @@ async fn load_tables(catalog: &Arc<dyn Catalog>, namespace: &NamespaceIdent, opt
         let (scale, gen_schema) = (options.scale, Arc::clone(&arrow_schema));
         let generator = tokio::task::spawn_blocking(move || {
             tpch::generate(name, scale, gen_schema, 64 * 1024, |b| {
-                sender.blocking_send(b).map_err(|_| "the writer stopped".to_string())
+                sender
+                    .blocking_send(b)
+                    .map_err(|_| "the writer stopped".to_string())
             })
         });
+        // The rolling writer checks the file size before each write: write in slices no larger
+        // than a row group so files roll close to the target size.
+        let chunk = options.row_group_rows.clamp(1024, 64 * 1024);
         let mut rows = 0u64;
         let mut held = Vec::new();
         while let Some(batch) = receiver.recv().await {
             bar.inc(batch.num_rows() as u64);
             rows += batch.num_rows() as u64;
             if sort.is_empty() {
-                writer.write(batch).await?;
+                write_chunked(&mut writer, batch, chunk).await?;
             } else {
                 held.push(batch);
             }
@@ -155,7 +190,7 @@ async fn load_tables(catalog: &Arc<dyn Catalog>, namespace: &NamespaceIdent, opt
             .map_err(CatalogError::Load)?;
         if !sort.is_empty() {
             for batch in sort_batches(&arrow_schema, held, &sort)? {
-                writer.write(batch).await?;
+                write_chunked(&mut writer, batch, chunk).await?;
             }
         }
         let files = writer.close().await?;
@@ -169,20 +204,42 @@ async fn load_tables(catalog: &Arc<dyn Catalog>, namespace: &NamespaceIdent, opt
     Ok(report)
 }
 
-fn sort_batches(schema: &SchemaRef, batches: Vec<RecordBatch>, keys: &[String]) -> Result<Vec<RecordBatch>, CatalogError> {
+async fn write_chunked(
+    writer: &mut impl IcebergWriter,
+    batch: RecordBatch,
+    chunk: usize,
+) -> Result<(), CatalogError> {
+    let mut start = 0;
+    while start < batch.num_rows() {
+        let len = chunk.min(batch.num_rows() - start);
+        writer.write(batch.slice(start, len)).await?;
+        start += len;
+    }
+    Ok(())
+}
+
+fn sort_batches(
+    schema: &SchemaRef,
+    batches: Vec<RecordBatch>,
+    keys: &[String],
+) -> Result<Vec<RecordBatch>, CatalogError> {
     let all = concat_batches(schema, &batches).map_err(|e| CatalogError::Load(e.to_string()))?;
     let columns = keys
         .iter()
         .map(|k| {
-            let idx = schema.index_of(k).map_err(|e| CatalogError::Load(e.to_string()))?;
+            let idx = schema
+                .index_of(k)
+                .map_err(|e| CatalogError::Load(e.to_string()))?;
             Ok(SortColumn {
                 values: Arc::clone(all.column(idx)),
                 options: None,
             })
         })
         .collect::<Result<Vec<_>, CatalogError>>()?;
-    let indices = lexsort_to_indices(&columns, None).map_err(|e| CatalogError::Load(e.to_string()))?;
-    let sorted = take_record_batch(&all, &indices).map_err(|e| CatalogError::Load(e.to_string()))?;
+    let indices =
+        lexsort_to_indices(&columns, None).map_err(|e| CatalogError::Load(e.to_string()))?;
+    let sorted =
+        take_record_batch(&all, &indices).map_err(|e| CatalogError::Load(e.to_string()))?;
     let chunk = 64 * 1024;
     Ok((0..sorted.num_rows())
         .step_by(chunk)
@@ -206,7 +263,10 @@ fn progress_bar(enabled: bool, table: &str, estimate: u64) -> ProgressBar {
 
 /// Drops every table of `namespace` (catalog entry and files under the table location), then the
 /// namespace itself.
-pub async fn drop_namespace(catalog: &Arc<dyn Catalog>, namespace: &NamespaceIdent) -> Result<(), CatalogError> {
+pub async fn drop_namespace(
+    catalog: &Arc<dyn Catalog>,
+    namespace: &NamespaceIdent,
+) -> Result<(), CatalogError> {
     for ident in catalog.list_tables(namespace).await? {
         drop_table_and_files(catalog, &ident).await?;
     }
@@ -214,7 +274,10 @@ pub async fn drop_namespace(catalog: &Arc<dyn Catalog>, namespace: &NamespaceIde
     Ok(())
 }
 
-async fn drop_table_and_files(catalog: &Arc<dyn Catalog>, ident: &TableIdent) -> Result<(), CatalogError> {
+async fn drop_table_and_files(
+    catalog: &Arc<dyn Catalog>,
+    ident: &TableIdent,
+) -> Result<(), CatalogError> {
     let table = catalog.load_table(ident).await?;
     let location = table.metadata().location().to_string();
     catalog.drop_table(ident).await?;
@@ -226,11 +289,13 @@ async fn drop_table_and_files(catalog: &Arc<dyn Catalog>, ident: &TableIdent) ->
 /// suffixes, case-insensitive).
 pub fn parse_size(s: &str) -> Result<usize, CatalogError> {
     let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(t.len());
+    let split = t
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let value: f64 = num
-        .parse()
-        .map_err(|_| CatalogError::Config(format!("invalid size {s:?} (e.g. 4MiB, 512MB, 1048576)")))?;
+    let value: f64 = num.parse().map_err(|_| {
+        CatalogError::Config(format!("invalid size {s:?} (e.g. 4MiB, 512MB, 1048576)"))
+    })?;
     let mult: f64 = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1.0,
         "k" | "kb" => 1e3,
@@ -243,7 +308,9 @@ pub fn parse_size(s: &str) -> Result<usize, CatalogError> {
     };
     let bytes = value * mult;
     if !(bytes >= 1.0) {
-        return Err(CatalogError::Config(format!("size must be positive: {s:?}")));
+        return Err(CatalogError::Config(format!(
+            "size must be positive: {s:?}"
+        )));
     }
     Ok(bytes as usize)
 }

@@ -57,7 +57,9 @@ fn block_on<F: std::future::Future>(f: F) -> F::Output {
 /// Maps an iceberg error to a DataFusion error, keeping "not found" recognisable.
 pub fn to_df_error(e: iceberg::Error) -> DataFusionError {
     let e = match e.kind() {
-        ErrorKind::NamespaceNotFound | ErrorKind::TableNotFound => CatalogError::NotFound(e.to_string()),
+        ErrorKind::NamespaceNotFound | ErrorKind::TableNotFound => {
+            CatalogError::NotFound(e.to_string())
+        }
         _ => CatalogError::Iceberg(e),
     };
     DataFusionError::External(Box::new(e))
@@ -141,10 +143,17 @@ impl CatalogProvider for IcebergCatalogProvider {
     }
 
     /// `CREATE SCHEMA c.ns` creates the namespace `ns` (dots make a multi-level namespace).
-    fn register_schema(&self, name: &str, _schema: Arc<dyn SchemaProvider>) -> Result<Option<Arc<dyn SchemaProvider>>> {
+    fn register_schema(
+        &self,
+        name: &str,
+        _schema: Arc<dyn SchemaProvider>,
+    ) -> Result<Option<Arc<dyn SchemaProvider>>> {
         let namespace = namespace_of(name)?;
-        block_on(self.catalog.create_namespace(&namespace, Default::default()))
-            .map_err(|e| to_df_error(e))?;
+        block_on(
+            self.catalog
+                .create_namespace(&namespace, Default::default()),
+        )
+        .map_err(|e| to_df_error(e))?;
         self.namespaces.invalidate();
         Ok(None)
     }
@@ -205,7 +214,11 @@ impl SchemaProvider for IcebergSchemaProvider {
         }
     }
 
-    fn register_table(&self, name: String, _table: Arc<dyn TableProvider>) -> Result<Option<Arc<dyn TableProvider>>> {
+    fn register_table(
+        &self,
+        name: String,
+        _table: Arc<dyn TableProvider>,
+    ) -> Result<Option<Arc<dyn TableProvider>>> {
         exec_err!("cannot register table {name}: iceflight serves Iceberg tables read-only")
     }
 

@@ -8,16 +8,21 @@
 use std::fmt::Write;
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, Date32Builder, Decimal128Builder, Int32Builder, Int64Builder, RecordBatch, StringBuilder};
+use arrow::array::{
+    ArrayRef, Date32Builder, Decimal128Builder, Int32Builder, Int64Builder, RecordBatch,
+    StringBuilder,
+};
 use arrow::datatypes::SchemaRef;
 use iceberg::spec::{NestedField, PrimitiveType, Schema, Type};
 use tpchgen::generators::{
-    CustomerGenerator, LineItemGenerator, NationGenerator, OrderGenerator, PartGenerator, PartSuppGenerator,
-    RegionGenerator, SupplierGenerator,
+    CustomerGenerator, LineItemGenerator, NationGenerator, OrderGenerator, PartGenerator,
+    PartSuppGenerator, RegionGenerator, SupplierGenerator,
 };
 
 /// The eight TPC-H tables, in load order (small first).
-pub const TABLES: [&str; 8] = ["region", "nation", "supplier", "customer", "part", "partsupp", "orders", "lineitem"];
+pub const TABLES: [&str; 8] = [
+    "region", "nation", "supplier", "customer", "part", "partsupp", "orders", "lineitem",
+];
 
 #[derive(Clone, Copy)]
 enum Col {
@@ -32,7 +37,12 @@ fn columns(table: &str) -> Option<&'static [(&'static str, Col)]> {
     use Col::*;
     Some(match table {
         "region" => &[("r_regionkey", Key), ("r_name", Text), ("r_comment", Text)],
-        "nation" => &[("n_nationkey", Key), ("n_name", Text), ("n_regionkey", Key), ("n_comment", Text)],
+        "nation" => &[
+            ("n_nationkey", Key),
+            ("n_name", Text),
+            ("n_regionkey", Key),
+            ("n_comment", Text),
+        ],
         "supplier" => &[
             ("s_suppkey", Key),
             ("s_name", Text),
@@ -116,7 +126,11 @@ pub fn schema(table: &str) -> Option<Schema> {
             Col::Date => PrimitiveType::Date,
             Col::Text => PrimitiveType::String,
         };
-        Arc::new(NestedField::required(i as i32 + 1, *name, Type::Primitive(ty)))
+        Arc::new(NestedField::required(
+            i as i32 + 1,
+            *name,
+            Type::Primitive(ty),
+        ))
     });
     Schema::builder().with_fields(fields).build().ok()
 }
@@ -152,7 +166,11 @@ struct Batcher {
 
 impl Batcher {
     fn new(schema: SchemaRef, table: &str, batch_rows: usize) -> Self {
-        let kinds: Vec<Col> = columns(table).expect("known table").iter().map(|(_, c)| *c).collect();
+        let kinds: Vec<Col> = columns(table)
+            .expect("known table")
+            .iter()
+            .map(|(_, c)| *c)
+            .collect();
         let mut b = Self {
             schema,
             kinds,
@@ -177,7 +195,10 @@ impl Batcher {
                         .expect("valid decimal"),
                 ),
                 Col::Date => Builder::Date(Date32Builder::with_capacity(self.batch_rows)),
-                Col::Text => Builder::Text(StringBuilder::with_capacity(self.batch_rows, self.batch_rows * 16)),
+                Col::Text => Builder::Text(StringBuilder::with_capacity(
+                    self.batch_rows,
+                    self.batch_rows * 16,
+                )),
             })
             .collect();
         self.rows = 0;
@@ -216,7 +237,8 @@ impl Batcher {
                 }
             })
             .collect();
-        let batch = RecordBatch::try_new(Arc::clone(&self.schema), columns).expect("builders match schema");
+        let batch =
+            RecordBatch::try_new(Arc::clone(&self.schema), columns).expect("builders match schema");
         self.reset();
         batch
     }
@@ -244,13 +266,21 @@ pub fn generate(
     match table {
         "region" => {
             for r in RegionGenerator::new(scale, 1, 1).iter() {
-                emit(&[Key(r.r_regionkey), Text(&r.r_name), Text(&r.r_comment)], &mut b)?;
+                emit(
+                    &[Key(r.r_regionkey), Text(&r.r_name), Text(&r.r_comment)],
+                    &mut b,
+                )?;
             }
         }
         "nation" => {
             for n in NationGenerator::new(scale, 1, 1).iter() {
                 emit(
-                    &[Key(n.n_nationkey), Text(&n.n_name), Key(n.n_regionkey), Text(&n.n_comment)],
+                    &[
+                        Key(n.n_nationkey),
+                        Text(&n.n_name),
+                        Key(n.n_regionkey),
+                        Text(&n.n_comment),
+                    ],
                     &mut b,
                 )?;
             }

@@ -37,7 +37,12 @@ impl DeleteKeys {
     /// `PARQUET:field_id` metadata), cast to `types` (the data columns' Arrow types, same order).
     ///
     /// Errors: unreadable file, or a key column missing from the delete file.
-    pub async fn load(file_io: &FileIO, path: &str, field_ids: &[i32], types: &[DataType]) -> Result<Self> {
+    pub async fn load(
+        file_io: &FileIO,
+        path: &str,
+        field_ids: &[i32],
+        types: &[DataType],
+    ) -> Result<Self> {
         let bytes = file_io
             .new_input(path)
             .map_err(external)?
@@ -52,7 +57,9 @@ impl DeleteKeys {
                 schema
                     .fields()
                     .iter()
-                    .position(|f| f.metadata().get(PARQUET_FIELD_ID_META_KEY) == Some(&id.to_string()))
+                    .position(|f| {
+                        f.metadata().get(PARQUET_FIELD_ID_META_KEY) == Some(&id.to_string())
+                    })
                     .ok_or_else(|| {
                         DataFusionError::Execution(format!(
                             "equality delete file {path} has no column with field id {id}"
@@ -60,7 +67,9 @@ impl DeleteKeys {
                     })
             })
             .collect::<Result<Vec<_>>>()?;
-        let batches = builder.build()?.collect::<std::result::Result<Vec<_>, _>>()?;
+        let batches = builder
+            .build()?
+            .collect::<std::result::Result<Vec<_>, _>>()?;
         let converter = converter(types)?;
         let mut keys = HashSet::new();
         if !batches.is_empty() {
@@ -102,10 +111,19 @@ impl DeleteKeys {
         let columns = columns
             .iter()
             .zip(&self.types)
-            .map(|(c, ty)| Ok(if c.data_type() == ty { Arc::clone(c) } else { cast(c, ty)? }))
+            .map(|(c, ty)| {
+                Ok(if c.data_type() == ty {
+                    Arc::clone(c)
+                } else {
+                    cast(c, ty)?
+                })
+            })
             .collect::<Result<Vec<_>>>()?;
         let rows = converter(&self.types)?.convert_columns(&columns)?;
-        Ok(rows.iter().map(|r| Some(!self.keys.contains(r.as_ref()))).collect())
+        Ok(rows
+            .iter()
+            .map(|r| Some(!self.keys.contains(r.as_ref())))
+            .collect())
     }
 }
 
@@ -128,7 +146,13 @@ pub struct DeleteKeysCache {
 impl DeleteKeysCache {
     /// Returns the keys of `path`, loading them on first use. The lock is held while loading so
     /// that concurrent tasks never read the same delete file twice.
-    pub async fn get(&self, file_io: &FileIO, path: &str, field_ids: &[i32], types: &[DataType]) -> Result<Arc<DeleteKeys>> {
+    pub async fn get(
+        &self,
+        file_io: &FileIO,
+        path: &str,
+        field_ids: &[i32],
+        types: &[DataType],
+    ) -> Result<Arc<DeleteKeys>> {
         let mut loaded = self.loaded.lock().await;
         if let Some(keys) = loaded.get(path) {
             return Ok(Arc::clone(keys));
@@ -147,7 +171,10 @@ pub fn apply(batch: RecordBatch, deletes: &[(Arc<DeleteKeys>, Vec<usize>)]) -> R
         if batch.num_rows() == 0 {
             break;
         }
-        let columns: Vec<ArrayRef> = positions.iter().map(|&p| Arc::clone(batch.column(p))).collect();
+        let columns: Vec<ArrayRef> = positions
+            .iter()
+            .map(|&p| Arc::clone(batch.column(p)))
+            .collect();
         let mask = keys.keep_mask(&columns, batch.num_rows())?;
         if mask.true_count() < batch.num_rows() {
             batch = filter_record_batch(&batch, &mask)?;
@@ -178,7 +205,11 @@ mod tests {
             ("id", Arc::new(Int32Array::from(vec![1, 2, 3])) as ArrayRef),
             (
                 "status",
-                Arc::new(StringArray::from(vec![Some("ACTIVE"), None, Some("INACTIVE")])) as ArrayRef,
+                Arc::new(StringArray::from(vec![
+                    Some("ACTIVE"),
+                    None,
+                    Some("INACTIVE"),
+                ])) as ArrayRef,
             ),
         ])
         .unwrap()
@@ -195,7 +226,11 @@ mod tests {
 
     #[test]
     fn value_delete_keeps_null_rows() {
-        let out = apply(batch(), &[(Arc::new(keys(vec![Some("INACTIVE")])), vec![1])]).unwrap();
+        let out = apply(
+            batch(),
+            &[(Arc::new(keys(vec![Some("INACTIVE")])), vec![1])],
+        )
+        .unwrap();
         assert_eq!(ids(&out), vec![1, 2]);
     }
 

@@ -22,9 +22,13 @@ use datafusion::common::{DataFusionError, Result, Statistics, internal_err};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::EquivalenceProperties;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
-use datafusion::physical_plan::metrics::{Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
+use datafusion::physical_plan::metrics::{
+    Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet,
+};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties};
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
+};
 use futures::{StreamExt, TryStreamExt, stream};
 use iceberg::expr::Predicate;
 use iceberg::scan::FileScanTask;
@@ -89,7 +93,10 @@ impl IcebergScanExec {
     /// Builds the operator from a planned scan.
     pub fn new(plan: PlannedScan) -> Self {
         let partitions = plan.file_groups.len().max(1);
-        let cache = Arc::new(Self::compute_properties(Arc::clone(&plan.schema), partitions));
+        let cache = Arc::new(Self::compute_properties(
+            Arc::clone(&plan.schema),
+            partitions,
+        ));
         Self {
             table: plan.table,
             schema: plan.schema,
@@ -134,7 +141,12 @@ impl IcebergScanExec {
 
 impl DisplayAs for IcebergScanExec {
     fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
-        let columns: Vec<&str> = self.schema.fields().iter().map(|f| f.name().as_str()).collect();
+        let columns: Vec<&str> = self
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect();
         match t {
             DisplayFormatType::Default | DisplayFormatType::Verbose => {
                 write!(
@@ -179,14 +191,21 @@ impl ExecutionPlan for IcebergScanExec {
         vec![]
     }
 
-    fn with_new_children(self: Arc<Self>, children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
+    fn with_new_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
         if !children.is_empty() {
             return internal_err!("IcebergScanExec has no children");
         }
         Ok(self)
     }
 
-    fn execute(&self, partition: usize, _context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
+    fn execute(
+        &self,
+        partition: usize,
+        _context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
         let Some(tasks) = self.file_groups.get(partition).cloned().or_else(|| {
             // An empty scan still has one (empty) partition.
             (partition == 0 && self.file_groups.is_empty()).then(Vec::new)
@@ -212,7 +231,10 @@ impl ExecutionPlan for IcebergScanExec {
         let limited = limit_stream(batches.boxed(), self.limit);
         let output_rows = metrics.output_rows.clone();
         let counted = limited.inspect_ok(move |b| output_rows.add(b.num_rows()));
-        Ok(Box::pin(RecordBatchStreamAdapter::new(Arc::clone(&self.schema), counted)))
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            Arc::clone(&self.schema),
+            counted,
+        )))
     }
 
     fn metrics(&self) -> Option<MetricsSet> {
@@ -257,7 +279,8 @@ impl ScanMetrics {
             output_rows: MetricBuilder::new(set).output_rows(partition),
             files_opened: MetricBuilder::new(set).counter("files_opened", partition),
             bytes_scanned: MetricBuilder::new(set).counter("bytes_scanned", partition),
-            equality_deleted_rows: MetricBuilder::new(set).counter("equality_deleted_rows", partition),
+            equality_deleted_rows: MetricBuilder::new(set)
+                .counter("equality_deleted_rows", partition),
         }
     }
 }
@@ -274,7 +297,10 @@ struct TaskOpener {
 }
 
 impl TaskOpener {
-    async fn open(&self, mut task: FileScanTask) -> Result<futures::stream::BoxStream<'static, Result<RecordBatch>>> {
+    async fn open(
+        &self,
+        mut task: FileScanTask,
+    ) -> Result<futures::stream::BoxStream<'static, Result<RecordBatch>>> {
         // Equality deletes are ours (null-safe); iceberg keeps the positional ones.
         let (equality, positional): (Vec<_>, Vec<_>) = std::mem::take(&mut task.deletes)
             .into_iter()
@@ -370,7 +396,11 @@ fn to_output(batch: RecordBatch, schema: &SchemaRef) -> Result<Option<RecordBatc
         })
         .collect::<Result<Vec<ArrayRef>>>()?;
     let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
-    Ok(Some(RecordBatch::try_new_with_options(Arc::clone(schema), columns, &options)?))
+    Ok(Some(RecordBatch::try_new_with_options(
+        Arc::clone(schema),
+        columns,
+        &options,
+    )?))
 }
 
 /// Stops after `limit` rows (slicing the last batch).

@@ -73,8 +73,14 @@ impl FileMetricsIndex {
     /// Statistics for reading `tasks` with output `schema`, whose columns have the iceberg field
     /// ids `field_ids` (same order). All values are `Inexact`: deletes and the filters above the
     /// scan remove rows, and string bounds may be truncated.
-    pub fn statistics(&self, tasks: &[&FileScanTask], schema: &SchemaRef, field_ids: &[i32]) -> Statistics {
-        let files: Vec<Option<&DataFile>> = tasks.iter().map(|t| self.get(&t.data_file_path)).collect();
+    pub fn statistics(
+        &self,
+        tasks: &[&FileScanTask],
+        schema: &SchemaRef,
+        field_ids: &[i32],
+    ) -> Statistics {
+        let files: Vec<Option<&DataFile>> =
+            tasks.iter().map(|t| self.get(&t.data_file_path)).collect();
         let all_known = files.iter().all(Option::is_some);
         let rows: u64 = tasks
             .iter()
@@ -147,30 +153,40 @@ pub fn datum_to_scalar(datum: &Datum, data_type: &DataType) -> Option<ScalarValu
         (PrimitiveType::Boolean, PrimitiveLiteral::Boolean(v), DataType::Boolean) => {
             ScalarValue::Boolean(Some(*v))
         }
-        (PrimitiveType::Int, PrimitiveLiteral::Int(v), DataType::Int32) => ScalarValue::Int32(Some(*v)),
+        (PrimitiveType::Int, PrimitiveLiteral::Int(v), DataType::Int32) => {
+            ScalarValue::Int32(Some(*v))
+        }
         (PrimitiveType::Int, PrimitiveLiteral::Int(v), DataType::Int64) => {
             ScalarValue::Int64(Some(i64::from(*v)))
         }
-        (PrimitiveType::Long, PrimitiveLiteral::Long(v), DataType::Int64) => ScalarValue::Int64(Some(*v)),
+        (PrimitiveType::Long, PrimitiveLiteral::Long(v), DataType::Int64) => {
+            ScalarValue::Int64(Some(*v))
+        }
         (PrimitiveType::Float, PrimitiveLiteral::Float(v), DataType::Float32) => {
             ScalarValue::Float32(Some(v.0))
         }
         (PrimitiveType::Double, PrimitiveLiteral::Double(v), DataType::Float64) => {
             ScalarValue::Float64(Some(v.0))
         }
-        (PrimitiveType::Decimal { .. }, PrimitiveLiteral::Int128(v), DataType::Decimal128(p, s)) => {
-            ScalarValue::Decimal128(Some(*v), *p, *s)
+        (
+            PrimitiveType::Decimal { .. },
+            PrimitiveLiteral::Int128(v),
+            DataType::Decimal128(p, s),
+        ) => ScalarValue::Decimal128(Some(*v), *p, *s),
+        (PrimitiveType::Date, PrimitiveLiteral::Int(v), DataType::Date32) => {
+            ScalarValue::Date32(Some(*v))
         }
-        (PrimitiveType::Date, PrimitiveLiteral::Int(v), DataType::Date32) => ScalarValue::Date32(Some(*v)),
         (PrimitiveType::String, PrimitiveLiteral::String(v), DataType::Utf8) => {
             ScalarValue::Utf8(Some(v.clone()))
         }
         (PrimitiveType::String, PrimitiveLiteral::String(v), DataType::LargeUtf8) => {
             ScalarValue::LargeUtf8(Some(v.clone()))
         }
-        (PrimitiveType::Timestamp, PrimitiveLiteral::Long(v), DataType::Timestamp(TimeUnit::Microsecond, None)) => {
-            ScalarValue::TimestampMicrosecond(Some(*v), None)
-        }
+        (
+            PrimitiveType::Timestamp,
+            PrimitiveLiteral::Long(v),
+            DataType::Timestamp(TimeUnit::Microsecond, None),
+        ) => ScalarValue::TimestampMicrosecond(Some(*v), None),
         (
             PrimitiveType::Timestamptz,
             PrimitiveLiteral::Long(v),

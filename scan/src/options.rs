@@ -78,11 +78,21 @@ mod tests {
     async fn set_through_sql() {
         let config = SessionConfig::new().with_option_extension(IceflightOptions::default());
         let ctx = SessionContext::new_with_config(config);
-        ctx.sql("SET iceflight.scan.batch_size = 1234").await.unwrap();
+        ctx.sql("SET iceflight.scan.batch_size = 1234")
+            .await
+            .unwrap();
         let state = ctx.state();
-        let opts = state.config_options().extensions.get::<IceflightOptions>().unwrap();
+        let opts = state
+            .config_options()
+            .extensions
+            .get::<IceflightOptions>()
+            .unwrap();
         assert_eq!(opts.scan_batch_size, 1234);
         let err = ctx.sql("SET iceflight.scan.nope = 1").await.unwrap_err();
-        assert!(err.to_string().contains("unknown setting iceflight.scan.nope"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("unknown setting iceflight.scan.nope"),
+            "{err}"
+        );
     }
 }

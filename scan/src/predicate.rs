@@ -164,7 +164,13 @@ impl<'a> PredicateConverter<'a> {
         }
     }
 
-    fn comparison(&self, left: &Expr, op: Operator, right: &Expr, positive: bool) -> Option<Predicate> {
+    fn comparison(
+        &self,
+        left: &Expr,
+        op: Operator,
+        right: &Expr,
+        positive: bool,
+    ) -> Option<Predicate> {
         // Normalise to `column op literal`.
         let (col_expr, lit_expr, op) = match (left, right) {
             (Expr::Column(_), Expr::Literal(..)) => (left, right, op),
@@ -173,10 +179,7 @@ impl<'a> PredicateConverter<'a> {
         };
         let col = self.column(col_expr)?;
         if col.is_float() {
-            let nan_unsafe = matches!(
-                op,
-                Operator::Gt | Operator::GtEq | Operator::NotEq
-            );
+            let nan_unsafe = matches!(op, Operator::Gt | Operator::GtEq | Operator::NotEq);
             if nan_unsafe || !positive {
                 return None;
             }
@@ -234,7 +237,12 @@ impl<'a> PredicateConverter<'a> {
         if self.binding.as_struct().field_by_id(field.id).is_none() {
             return None;
         }
-        let arrow_type = self.arrow.field_with_name(&c.name).ok()?.data_type().clone();
+        let arrow_type = self
+            .arrow
+            .field_with_name(&c.name)
+            .ok()?
+            .data_type()
+            .clone();
         Some(ColumnRef {
             name: name.to_string(),
             ty: ty.clone(),
@@ -252,7 +260,11 @@ impl<'a> PredicateConverter<'a> {
 
 /// Converts a non-null literal whose Arrow type is exactly `arrow_type` to a [`Datum`] of the
 /// column's iceberg type `ty`. `None` for NULL, another type, or a float NaN / ±0.0.
-pub fn scalar_to_datum(value: &ScalarValue, arrow_type: &DataType, ty: &PrimitiveType) -> Option<Datum> {
+pub fn scalar_to_datum(
+    value: &ScalarValue,
+    arrow_type: &DataType,
+    ty: &PrimitiveType,
+) -> Option<Datum> {
     if &value.data_type() != arrow_type {
         return None;
     }
@@ -324,9 +336,21 @@ mod tests {
     fn schemas() -> (Schema, Schema, ArrowSchema) {
         let fields = |first: &str| {
             vec![
-                Arc::new(NestedField::optional(1, first, Type::Primitive(PrimitiveType::Int))),
-                Arc::new(NestedField::optional(2, "s", Type::Primitive(PrimitiveType::String))),
-                Arc::new(NestedField::optional(3, "f", Type::Primitive(PrimitiveType::Double))),
+                Arc::new(NestedField::optional(
+                    1,
+                    first,
+                    Type::Primitive(PrimitiveType::Int),
+                )),
+                Arc::new(NestedField::optional(
+                    2,
+                    "s",
+                    Type::Primitive(PrimitiveType::String),
+                )),
+                Arc::new(NestedField::optional(
+                    3,
+                    "f",
+                    Type::Primitive(PrimitiveType::Double),
+                )),
                 Arc::new(NestedField::optional(
                     4,
                     "d",
@@ -335,7 +359,11 @@ mod tests {
                         scale: 2,
                     }),
                 )),
-                Arc::new(NestedField::optional(5, "dt", Type::Primitive(PrimitiveType::Date))),
+                Arc::new(NestedField::optional(
+                    5,
+                    "dt",
+                    Type::Primitive(PrimitiveType::Date),
+                )),
             ]
         };
         let current = Schema::builder()
@@ -351,7 +379,10 @@ mod tests {
             .build()
             .unwrap();
         // The snapshot schema still calls field 1 `a_old` and has no field 6.
-        let binding = Schema::builder().with_fields(fields("a_old")).build().unwrap();
+        let binding = Schema::builder()
+            .with_fields(fields("a_old"))
+            .build()
+            .unwrap();
         let arrow = iceberg::arrow::schema_to_arrow_schema(&current).unwrap();
         (current, binding, arrow)
     }
@@ -378,9 +409,18 @@ mod tests {
             (col("a").lt_eq(lit(3i32)), "a_old <= 3"),
             (col("s").eq(lit("x")), "s = \"x\""),
             (col("d").gt_eq(dec(5)), "d >= 0.05"),
-            (col("a").between(lit(1i32), lit(9i32)), "(a_old >= 1) AND (a_old <= 9)"),
-            (col("a").in_list(vec![lit(1i32), lit(2i32)], false), "a_old IN (1, 2)"),
-            (col("a").in_list(vec![lit(1i32), lit(2i32)], true), "a_old NOT IN (1, 2)"),
+            (
+                col("a").between(lit(1i32), lit(9i32)),
+                "(a_old >= 1) AND (a_old <= 9)",
+            ),
+            (
+                col("a").in_list(vec![lit(1i32), lit(2i32)], false),
+                "a_old IN (1, 2)",
+            ),
+            (
+                col("a").in_list(vec![lit(1i32), lit(2i32)], true),
+                "a_old NOT IN (1, 2)",
+            ),
             (col("a").is_null(), "a_old IS NULL"),
             (col("s").is_not_null(), "s IS NOT NULL"),
             (col("s").like(lit("ab%")), "s STARTS WITH \"ab\""),
@@ -391,7 +431,10 @@ mod tests {
                 "(a_old = 1) OR (s = \"x\")",
             ),
             (col("f").lt(lit(2.5f64)), "f < 2.5"),
-            (col("dt").gt(lit(ScalarValue::Date32(Some(10)))), "dt > 1970-01-11"),
+            (
+                col("dt").gt(lit(ScalarValue::Date32(Some(10)))),
+                "dt > 1970-01-11",
+            ),
             // Positive polarity: the unconvertible conjunct is dropped.
             (
                 col("a").eq(lit(1i32)).and(col("a").eq(col("a"))),
@@ -448,7 +491,11 @@ mod tests {
         let (current, binding, arrow) = schemas();
         let conv = PredicateConverter::new(&current, &binding, &arrow);
         let p = conv
-            .convert_all(&[col("a").gt(lit(1i32)), col("a").eq(col("a")), col("s").eq(lit("x"))])
+            .convert_all(&[
+                col("a").gt(lit(1i32)),
+                col("a").eq(col("a")),
+                col("s").eq(lit("x")),
+            ])
             .unwrap();
         assert_eq!(p.to_string(), "(a_old > 1) AND (s = \"x\")");
         assert!(conv.convert_all(&[col("a").eq(col("a"))]).is_none());

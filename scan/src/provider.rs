@@ -62,7 +62,10 @@ impl IcebergTableProvider {
             .get(PARQUET_FIELD_ID_META_KEY)
             .and_then(|v| v.parse().ok())
             .ok_or_else(|| {
-                DataFusionError::Internal(format!("column {} has no iceberg field id", field.name()))
+                DataFusionError::Internal(format!(
+                    "column {} has no iceberg field id",
+                    field.name()
+                ))
             })
     }
 
@@ -97,7 +100,10 @@ impl TableProvider for IcebergTableProvider {
         TableType::Base
     }
 
-    fn supports_filters_pushdown(&self, filters: &[&Expr]) -> Result<Vec<TableProviderFilterPushDown>> {
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> Result<Vec<TableProviderFilterPushDown>> {
         let current = self.table.metadata().current_schema();
         let binding = self
             .table
@@ -132,7 +138,10 @@ impl TableProvider for IcebergTableProvider {
             None => (0..self.schema.fields().len()).collect(),
         };
         let schema = Arc::new(self.schema.project(&indices)?);
-        let field_ids = indices.iter().map(|&i| self.field_id(i)).collect::<Result<Vec<_>>>()?;
+        let field_ids = indices
+            .iter()
+            .map(|&i| self.field_id(i))
+            .collect::<Result<Vec<_>>>()?;
         let field_types = (0..self.schema.fields().len())
             .map(|i| Ok((self.field_id(i)?, self.schema.field(i).data_type().clone())))
             .collect::<Result<Vec<(i32, DataType)>>>()?;
@@ -150,14 +159,16 @@ impl TableProvider for IcebergTableProvider {
 
         let mut predicate = None;
         let mut tasks = Vec::new();
-        let index = FileMetricsIndex::load(&self.table).await.map_err(external)?;
+        let index = FileMetricsIndex::load(&self.table)
+            .await
+            .map_err(external)?;
         if let Some(snapshot) = metadata.current_snapshot() {
             let binding = snapshot
                 .schema_id()
                 .and_then(|id| metadata.schema_by_id(id))
                 .unwrap_or_else(|| metadata.current_schema());
-            predicate =
-                PredicateConverter::new(metadata.current_schema(), binding, &self.schema).convert_all(filters);
+            predicate = PredicateConverter::new(metadata.current_schema(), binding, &self.schema)
+                .convert_all(filters);
             let mut builder = self
                 .table
                 .scan()
@@ -190,7 +201,11 @@ impl TableProvider for IcebergTableProvider {
             .collect();
         let all: Vec<&FileScanTask> = file_groups.iter().flatten().collect();
         let total_statistics = index.statistics(&all, &schema, &field_ids);
-        let file_groups = if file_groups.is_empty() { vec![vec![]] } else { file_groups };
+        let file_groups = if file_groups.is_empty() {
+            vec![vec![]]
+        } else {
+            file_groups
+        };
         let statistics = if statistics.is_empty() {
             vec![total_statistics.clone()]
         } else {
@@ -219,7 +234,11 @@ pub fn spread_by_size(mut tasks: Vec<FileScanTask>, partitions: usize) -> Vec<Ve
     if n == 0 {
         return vec![];
     }
-    tasks.sort_by(|a, b| b.length.cmp(&a.length).then_with(|| a.data_file_path.cmp(&b.data_file_path)));
+    tasks.sort_by(|a, b| {
+        b.length
+            .cmp(&a.length)
+            .then_with(|| a.data_file_path.cmp(&b.data_file_path))
+    });
     let mut groups: Vec<(u64, Vec<FileScanTask>)> = (0..n).map(|_| (0, Vec::new())).collect();
     for task in tasks {
         let (size, group) = groups

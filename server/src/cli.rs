@@ -138,7 +138,11 @@ pub async fn run(cli: Cli, out: &mut dyn Write) -> Result<(), CliError> {
     }
 }
 
-async fn run_sql_command(config: Config, args: SqlArgs, out: &mut dyn Write) -> Result<(), CliError> {
+async fn run_sql_command(
+    config: Config,
+    args: SqlArgs,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
     let settings = args
         .settings
         .iter()
@@ -158,11 +162,15 @@ async fn run_sql_command(config: Config, args: SqlArgs, out: &mut dyn Write) -> 
             s
         }
     };
-    let engine = Engine::connect(config).await.map_err(CliError::from_display)?;
+    let engine = Engine::connect(config)
+        .await
+        .map_err(CliError::from_display)?;
     let ctx = engine
         .session(args.catalog.as_deref(), args.schema.as_deref(), &settings)
         .map_err(|e| CliError(e.strip_backtrace()))?;
-    let results = run_sql(&ctx, &sql).await.map_err(|e| CliError(e.strip_backtrace()))?;
+    let results = run_sql(&ctx, &sql)
+        .await
+        .map_err(|e| CliError(e.strip_backtrace()))?;
     for r in results {
         output::write(out, args.format, &r.schema, &r.batches).map_err(CliError::from_display)?;
     }
@@ -171,7 +179,10 @@ async fn run_sql_command(config: Config, args: SqlArgs, out: &mut dyn Write) -> 
 
 async fn run_load(config: Config, args: TpchArgs, out: &mut dyn Write) -> Result<(), CliError> {
     if !(args.scale > 0.0) {
-        return Err(CliError(format!("--scale must be positive, got {}", args.scale)));
+        return Err(CliError(format!(
+            "--scale must be positive, got {}",
+            args.scale
+        )));
     }
     let mut sort: HashMap<String, Vec<String>> = HashMap::new();
     for s in &args.sort {
@@ -180,7 +191,10 @@ async fn run_load(config: Config, args: TpchArgs, out: &mut dyn Write) -> Result
             .ok_or_else(|| CliError(format!("--sort expects TABLE=COL[,COL..], got {s:?}")))?;
         sort.insert(
             table.trim().to_string(),
-            cols.split(',').map(|c| c.trim().to_string()).filter(|c| !c.is_empty()).collect(),
+            cols.split(',')
+                .map(|c| c.trim().to_string())
+                .filter(|c| !c.is_empty())
+                .collect(),
         );
     }
     let options = LoadOptions {
@@ -191,20 +205,33 @@ async fn run_load(config: Config, args: TpchArgs, out: &mut dyn Write) -> Result
         replace: args.replace,
         progress: true,
     };
-    let namespace = NamespaceIdent::from_strs(args.namespace.split('.')).map_err(CliError::from_display)?;
-    let engine = Engine::connect(config).await.map_err(CliError::from_display)?;
+    let namespace =
+        NamespaceIdent::from_strs(args.namespace.split('.')).map_err(CliError::from_display)?;
+    let engine = Engine::connect(config)
+        .await
+        .map_err(CliError::from_display)?;
     let catalog_name = match &args.catalog {
         Some(c) => c.clone(),
-        None => engine.config().effective_default_catalog().map_err(CliError::from_display)?,
+        None => engine
+            .config()
+            .effective_default_catalog()
+            .map_err(CliError::from_display)?,
     };
-    let catalog = engine.catalogs().get(&catalog_name).map_err(CliError::from_display)?;
+    let catalog = engine
+        .catalogs()
+        .get(&catalog_name)
+        .map_err(CliError::from_display)?;
     let started = std::time::Instant::now();
     let report = load_tpch(catalog, &namespace, &options)
         .await
         .map_err(CliError::from_display)?;
     for (table, rows, files) in &report.tables {
-        writeln!(out, "{catalog_name}.{}.{table}: {rows} rows in {files} data files", args.namespace)
-            .map_err(CliError::from_display)?;
+        writeln!(
+            out,
+            "{catalog_name}.{}.{table}: {rows} rows in {files} data files",
+            args.namespace
+        )
+        .map_err(CliError::from_display)?;
     }
     writeln!(
         out,

@@ -116,7 +116,11 @@ impl Config {
             Some(name) if catalogs.iter().any(|c| &c.name == name) => Ok(name.clone()),
             Some(name) => Err(ConfigError::Invalid(format!(
                 "default catalog {name} is not configured (configured: {})",
-                catalogs.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", ")
+                catalogs
+                    .iter()
+                    .map(|c| c.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ))),
             None => Ok(catalogs
                 .first()
@@ -141,7 +145,9 @@ pub fn absolute(path: &Path) -> PathBuf {
     if path.is_absolute() {
         path.to_path_buf()
     } else {
-        std::env::current_dir().map(|d| d.join(path)).unwrap_or_else(|_| path.to_path_buf())
+        std::env::current_dir()
+            .map(|d| d.join(path))
+            .unwrap_or_else(|_| path.to_path_buf())
     }
 }
 
@@ -155,7 +161,11 @@ mod tests {
         let catalogs = c.effective_catalogs();
         assert_eq!(catalogs.len(), 1);
         assert_eq!(catalogs[0].name, "local");
-        assert!(catalogs[0].uri.ends_with("iceflight-data/catalog.db"), "{}", catalogs[0].uri);
+        assert!(
+            catalogs[0].uri.ends_with("iceflight-data/catalog.db"),
+            "{}",
+            catalogs[0].uri
+        );
         assert_eq!(c.effective_default_catalog().unwrap(), "local");
     }
 
@@ -177,12 +187,16 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.query.target_partitions, 3);
-        assert_eq!(c.catalogs[0].properties["s3.endpoint"], "http://127.0.0.1:8333");
+        assert_eq!(
+            c.catalogs[0].properties["s3.endpoint"],
+            "http://127.0.0.1:8333"
+        );
         assert_eq!(c.effective_default_catalog().unwrap(), "lake");
 
         let err = Config::from_toml("data_dri = 1").unwrap_err();
         assert!(err.contains("unknown field `data_dri`"), "{err}");
-        let err = Config::from_toml("[[catalog]]\nname = \"x\"\ntype = \"nope\"\nuri = \"u\"").unwrap_err();
+        let err = Config::from_toml("[[catalog]]\nname = \"x\"\ntype = \"nope\"\nuri = \"u\"")
+            .unwrap_err();
         assert!(err.contains("unknown variant `nope`"), "{err}");
     }
 
@@ -193,6 +207,9 @@ mod tests {
             ..Config::default()
         };
         let err = c.effective_default_catalog().unwrap_err().to_string();
-        assert!(err.contains("default catalog nope is not configured"), "{err}");
+        assert!(
+            err.contains("default catalog nope is not configured"),
+            "{err}"
+        );
     }
 }

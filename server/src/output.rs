@@ -19,14 +19,21 @@ pub enum Format {
 }
 
 /// Writes one statement's result to `out`.
-pub fn write(out: &mut dyn Write, format: Format, schema: &SchemaRef, batches: &[RecordBatch]) -> Result<(), ArrowError> {
+pub fn write(
+    out: &mut dyn Write,
+    format: Format,
+    schema: &SchemaRef,
+    batches: &[RecordBatch],
+) -> Result<(), ArrowError> {
     match format {
         Format::Table => {
             if schema.fields().is_empty() {
                 return Ok(());
             }
             let text = if batches.is_empty() {
-                arrow::util::pretty::pretty_format_batches(&[RecordBatch::new_empty(schema.clone())])?
+                arrow::util::pretty::pretty_format_batches(&[RecordBatch::new_empty(
+                    schema.clone(),
+                )])?
             } else {
                 arrow::util::pretty::pretty_format_batches(batches)?
             };
@@ -36,7 +43,9 @@ pub fn write(out: &mut dyn Write, format: Format, schema: &SchemaRef, batches: &
             if schema.fields().is_empty() {
                 return Ok(());
             }
-            let mut w = arrow::csv::WriterBuilder::new().with_header(true).build(&mut *out);
+            let mut w = arrow::csv::WriterBuilder::new()
+                .with_header(true)
+                .build(&mut *out);
             if batches.is_empty() {
                 w.write(&RecordBatch::new_empty(schema.clone()))?;
             }

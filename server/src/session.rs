@@ -63,14 +63,21 @@ impl Engine {
     /// `iceflight.*` options, then `settings` (`datafusion.*` / `iceflight.*` keys) in order.
     ///
     /// Errors: an unknown catalog, or an unknown or invalid setting.
-    pub fn session(&self, catalog: Option<&str>, schema: Option<&str>, settings: &[(String, String)]) -> Result<SessionContext> {
+    pub fn session(
+        &self,
+        catalog: Option<&str>,
+        schema: Option<&str>,
+        settings: &[(String, String)],
+    ) -> Result<SessionContext> {
         let catalog = catalog.unwrap_or(&self.default_catalog);
         self.catalogs
             .get(catalog)
             .map_err(|e| DataFusionError::Plan(e.to_string()))?;
         let schema = schema.unwrap_or(&self.config.default_schema);
         let target_partitions = match self.config.query.target_partitions {
-            0 => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            0 => std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
             n => n,
         };
         let mut config = SessionConfig::new()

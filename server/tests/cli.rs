@@ -13,7 +13,12 @@ fn iceflight(dir: &std::path::Path, args: &[&str]) -> Output {
 }
 
 fn failure(out: &Output) -> String {
-    assert_eq!(out.status.code(), Some(1), "stdout: {}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "stdout: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     let err = String::from_utf8_lossy(&out.stderr).to_string();
     let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
     assert_eq!(lines.len(), 1, "one error line expected, got: {err}");
@@ -28,20 +33,60 @@ fn sql_load_and_bad_input() {
     let d = dir.path();
 
     // SQL without FROM, DDL, then a query in csv with a header.
-    let out = iceflight(d, &["sql", "--format", "csv", "CREATE SCHEMA s1; SELECT 1 AS one, 'x' AS two"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = iceflight(
+        d,
+        &[
+            "sql",
+            "--format",
+            "csv",
+            "CREATE SCHEMA s1; SELECT 1 AS one, 'x' AS two",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(String::from_utf8_lossy(&out.stdout), "one,two\n1,x\n");
 
     // Load a tiny TPC-H and query it.
     let out = iceflight(d, &["load", "tpch", "--scale", "0.001", "--namespace", "t"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let out = iceflight(d, &["sql", "--schema", "t", "--format", "json", "SELECT count(*) AS n FROM nation"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = iceflight(
+        d,
+        &[
+            "sql",
+            "--schema",
+            "t",
+            "--format",
+            "json",
+            "SELECT count(*) AS n FROM nation",
+        ],
+    );
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), r#"[{"n":25}]"#);
 
     // Loading again without --replace is refused and leaves the data in place.
-    let err = failure(&iceflight(d, &["load", "tpch", "--scale", "0.001", "--namespace", "t"]));
-    assert!(err.contains("already exists") && err.contains("--replace"), "{err}");
-    let out = iceflight(d, &["sql", "--format", "csv", "SELECT count(*) AS n FROM t.region"]);
+    let err = failure(&iceflight(
+        d,
+        &["load", "tpch", "--scale", "0.001", "--namespace", "t"],
+    ));
+    assert!(
+        err.contains("already exists") && err.contains("--replace"),
+        "{err}"
+    );
+    let out = iceflight(
+        d,
+        &[
+            "sql",
+            "--format",
+            "csv",
+            "SELECT count(*) AS n FROM t.region",
+        ],
+    );
     assert_eq!(String::from_utf8_lossy(&out.stdout), "n\n5\n");
 
     // Unknown table, namespace, catalog; SQL syntax error; bad --set; bad sort column.
@@ -53,18 +98,54 @@ fn sql_load_and_bad_input() {
     assert!(err.contains("unknown catalog nocat"), "{err}");
     let err = failure(&iceflight(d, &["sql", "SELEC 1"]));
     assert!(err.contains("SELEC"), "{err}");
-    let err = failure(&iceflight(d, &["sql", "--set", "iceflight.scan.nope=1", "SELECT 1"]));
+    let err = failure(&iceflight(
+        d,
+        &["sql", "--set", "iceflight.scan.nope=1", "SELECT 1"],
+    ));
     assert!(err.contains("unknown setting iceflight.scan.nope"), "{err}");
-    let err = failure(&iceflight(d, &["load", "tpch", "--scale", "0.001", "--namespace", "u", "--sort", "lineitem=nope"]));
+    let err = failure(&iceflight(
+        d,
+        &[
+            "load",
+            "tpch",
+            "--scale",
+            "0.001",
+            "--namespace",
+            "u",
+            "--sort",
+            "lineitem=nope",
+        ],
+    ));
     assert!(err.contains("no column nope"), "{err}");
-    let out = iceflight(d, &["sql", "--format", "csv", "SELECT count(*) AS n FROM information_schema.schemata WHERE schema_name = 'u'"]);
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "n\n0\n", "a refused load creates nothing");
+    let out = iceflight(
+        d,
+        &[
+            "sql",
+            "--format",
+            "csv",
+            "SELECT count(*) AS n FROM information_schema.schemata WHERE schema_name = 'u'",
+        ],
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "n\n0\n",
+        "a refused load creates nothing"
+    );
 
     // Unreadable and invalid config files.
-    let err = failure(&iceflight(d, &["--config", "/nonexistent/iceflight.toml", "sql", "SELECT 1"]));
+    let err = failure(&iceflight(
+        d,
+        &["--config", "/nonexistent/iceflight.toml", "sql", "SELECT 1"],
+    ));
     assert!(err.contains("cannot read config file"), "{err}");
     let bad = d.join("bad.toml");
     std::fs::write(&bad, "data_dir = 3\n").unwrap();
-    let err = failure(&iceflight(d, &["--config", bad.to_str().unwrap(), "sql", "SELECT 1"]));
-    assert!(err.contains("invalid config file") && err.contains("line 1"), "{err}");
+    let err = failure(&iceflight(
+        d,
+        &["--config", bad.to_str().unwrap(), "sql", "SELECT 1"],
+    ));
+    assert!(
+        err.contains("invalid config file") && err.contains("line 1"),
+        "{err}"
+    );
 }

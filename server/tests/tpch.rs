@@ -30,17 +30,24 @@ async fn tpch_sf001_answers_match_duckdb() {
         progress: false,
         ..LoadOptions::default()
     };
-    let report = load_tpch(&catalog, &NamespaceIdent::new("tpch".into()), &options).await.unwrap();
+    let report = load_tpch(&catalog, &NamespaceIdent::new("tpch".into()), &options)
+        .await
+        .unwrap();
     let lineitem = report.tables.iter().find(|t| t.0 == "lineitem").unwrap();
     assert_eq!(lineitem.1, 60175, "lineitem rows at SF 0.01");
-    assert!(lineitem.2 >= 2, "lineitem should roll over several files, got {}", lineitem.2);
+    assert!(
+        lineitem.2 >= 2,
+        "lineitem should roll over several files, got {}",
+        lineitem.2
+    );
 
     let ctx = engine.session(None, Some("tpch"), &[]).unwrap();
     let answers = repo_root().join("bench/answers/tpch/sf0.01");
 
     // The generated data equals dbgen's: row counts and per-column aggregates.
     let sums: BTreeMap<String, TableSums> =
-        serde_json::from_str(&std::fs::read_to_string(answers.join("tables.json")).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(answers.join("tables.json")).unwrap())
+            .unwrap();
     let mut failures = vec![];
     for (table, expected) in &sums {
         let mut exprs = vec!["CAST(count(*) AS VARCHAR)".to_string()];
@@ -63,17 +70,31 @@ async fn tpch_sf001_answers_match_duckdb() {
             failures.push(format!("{table}: got {:?}, want {want:?}", got[0]));
         }
     }
-    assert!(failures.is_empty(), "generated data differs from dbgen:\n{}", failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "generated data differs from dbgen:\n{}",
+        failures.join("\n")
+    );
 
     for q in 1..=22 {
         let name = format!("q{q:02}");
-        let sql = std::fs::read_to_string(repo_root().join(format!("bench/queries/tpch/{name}.sql"))).unwrap();
-        let answer: Answer =
-            serde_json::from_str(&std::fs::read_to_string(answers.join(format!("{name}.json"))).unwrap()).unwrap();
+        let sql =
+            std::fs::read_to_string(repo_root().join(format!("bench/queries/tpch/{name}.sql")))
+                .unwrap();
+        let answer: Answer = serde_json::from_str(
+            &std::fs::read_to_string(answers.join(format!("{name}.json"))).unwrap(),
+        )
+        .unwrap();
         match execute(&ctx, &sql).await {
             Ok(run) => {
-                assert!(!scans(&run.plan).is_empty(), "{name}: no IcebergScanExec in the plan");
-                assert!(scan_metric(&run.plan, "files_opened") > 0, "{name}: no file opened");
+                assert!(
+                    !scans(&run.plan).is_empty(),
+                    "{name}: no IcebergScanExec in the plan"
+                );
+                assert!(
+                    scan_metric(&run.plan, "files_opened") > 0,
+                    "{name}: no file opened"
+                );
                 if let Err(e) = compare(&run.batches, &answer) {
                     failures.push(format!("{name}: {e}"));
                 }
@@ -81,5 +102,9 @@ async fn tpch_sf001_answers_match_duckdb() {
             Err(e) => failures.push(format!("{name}: error {e}")),
         }
     }
-    assert!(failures.is_empty(), "TPC-H answers differ:\n{}", failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "TPC-H answers differ:\n{}",
+        failures.join("\n")
+    );
 }

@@ -16,7 +16,10 @@ use iceflight::session::Engine;
 
 /// Repository root (the workspace directory).
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 /// The Python of the test venv: `$ICEFLIGHT_PYTHON`, else `$HOME/.cache/iceflight-venv/bin/python`
@@ -24,7 +27,9 @@ pub fn repo_root() -> PathBuf {
 pub fn python() -> PathBuf {
     let p = std::env::var_os("ICEFLIGHT_PYTHON")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/iceflight-venv/bin/python"));
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/iceflight-venv/bin/python")
+        });
     assert!(
         p.exists(),
         "test Python not found at {} — run scripts/setup-python.sh (or set ICEFLIGHT_PYTHON)",
@@ -60,7 +65,9 @@ pub async fn engine(dir: &Path, target_partitions: usize) -> Engine {
         ..Config::default()
     };
     config.query.target_partitions = target_partitions;
-    Engine::connect(config).await.expect("connect embedded catalog")
+    Engine::connect(config)
+        .await
+        .expect("connect embedded catalog")
 }
 
 /// A query's output and its executed physical plan (for metrics).
@@ -131,14 +138,25 @@ pub async fn query(ctx: &SessionContext, sql: &str) -> Vec<Vec<String>> {
 
 /// Runs `sql` and returns its first column as text.
 pub async fn column(ctx: &SessionContext, sql: &str) -> Vec<String> {
-    query(ctx, sql).await.into_iter().map(|r| r[0].clone()).collect()
+    query(ctx, sql)
+        .await
+        .into_iter()
+        .map(|r| r[0].clone())
+        .collect()
 }
 
 /// Compares a result cell with a reference cell written by DuckDB (`exp_type` is DuckDB's type
 /// name). Decimals compare exactly; doubles to 1e-9 relative; a DataFusion decimal of scale `s`
 /// against a DuckDB double (e.g. `avg`) to half a unit in the last place DataFusion keeps.
-pub fn cell_matches(expected: Option<&str>, exp_type: &str, ours: &str, our_type: &DataType) -> bool {
-    let Some(expected) = expected else { return ours == "NULL" };
+pub fn cell_matches(
+    expected: Option<&str>,
+    exp_type: &str,
+    ours: &str,
+    our_type: &DataType,
+) -> bool {
+    let Some(expected) = expected else {
+        return ours == "NULL";
+    };
     if ours == "NULL" {
         return false;
     }
@@ -187,14 +205,28 @@ pub fn compare(batches: &[RecordBatch], answer: &Answer) -> Result<(), String> {
     let got = rows(batches);
     let types: Vec<DataType> = batches
         .first()
-        .map(|b| b.schema().fields().iter().map(|f| f.data_type().clone()).collect())
+        .map(|b| {
+            b.schema()
+                .fields()
+                .iter()
+                .map(|f| f.data_type().clone())
+                .collect()
+        })
         .unwrap_or_default();
     if got.len() != answer.rows.len() {
-        return Err(format!("{} rows, expected {}", got.len(), answer.rows.len()));
+        return Err(format!(
+            "{} rows, expected {}",
+            got.len(),
+            answer.rows.len()
+        ));
     }
     for (i, (g, e)) in got.iter().zip(&answer.rows).enumerate() {
         if g.len() != e.len() {
-            return Err(format!("row {i}: {} columns, expected {}", g.len(), e.len()));
+            return Err(format!(
+                "row {i}: {} columns, expected {}",
+                g.len(),
+                e.len()
+            ));
         }
         for (j, (gc, ec)) in g.iter().zip(e).enumerate() {
             if !cell_matches(ec.as_deref(), &answer.types[j], gc, &types[j]) {
