@@ -134,7 +134,18 @@ impl IcebergScanExec {
         &self.table
     }
 
+    /// Distinct data files planned (a file split into byte ranges counts once).
     fn planned_files(&self) -> usize {
+        let paths: std::collections::HashSet<&str> = self
+            .file_groups
+            .iter()
+            .flatten()
+            .map(|t| t.data_file_path.as_str())
+            .collect();
+        paths.len()
+    }
+
+    fn planned_tasks(&self) -> usize {
         self.file_groups.iter().map(Vec::len).sum()
     }
 }
@@ -151,10 +162,11 @@ impl DisplayAs for IcebergScanExec {
             DisplayFormatType::Default | DisplayFormatType::Verbose => {
                 write!(
                     f,
-                    "IcebergScanExec: table={}, files={}/{}, partitions={}, projection=[{}]",
+                    "IcebergScanExec: table={}, files={}/{}, tasks={}, partitions={}, projection=[{}]",
                     self.table.identifier(),
                     self.planned_files(),
                     self.snapshot_files,
+                    self.planned_tasks(),
                     self.file_groups.len(),
                     columns.join(", ")
                 )?;

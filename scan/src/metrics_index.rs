@@ -85,7 +85,16 @@ impl FileMetricsIndex {
         let rows: u64 = tasks
             .iter()
             .zip(&files)
-            .map(|(t, f)| t.record_count.or(f.map(|f| f.record_count())).unwrap_or(0))
+            .map(|(t, f)| {
+                t.record_count
+                    .or(f.map(|f| {
+                        // A byte range of a file: its share of the file's rows.
+                        let size = f.file_size_in_bytes().max(1);
+                        (u128::from(f.record_count()) * u128::from(t.length) / u128::from(size))
+                            as u64
+                    }))
+                    .unwrap_or(0)
+            })
             .sum();
         let bytes: u64 = tasks.iter().map(|t| t.length).sum();
         let mut stats = Statistics::new_unknown(schema);

@@ -194,6 +194,7 @@ impl TableProvider for IcebergTableProvider {
             task.partition_spec = self.spec_for(task);
         }
 
+        let tasks = split_by_row_groups(tasks, &index, target_partitions);
         let file_groups = spread_by_size(tasks, target_partitions);
         let statistics: Vec<Statistics> = file_groups
             .iter()
@@ -225,6 +226,57 @@ impl TableProvider for IcebergTableProvider {
             total_statistics,
         })))
     }
+}
+
+/// Splits whole-file tasks into byte ranges at row-group boundaries (the manifest's
+/// `split_offsets`) when there are fewer tasks than `partitions`, so that one large file is read by
+/// several partitions. A file gets pieces in proportion to its share of the bytes, at most one per
+/// row group. iceberg's reader keeps the row groups whose midpoint lies in `[start, start+length)`,
+/// so ranges that start and end on row-group starts cover each row group exactly once.
+pub fn split_by_row_groups(
+    tasks: Vec<FileScanTask>,
+    index: &FileMetricsIndex,
+    partitions: usize,
+) -> Vec<FileScanTask> {
+    if tasks.is_empty() || tasks.len() >= partitions {
+        return tasks;
+    }
+    let total: u64 = tasks.iter().map(|t| t.length.max(1)).sum();
+    let mut out = Vec::with_capacity(partitions);
+    for task in tasks {
+        let offsets: Vec<u64> = index
+            .get(&task.data_file_path)
+            .and_then(|f| f.split_offsets())
+            .map(|o| o.iter().map(|&x| x as u64).collect())
+            .unwrap_or_default();
+        let whole_file = task.start == 0 && task.length == task.file_size_in_bytes;
+        let share = (partitions as u64 * task.length.max(1)).div_ceil(total) as usize;
+        let pieces = share.min(offsets.len());
+        // Only for the standard layout (row groups back to back after the 4-byte magic), where
+        // the reader's computed row-group positions equal the manifest's split offsets.
+        let standard = offsets.first() == Some(&4) && offsets.windows(2).all(|w| w[0] < w[1]);
+        if !whole_file || pieces < 2 || !standard {
+            out.push(task);
+            continue;
+        }
+        // Row groups [a, b) per piece, as evenly as the row-group count allows.
+        for i in 0..pieces {
+            let a = i * offsets.len() / pieces;
+            let b = (i + 1) * offsets.len() / pieces;
+            let start = if a == 0 { 0 } else { offsets[a] };
+            let end = if b == offsets.len() {
+                task.file_size_in_bytes
+            } else {
+                offsets[b]
+            };
+            let mut piece = task.clone();
+            piece.start = start;
+            piece.length = end - start;
+            piece.record_count = None;
+            out.push(piece);
+        }
+    }
+    out
 }
 
 /// Spreads tasks over at most `partitions` groups, largest first onto the lightest group, so that
