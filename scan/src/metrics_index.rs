@@ -65,6 +65,11 @@ impl FileMetricsIndex {
         self.files.is_empty()
     }
 
+    /// Paths of every indexed data file.
+    pub fn paths(&self) -> impl Iterator<Item = &str> {
+        self.files.keys().map(String::as_str)
+    }
+
     /// Metrics of one data file, if indexed.
     pub fn get(&self, path: &str) -> Option<&DataFile> {
         self.files.get(path)

@@ -1,0 +1,136 @@
+//! `iceflight-bench`: measurements behind design decisions (speed goes here, not in tests).
+//!
+//! `readpath` — the Parquet read-path decision of the scan (scan/README.md): TPC-H q6 over the same
+//! lineitem data files read (a) through our Iceberg scan (iceberg's `ArrowReader`) and (b) through
+//! DataFusion's own Parquet reader (`ListingTable` over the data files), with DataFusion's row
+//! filter off and on. Rounds alternate the order; prints per-path median/min/max in ms.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use clap::{Parser, Subcommand};
+use datafusion::datasource::file_format::parquet::ParquetFormat;
+use datafusion::datasource::listing::{ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl};
+use datafusion::prelude::SessionContext;
+use iceberg::{NamespaceIdent, TableIdent};
+use iceflight::config::Config;
+use iceflight::session::Engine;
+use iceflight_scan::metrics_index::FileMetricsIndex;
+
+#[derive(Parser)]
+#[command(name = "iceflight-bench", about = "iceflight measurements")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Compare Parquet read paths on TPC-H q6 (lineitem loaded by `iceflight load tpch`).
+    Readpath {
+        /// Data directory of the embedded catalog.
+        #[arg(long, default_value = "./iceflight-data")]
+        data_dir: std::path::PathBuf,
+        /// Namespace holding the TPC-H tables.
+        #[arg(long, default_value = "tpch")]
+        namespace: String,
+        /// Measured rounds (after one warm-up round).
+        #[arg(long, default_value_t = 5)]
+        rounds: usize,
+        /// Partitions per query.
+        #[arg(long, default_value_t = 2)]
+        partitions: usize,
+    },
+}
+
+const Q6: &str = "SELECT sum(l_extendedprice * l_discount) AS revenue FROM {t} \
+    WHERE l_shipdate >= DATE '1994-01-01' AND l_shipdate < DATE '1995-01-01' \
+    AND l_discount BETWEEN 0.05 AND 0.07 AND l_quantity < 24";
+
+#[tokio::main]
+async fn main() -> datafusion::common::Result<()> {
+    match Cli::parse().command {
+        Command::Readpath {
+            data_dir,
+            namespace,
+            rounds,
+            partitions,
+        } => readpath(data_dir, &namespace, rounds, partitions).await,
+    }
+}
+
+async fn readpath(data_dir: std::path::PathBuf, namespace: &str, rounds: usize, partitions: usize) -> datafusion::common::Result<()> {
+    let mut config = Config {
+        data_dir,
+        ..Config::default()
+    };
+    config.query.target_partitions = partitions;
+    let engine = Engine::connect(config)
+        .await
+        .map_err(|e| datafusion::common::DataFusionError::External(Box::new(e)))?;
+    let catalog = engine.catalogs().get("local").expect("embedded catalog");
+    let table = catalog
+        .load_table(&TableIdent::new(NamespaceIdent::new(namespace.into()), "lineitem".into()))
+        .await
+        .map_err(|e| datafusion::common::DataFusionError::External(Box::new(e)))?;
+    let index = FileMetricsIndex::load(&table)
+        .await
+        .map_err(|e| datafusion::common::DataFusionError::External(Box::new(e)))?;
+    println!("lineitem: {} data files", index.len());
+
+    let ours = engine.session(None, Some(namespace), &[])?;
+    let make_raw = |pushdown: bool| {
+        let settings = vec![
+            ("datafusion.execution.target_partitions".to_string(), partitions.to_string()),
+            ("datafusion.execution.parquet.pushdown_filters".to_string(), pushdown.to_string()),
+        ];
+        engine.session(None, Some(namespace), &settings)
+    };
+    let raw_off = make_raw(false)?;
+    let raw_on = make_raw(true)?;
+    for ctx in [&raw_off, &raw_on] {
+        let urls = index
+            .paths()
+            .map(ListingTableUrl::parse)
+            .collect::<datafusion::common::Result<Vec<_>>>()?;
+        let options = ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
+        let config = ListingTableConfig::new_with_multi_paths(urls)
+            .with_listing_options(options)
+            .infer_schema(&ctx.state())
+            .await?;
+        ctx.register_table("datafusion.public.lineitem_raw", Arc::new(ListingTable::try_new(config)?))?;
+    }
+    let paths: Vec<(&str, &SessionContext, String)> = vec![
+        ("iceberg ArrowReader (our scan)", &ours, Q6.replace("{t}", "lineitem")),
+        ("DataFusion ParquetSource, filter above", &raw_off, Q6.replace("{t}", "datafusion.public.lineitem_raw")),
+        ("DataFusion ParquetSource, row filter", &raw_on, Q6.replace("{t}", "datafusion.public.lineitem_raw")),
+    ];
+    let mut times: Vec<Vec<f64>> = vec![vec![]; paths.len()];
+    let mut answers = vec![String::new(); paths.len()];
+    for round in 0..=rounds {
+        let order: Vec<usize> = if round % 2 == 0 {
+            (0..paths.len()).collect()
+        } else {
+            (0..paths.len()).rev().collect()
+        };
+        for i in order {
+            let (_, ctx, sql) = &paths[i];
+            let start = Instant::now();
+            let batches = ctx.sql(sql).await?.collect().await?;
+            let ms = start.elapsed().as_secs_f64() * 1000.0;
+            answers[i] = datafusion::arrow::util::pretty::pretty_format_batches(&batches)?.to_string();
+            if round > 0 {
+                times[i].push(ms);
+            }
+        }
+    }
+    for w in answers.windows(2) {
+        assert_eq!(w[0], w[1], "read paths disagree on q6");
+    }
+    println!("q6 over {} partitions, {rounds} alternating rounds (ms): median [min, max]", partitions);
+    for ((name, _, _), mut t) in paths.iter().zip(times) {
+        t.sort_by(|a, b| a.total_cmp(b));
+        println!("  {name:<42} {:>8.1} [{:.1}, {:.1}]", t[t.len() / 2], t[0], t[t.len() - 1]);
+    }
+    Ok(())
+}
