@@ -10,7 +10,9 @@ use std::time::Instant;
 
 use clap::{Parser, Subcommand};
 use datafusion::datasource::file_format::parquet::ParquetFormat;
-use datafusion::datasource::listing::{ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl};
+use datafusion::datasource::listing::{
+    ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl,
+};
 use datafusion::prelude::SessionContext;
 use iceberg::{NamespaceIdent, TableIdent};
 use iceflight::config::Config;
@@ -59,7 +61,12 @@ async fn main() -> datafusion::common::Result<()> {
     }
 }
 
-async fn readpath(data_dir: std::path::PathBuf, namespace: &str, rounds: usize, partitions: usize) -> datafusion::common::Result<()> {
+async fn readpath(
+    data_dir: std::path::PathBuf,
+    namespace: &str,
+    rounds: usize,
+    partitions: usize,
+) -> datafusion::common::Result<()> {
     let mut config = Config {
         data_dir,
         ..Config::default()
@@ -70,7 +77,10 @@ async fn readpath(data_dir: std::path::PathBuf, namespace: &str, rounds: usize, 
         .map_err(|e| datafusion::common::DataFusionError::External(Box::new(e)))?;
     let catalog = engine.catalogs().get("local").expect("embedded catalog");
     let table = catalog
-        .load_table(&TableIdent::new(NamespaceIdent::new(namespace.into()), "lineitem".into()))
+        .load_table(&TableIdent::new(
+            NamespaceIdent::new(namespace.into()),
+            "lineitem".into(),
+        ))
         .await
         .map_err(|e| datafusion::common::DataFusionError::External(Box::new(e)))?;
     let index = FileMetricsIndex::load(&table)
@@ -81,8 +91,14 @@ async fn readpath(data_dir: std::path::PathBuf, namespace: &str, rounds: usize, 
     let ours = engine.session(None, Some(namespace), &[])?;
     let make_raw = |pushdown: bool| {
         let settings = vec![
-            ("datafusion.execution.target_partitions".to_string(), partitions.to_string()),
-            ("datafusion.execution.parquet.pushdown_filters".to_string(), pushdown.to_string()),
+            (
+                "datafusion.execution.target_partitions".to_string(),
+                partitions.to_string(),
+            ),
+            (
+                "datafusion.execution.parquet.pushdown_filters".to_string(),
+                pushdown.to_string(),
+            ),
         ];
         engine.session(None, Some(namespace), &settings)
     };
@@ -93,17 +109,33 @@ async fn readpath(data_dir: std::path::PathBuf, namespace: &str, rounds: usize, 
             .paths()
             .map(ListingTableUrl::parse)
             .collect::<datafusion::common::Result<Vec<_>>>()?;
-        let options = ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
+        let options =
+            ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
         let config = ListingTableConfig::new_with_multi_paths(urls)
             .with_listing_options(options)
             .infer_schema(&ctx.state())
             .await?;
-        ctx.register_table("datafusion.public.lineitem_raw", Arc::new(ListingTable::try_new(config)?))?;
+        ctx.register_table(
+            "datafusion.public.lineitem_raw",
+            Arc::new(ListingTable::try_new(config)?),
+        )?;
     }
     let paths: Vec<(&str, &SessionContext, String)> = vec![
-        ("iceberg ArrowReader (our scan)", &ours, Q6.replace("{t}", "lineitem")),
-        ("DataFusion ParquetSource, filter above", &raw_off, Q6.replace("{t}", "datafusion.public.lineitem_raw")),
-        ("DataFusion ParquetSource, row filter", &raw_on, Q6.replace("{t}", "datafusion.public.lineitem_raw")),
+        (
+            "iceberg ArrowReader (our scan)",
+            &ours,
+            Q6.replace("{t}", "lineitem"),
+        ),
+        (
+            "DataFusion ParquetSource, filter above",
+            &raw_off,
+            Q6.replace("{t}", "datafusion.public.lineitem_raw"),
+        ),
+        (
+            "DataFusion ParquetSource, row filter",
+            &raw_on,
+            Q6.replace("{t}", "datafusion.public.lineitem_raw"),
+        ),
     ];
     let mut times: Vec<Vec<f64>> = vec![vec![]; paths.len()];
     let mut answers = vec![String::new(); paths.len()];
@@ -118,7 +150,8 @@ async fn readpath(data_dir: std::path::PathBuf, namespace: &str, rounds: usize, 
             let start = Instant::now();
             let batches = ctx.sql(sql).await?.collect().await?;
             let ms = start.elapsed().as_secs_f64() * 1000.0;
-            answers[i] = datafusion::arrow::util::pretty::pretty_format_batches(&batches)?.to_string();
+            answers[i] =
+                datafusion::arrow::util::pretty::pretty_format_batches(&batches)?.to_string();
             if round > 0 {
                 times[i].push(ms);
             }
@@ -127,10 +160,18 @@ async fn readpath(data_dir: std::path::PathBuf, namespace: &str, rounds: usize, 
     for w in answers.windows(2) {
         assert_eq!(w[0], w[1], "read paths disagree on q6");
     }
-    println!("q6 over {} partitions, {rounds} alternating rounds (ms): median [min, max]", partitions);
+    println!(
+        "q6 over {} partitions, {rounds} alternating rounds (ms): median [min, max]",
+        partitions
+    );
     for ((name, _, _), mut t) in paths.iter().zip(times) {
         t.sort_by(|a, b| a.total_cmp(b));
-        println!("  {name:<42} {:>8.1} [{:.1}, {:.1}]", t[t.len() / 2], t[0], t[t.len() - 1]);
+        println!(
+            "  {name:<42} {:>8.1} [{:.1}, {:.1}]",
+            t[t.len() / 2],
+            t[0],
+            t[t.len() - 1]
+        );
     }
     Ok(())
 }

@@ -49,7 +49,42 @@ pub enum Command {
     /// Generate a benchmark data set into Iceberg tables.
     #[command(subcommand)]
     Load(LoadCommand),
+    /// Serve Arrow Flight SQL.
+    Serve(ServeArgs),
+    /// Serve the embedded catalog with TPC-H SF 0.1 (loaded on first start) and print how to connect.
+    Demo(DemoArgs),
+    /// Print an argon2 hash of a password for `[[server.user]] password_hash`.
+    HashPassword {
+        /// The password.
+        password: String,
+    },
 }
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on [default: 127.0.0.1:50051].
+    #[arg(long, env = "ICEFLIGHT_LISTEN")]
+    pub listen: Option<String>,
+    /// A user NAME:PASSWORD (hashed at start-up); repeatable.
+    #[arg(long = "user", value_name = "NAME:PASSWORD")]
+    pub users: Vec<String>,
+    /// Catalog for unqualified names.
+    #[arg(long, env = "ICEFLIGHT_DEFAULT_CATALOG")]
+    pub default_catalog: Option<String>,
+    /// Schema for unqualified names.
+    #[arg(long, env = "ICEFLIGHT_DEFAULT_SCHEMA")]
+    pub default_schema: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Address to listen on [default: 127.0.0.1:50051].
+    #[arg(long, env = "ICEFLIGHT_LISTEN")]
+    pub listen: Option<String>,
+}
+
+/// The demo's login when no user is configured.
+pub const DEMO_USER: &str = "demo:iceflight";
 
 #[derive(Debug, Args)]
 pub struct SqlArgs {
@@ -135,7 +170,116 @@ pub async fn run(cli: Cli, out: &mut dyn Write) -> Result<(), CliError> {
     match cli.command {
         Command::Sql(args) => run_sql_command(config, args, out).await,
         Command::Load(LoadCommand::Tpch(args)) => run_load(config, args, out).await,
+        Command::Serve(args) => run_serve(config, args, out).await,
+        Command::Demo(args) => run_demo(config, args, out).await,
+        Command::HashPassword { password } => {
+            let hash = crate::flight::auth::hash_password(&password).map_err(CliError)?;
+            writeln!(out, "{hash}").map_err(CliError::from_display)
+        }
     }
+}
+
+fn listen_addr(config: &Config, flag: Option<&str>) -> Result<std::net::SocketAddr, CliError> {
+    let text = flag.unwrap_or(&config.server.listen);
+    use std::net::ToSocketAddrs;
+    text.to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| {
+            CliError(format!(
+                "invalid listen address {text:?} (e.g. 127.0.0.1:50051)"
+            ))
+        })
+}
+
+async fn run_serve(
+    mut config: Config,
+    args: ServeArgs,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    if let Some(c) = args.default_catalog {
+        config.default_catalog = Some(c);
+    }
+    if let Some(s) = args.default_schema {
+        config.default_schema = s;
+    }
+    let addr = listen_addr(&config, args.listen.as_deref())?;
+    let users = crate::flight::users(&config.server, &args.users).map_err(CliError)?;
+    let engine = Engine::connect(config)
+        .await
+        .map_err(CliError::from_display)?;
+    let mut ready = None;
+    crate::flight::serve(engine, users, addr, crate::flight::shutdown_signal(), |a| {
+        ready = Some(a)
+    })
+    .await
+    .map_err(CliError)?;
+    let _ = (ready, out);
+    Ok(())
+}
+
+async fn run_demo(mut config: Config, args: DemoArgs, out: &mut dyn Write) -> Result<(), CliError> {
+    if config.default_schema == Config::default().default_schema {
+        config.default_schema = "tpch".to_string();
+    }
+    let addr = listen_addr(&config, args.listen.as_deref())?;
+    let quick = if config.server.users.is_empty() && config.server.auth_required() {
+        vec![DEMO_USER.to_string()]
+    } else {
+        vec![]
+    };
+    let users = crate::flight::users(&config.server, &quick).map_err(CliError)?;
+    let engine = Engine::connect(config)
+        .await
+        .map_err(CliError::from_display)?;
+    let catalog_name = engine
+        .config()
+        .effective_default_catalog()
+        .map_err(CliError::from_display)?;
+    let catalog = engine
+        .catalogs()
+        .get(&catalog_name)
+        .map_err(CliError::from_display)?;
+    let namespace = NamespaceIdent::new("tpch".into());
+    if !catalog
+        .namespace_exists(&namespace)
+        .await
+        .map_err(CliError::from_display)?
+    {
+        writeln!(
+            out,
+            "loading TPC-H SF 0.1 into {catalog_name}.tpch (first start only)..."
+        )
+        .map_err(CliError::from_display)?;
+        let options = LoadOptions {
+            scale: 0.1,
+            target_file_size: 16 * 1024 * 1024,
+            ..LoadOptions::default()
+        };
+        load_tpch(catalog, &namespace, &options)
+            .await
+            .map_err(CliError::from_display)?;
+    }
+    let (user, password) = quick
+        .first()
+        .and_then(|q| q.split_once(':'))
+        .map(|(u, p)| (u.to_string(), p.to_string()))
+        .unwrap_or_else(|| ("<user>".into(), "<password>".into()));
+    let mut banner = String::new();
+    crate::flight::serve(engine, users, addr, crate::flight::shutdown_signal(), |a| {
+        banner = format!(
+            "iceflight {} serving Flight SQL on {a} (catalog {catalog_name}, schema tpch)\n\n\
+             Python (ADBC):\n  import adbc_driver_flightsql.dbapi as flight_sql\n  \
+             conn = flight_sql.connect(\"grpc://{a}\", db_kwargs={{\"username\": \"{user}\", \"password\": \"{password}\"}})\n  \
+             cur = conn.cursor(); cur.execute(\"SELECT count(*) FROM lineitem\"); print(cur.fetchall())\n\n\
+             JDBC:\n  jdbc:arrow-flight-sql://{a}/?useEncryption=false&user={user}&password={password}&catalog={catalog_name}\n\n\
+             Stop with Ctrl-C.",
+            env!("CARGO_PKG_VERSION")
+        );
+        println!("{banner}");
+    })
+    .await
+    .map_err(CliError)
 }
 
 async fn run_sql_command(

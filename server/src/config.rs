@@ -22,6 +22,8 @@ pub struct Config {
     pub default_schema: String,
     /// Query execution settings.
     pub query: QueryConfig,
+    /// Flight SQL server settings.
+    pub server: ServerConfig,
     /// Configured catalogs; none means the embedded catalog `local` in `data_dir`.
     #[serde(rename = "catalog")]
     pub catalogs: Vec<CatalogConfig>,
@@ -35,6 +37,9 @@ pub struct QueryConfig {
     pub target_partitions: usize,
     /// Rows per batch (`datafusion.execution.batch_size`).
     pub batch_size: usize,
+    /// Memory for all running queries together, e.g. `"4GiB"` (DataFusion's memory pool; operators
+    /// that can spill do, others fail with `ResourceExhausted`). Absent = unlimited.
+    pub memory_limit: Option<String>,
 }
 
 impl Default for QueryConfig {
@@ -42,8 +47,61 @@ impl Default for QueryConfig {
         Self {
             target_partitions: 0,
             batch_size: 8192,
+            memory_limit: None,
         }
     }
+}
+
+/// `[server]`: the Flight SQL endpoint.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// Address to listen on.
+    pub listen: String,
+    /// `"basic"` (user and password, the default) or `"none"` (no login; say so explicitly).
+    pub auth: String,
+    /// Users with argon2 password hashes (`iceflight hash-password` prints one).
+    #[serde(rename = "user")]
+    pub users: Vec<UserConfig>,
+    /// Queries running at once; more wait in a queue.
+    pub max_concurrent_queries: usize,
+    /// Seconds a query waits in the queue before failing with `ResourceExhausted`.
+    pub queue_timeout_secs: u64,
+    /// Seconds an unused prepared statement handle lives (clients such as JDBC leak them).
+    pub prepared_statement_ttl_secs: u64,
+    /// Seconds an idle session (bearer token) lives.
+    pub session_ttl_secs: u64,
+}
+
+impl ServerConfig {
+    /// Whether clients must log in.
+    pub fn auth_required(&self) -> bool {
+        self.auth != "none"
+    }
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:50051".to_string(),
+            auth: "basic".to_string(),
+            users: vec![],
+            max_concurrent_queries: 8,
+            queue_timeout_secs: 30,
+            prepared_statement_ttl_secs: 300,
+            session_ttl_secs: 3600,
+        }
+    }
+}
+
+/// `[[server.user]]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UserConfig {
+    /// User name.
+    pub name: String,
+    /// argon2 PHC string, e.g. `$argon2id$v=19$m=19456,t=2,p=1$...`.
+    pub password_hash: String,
 }
 
 impl Default for Config {
@@ -53,6 +111,7 @@ impl Default for Config {
             default_catalog: None,
             default_schema: "default".to_string(),
             query: QueryConfig::default(),
+            server: ServerConfig::default(),
             catalogs: vec![],
         }
     }
@@ -98,6 +157,21 @@ impl Config {
     /// Parses TOML text; the error is the parser's one-line message.
     pub fn from_toml(text: &str) -> Result<Self, String> {
         toml::from_str(text).map_err(|e| e.message().to_string() + &location(text, e.span()))
+    }
+
+    /// Checks values that parse but cannot work together.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !matches!(self.server.auth.as_str(), "basic" | "none") {
+            return Err(ConfigError::Invalid(format!(
+                "server.auth must be \"basic\" or \"none\", got {:?}",
+                self.server.auth
+            )));
+        }
+        if let Some(limit) = &self.query.memory_limit {
+            iceflight_catalog::load::parse_size(limit)
+                .map_err(|e| ConfigError::Invalid(format!("query.memory_limit: {e}")))?;
+        }
+        Ok(())
     }
 
     /// The catalogs to connect: the configured ones, or the embedded default in `data_dir`.
@@ -198,6 +272,36 @@ mod tests {
         let err = Config::from_toml("[[catalog]]\nname = \"x\"\ntype = \"nope\"\nuri = \"u\"")
             .unwrap_err();
         assert!(err.contains("unknown variant `nope`"), "{err}");
+    }
+
+    #[test]
+    fn documented_example_parses_to_the_defaults() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/iceflight.toml");
+        let c = Config::from_file(&path).unwrap();
+        assert_eq!(
+            c,
+            Config::default(),
+            "config/iceflight.toml must show the defaults"
+        );
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn invalid_values_are_refused() {
+        let c = Config::from_toml("[server]\nauth = \"maybe\"").unwrap();
+        assert!(
+            c.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("server.auth")
+        );
+        let c = Config::from_toml("[query]\nmemory_limit = \"lots\"").unwrap();
+        assert!(
+            c.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("memory_limit")
+        );
     }
 
     #[test]

@@ -7,5 +7,6 @@
 
 pub mod cli;
 pub mod config;
+pub mod flight;
 pub mod output;
 pub mod session;

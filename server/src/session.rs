@@ -11,6 +11,7 @@ use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use datafusion::common::{DataFusionError, Result};
 use datafusion::execution::SessionStateBuilder;
+use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::parser::DFParser;
 use iceflight_catalog::{CatalogError, Catalogs};
@@ -24,6 +25,7 @@ pub struct Engine {
     config: Config,
     default_catalog: String,
     catalogs: Catalogs,
+    runtime: Arc<RuntimeEnv>,
 }
 
 /// Why an [`Engine`] could not start.
@@ -40,12 +42,22 @@ pub enum EngineError {
 impl Engine {
     /// Connects every catalog of `config`.
     pub async fn connect(config: Config) -> Result<Self, EngineError> {
+        config.validate()?;
         let default_catalog = config.effective_default_catalog()?;
+        let mut runtime = RuntimeEnvBuilder::new();
+        if let Some(limit) = &config.query.memory_limit {
+            let bytes = iceflight_catalog::load::parse_size(limit)?;
+            runtime = runtime.with_memory_limit(bytes, 1.0);
+        }
+        let runtime = runtime
+            .build_arc()
+            .map_err(|e| ConfigError::Invalid(format!("query runtime: {e}")))?;
         let catalogs = Catalogs::connect(&config.effective_catalogs()).await?;
         Ok(Self {
             config,
             default_catalog,
             catalogs,
+            runtime,
         })
     }
 
@@ -92,6 +104,7 @@ impl Engine {
         }
         let state = SessionStateBuilder::new()
             .with_config(config)
+            .with_runtime_env(Arc::clone(&self.runtime))
             .with_default_features()
             .build();
         let ctx = SessionContext::new_with_state(state);

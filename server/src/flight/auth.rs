@@ -1,0 +1,119 @@
+//! Users and passwords: argon2 hashes from the configuration, or plain `--user NAME:PASSWORD`
+//! quick starts hashed at start-up; HTTP Basic credentials as Flight clients send them.
+
+use std::collections::HashMap;
+
+use argon2::Argon2;
+use argon2::password_hash::rand_core::OsRng;
+use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
+use base64::Engine as _;
+
+/// Known users and their argon2 password hashes (PHC strings).
+#[derive(Debug, Clone, Default)]
+pub struct Users {
+    hashes: HashMap<String, String>,
+}
+
+impl Users {
+    /// Adds a user with an argon2 PHC hash (`$argon2id$...`). Errors if the hash does not parse.
+    pub fn add_hash(&mut self, name: &str, phc: &str) -> Result<(), String> {
+        PasswordHash::new(phc).map_err(|e| format!("user {name}: invalid password hash: {e}"))?;
+        self.hashes.insert(name.to_string(), phc.to_string());
+        Ok(())
+    }
+
+    /// Adds a user from `NAME:PASSWORD`, hashing the password.
+    pub fn add_plain(&mut self, spec: &str) -> Result<(), String> {
+        let (name, password) = spec
+            .split_once(':')
+            .filter(|(n, _)| !n.is_empty())
+            .ok_or_else(|| format!("--user expects NAME:PASSWORD, got {spec:?}"))?;
+        let hash = hash_password(password)?;
+        self.hashes.insert(name.to_string(), hash);
+        Ok(())
+    }
+
+    /// Whether any user is configured.
+    pub fn is_empty(&self) -> bool {
+        self.hashes.is_empty()
+    }
+
+    /// Checks a password; unknown users and wrong passwords are both `false`.
+    pub fn verify(&self, name: &str, password: &str) -> bool {
+        let Some(phc) = self.hashes.get(name) else {
+            return false;
+        };
+        let Ok(parsed) = PasswordHash::new(phc) else {
+            return false;
+        };
+        Argon2::default()
+            .verify_password(password.as_bytes(), &parsed)
+            .is_ok()
+    }
+}
+
+/// Hashes a password with argon2id and a random salt (PHC string, for `password_hash` in config).
+pub fn hash_password(password: &str) -> Result<String, String> {
+    let salt = SaltString::generate(&mut OsRng);
+    Argon2::default()
+        .hash_password(password.as_bytes(), &salt)
+        .map(|h| h.to_string())
+        .map_err(|e| format!("hashing password: {e}"))
+}
+
+/// Parses `Basic <base64(user:password)>`, accepting base64 with or without padding.
+pub fn parse_basic(header: &str) -> Option<(String, String)> {
+    let encoded = header
+        .strip_prefix("Basic ")
+        .or_else(|| header.strip_prefix("basic "))?
+        .trim();
+    let bytes = base64::engine::general_purpose::STANDARD_NO_PAD
+        .decode(encoded.trim_end_matches('='))
+        .ok()?;
+    let text = String::from_utf8(bytes).ok()?;
+    let (user, password) = text.split_once(':')?;
+    Some((user.to_string(), password.to_string()))
+}
+
+/// Extracts the token from `Bearer <token>`.
+pub fn parse_bearer(header: &str) -> Option<&str> {
+    header
+        .strip_prefix("Bearer ")
+        .or_else(|| header.strip_prefix("bearer "))
+        .map(str::trim)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn basic_with_and_without_padding() {
+        // "alice:secret" → YWxpY2U6c2VjcmV0 (no padding needed); "bob:pw" → Ym9iOnB3 ; "al:x" → YWw6eA==
+        assert_eq!(
+            parse_basic("Basic YWxpY2U6c2VjcmV0"),
+            Some(("alice".into(), "secret".into()))
+        );
+        assert_eq!(
+            parse_basic("Basic YWw6eA=="),
+            Some(("al".into(), "x".into()))
+        );
+        assert_eq!(parse_basic("Basic YWw6eA"), Some(("al".into(), "x".into())));
+        assert_eq!(parse_basic("Basic !!!"), None);
+        assert_eq!(parse_basic("Bearer abc"), None);
+    }
+
+    #[test]
+    fn verify_passwords() {
+        let mut users = Users::default();
+        users.add_plain("alice:secret").unwrap();
+        assert!(users.verify("alice", "secret"));
+        assert!(!users.verify("alice", "wrong"));
+        assert!(!users.verify("bob", "secret"));
+        assert!(users.add_plain("nocolon").is_err());
+        let phc = hash_password("pw").unwrap();
+        users.add_hash("carol", &phc).unwrap();
+        assert!(users.verify("carol", "pw"));
+        assert!(users.add_hash("dave", "not-a-hash").is_err());
+    }
+}

@@ -1,0 +1,191 @@
+//! Metadata results (`GetCatalogs`, `GetDbSchemas`, `GetTables`, `GetTableTypes`,
+//! `GetXdbcTypeInfo`, key commands) built with arrow-flight's builders, whose schemas are the ones
+//! clients check field by field (nullability included).
+
+use std::sync::{Arc, LazyLock};
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow_flight::sql::metadata::{XdbcTypeInfo, XdbcTypeInfoData, XdbcTypeInfoDataBuilder};
+use arrow_flight::sql::{
+    CommandGetCatalogs, CommandGetDbSchemas, CommandGetTableTypes, CommandGetTables, Nullable,
+    Searchable, XdbcDataType,
+};
+use datafusion::common::{DataFusionError, Result};
+use datafusion::datasource::TableType;
+use datafusion::prelude::SessionContext;
+
+use super::results::flight_schema;
+
+fn arrow_err(e: arrow_flight::error::FlightError) -> DataFusionError {
+    DataFusionError::External(Box::new(e))
+}
+
+/// Catalog names, sorted.
+pub fn catalogs(ctx: &SessionContext, query: CommandGetCatalogs) -> Result<RecordBatch> {
+    let mut builder = query.into_builder();
+    let mut names = ctx.catalog_names();
+    names.sort();
+    for name in names {
+        builder.append(name);
+    }
+    builder.build().map_err(arrow_err)
+}
+
+/// `(catalog, schema)` pairs; a NULL catalog filter means every catalog.
+pub fn db_schemas(ctx: &SessionContext, query: CommandGetDbSchemas) -> Result<RecordBatch> {
+    let filter = query.catalog.clone();
+    let mut builder = query.into_builder();
+    for (catalog, schema) in schema_pairs(ctx, filter.as_deref()) {
+        builder.append(catalog, schema);
+    }
+    builder.build().map_err(arrow_err)
+}
+
+fn schema_pairs(ctx: &SessionContext, catalog: Option<&str>) -> Vec<(String, String)> {
+    let mut out = vec![];
+    let mut names = ctx.catalog_names();
+    names.sort();
+    for c in names {
+        if catalog.is_some_and(|f| f != c) {
+            continue;
+        }
+        let Some(provider) = ctx.catalog(&c) else {
+            continue;
+        };
+        let mut schemas = provider.schema_names();
+        if ctx.copied_config().information_schema()
+            && !schemas.iter().any(|s| s == "information_schema")
+        {
+            schemas.push("information_schema".to_string());
+        }
+        schemas.sort();
+        for s in schemas {
+            out.push((c.clone(), s));
+        }
+    }
+    out
+}
+
+/// Tables with their type and, when asked, their Arrow schema (as clients receive results).
+pub async fn tables(ctx: &SessionContext, query: CommandGetTables) -> Result<RecordBatch> {
+    let filter = query.catalog.clone();
+    let include_schema = query.include_schema;
+    let mut builder = query.into_builder();
+    for (catalog, schema) in schema_pairs(ctx, filter.as_deref()) {
+        let Some(provider) = ctx.catalog(&catalog).and_then(|c| c.schema(&schema)) else {
+            continue;
+        };
+        let mut names = provider.table_names();
+        names.sort();
+        for name in names {
+            let (kind, table_schema) = if include_schema || schema == "information_schema" {
+                match provider.table(&name).await {
+                    Ok(Some(t)) => (t.table_type(), flight_schema(&t.schema())),
+                    Ok(None) => continue,
+                    Err(e) => {
+                        tracing::warn!(table = %name, error = %e, "skipping table in GetTables");
+                        continue;
+                    }
+                }
+            } else {
+                (TableType::Base, Arc::new(Schema::empty()))
+            };
+            let kind = match kind {
+                TableType::Base => "TABLE",
+                TableType::View => "VIEW",
+                TableType::Temporary => "LOCAL TEMPORARY",
+            };
+            builder
+                .append(&catalog, &schema, &name, kind, &table_schema)
+                .map_err(arrow_err)?;
+        }
+    }
+    builder.build().map_err(arrow_err)
+}
+
+/// The table types iceflight has.
+pub fn table_types(query: CommandGetTableTypes) -> Result<RecordBatch> {
+    let mut builder = query.into_builder();
+    for t in ["TABLE", "VIEW"] {
+        builder.append(t);
+    }
+    builder.build().map_err(arrow_err)
+}
+
+/// SQL types iceflight returns, for `GetXdbcTypeInfo`.
+pub static XDBC_TYPES: LazyLock<XdbcTypeInfoData> = LazyLock::new(|| {
+    let mut b = XdbcTypeInfoDataBuilder::new();
+    let types: [(&str, XdbcDataType, Option<i32>, Option<&str>); 10] = [
+        ("BOOLEAN", XdbcDataType::XdbcBit, Some(1), None),
+        ("TINYINT", XdbcDataType::XdbcTinyint, Some(3), None),
+        ("SMALLINT", XdbcDataType::XdbcSmallint, Some(5), None),
+        ("INTEGER", XdbcDataType::XdbcInteger, Some(10), None),
+        ("BIGINT", XdbcDataType::XdbcBigint, Some(19), None),
+        ("REAL", XdbcDataType::XdbcReal, Some(7), None),
+        ("DOUBLE", XdbcDataType::XdbcDouble, Some(15), None),
+        ("DECIMAL", XdbcDataType::XdbcDecimal, Some(38), None),
+        (
+            "VARCHAR",
+            XdbcDataType::XdbcVarchar,
+            Some(i32::MAX),
+            Some("'"),
+        ),
+        ("DATE", XdbcDataType::XdbcDate, Some(10), Some("DATE '")),
+    ];
+    for (name, data_type, size, prefix) in types {
+        b.append(XdbcTypeInfo {
+            type_name: name.to_string(),
+            data_type,
+            column_size: size,
+            literal_prefix: prefix.map(str::to_string),
+            literal_suffix: prefix.map(|_| "'".to_string()),
+            create_params: None,
+            nullable: Nullable::NullabilityNullable,
+            case_sensitive: name == "VARCHAR",
+            searchable: Searchable::Full,
+            unsigned_attribute: Some(false),
+            fixed_prec_scale: name == "DECIMAL",
+            auto_increment: Some(false),
+            local_type_name: Some(name.to_string()),
+            minimum_scale: None,
+            maximum_scale: None,
+            sql_data_type: data_type,
+            datetime_subcode: None,
+            num_prec_radix: Some(10),
+            interval_precision: None,
+        });
+    }
+    b.build().expect("valid xdbc type info")
+});
+
+/// Schema of `GetPrimaryKeys` results (FlightSql.proto).
+pub fn primary_keys_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("catalog_name", DataType::Utf8, true),
+        Field::new("db_schema_name", DataType::Utf8, true),
+        Field::new("table_name", DataType::Utf8, false),
+        Field::new("column_name", DataType::Utf8, false),
+        Field::new("key_name", DataType::Utf8, true),
+        Field::new("key_sequence", DataType::Int32, false),
+    ]))
+}
+
+/// Schema of `GetExportedKeys`, `GetImportedKeys` and `GetCrossReference` results.
+pub fn foreign_keys_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("pk_catalog_name", DataType::Utf8, true),
+        Field::new("pk_db_schema_name", DataType::Utf8, true),
+        Field::new("pk_table_name", DataType::Utf8, false),
+        Field::new("pk_column_name", DataType::Utf8, false),
+        Field::new("fk_catalog_name", DataType::Utf8, true),
+        Field::new("fk_db_schema_name", DataType::Utf8, true),
+        Field::new("fk_table_name", DataType::Utf8, false),
+        Field::new("fk_column_name", DataType::Utf8, false),
+        Field::new("key_sequence", DataType::Int32, false),
+        Field::new("fk_key_name", DataType::Utf8, true),
+        Field::new("pk_key_name", DataType::Utf8, true),
+        Field::new("update_rule", DataType::UInt8, false),
+        Field::new("delete_rule", DataType::UInt8, false),
+    ]))
+}

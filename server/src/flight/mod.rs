@@ -1,0 +1,128 @@
+//! The Arrow Flight SQL server.
+//!
+//! ```text
+//!   client ──gRPC──► tonic Server ──► FlightServiceServer<IceflightService>
+//!                        service.rs: decode → authorize (auth.rs, sessions.rs) → plan → stream
+//!                        metadata.rs / sql_info.rs: metadata commands; results.rs: Arrow → Flight
+//! ```
+
+pub mod auth;
+pub mod metadata;
+pub mod results;
+pub mod service;
+pub mod session_options;
+pub mod sessions;
+pub mod sql_info;
+pub mod status;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arrow_flight::flight_service_server::FlightServiceServer;
+
+use crate::config::ServerConfig;
+use crate::session::Engine;
+use auth::Users;
+use service::{IceflightService, ServiceOptions};
+use sessions::Sessions;
+
+/// Builds the user list from the configuration and `--user NAME:PASSWORD` flags.
+pub fn users(config: &ServerConfig, quick: &[String]) -> Result<Users, String> {
+    let mut users = Users::default();
+    for u in &config.users {
+        users.add_hash(&u.name, &u.password_hash)?;
+    }
+    for spec in quick {
+        users.add_plain(spec)?;
+    }
+    if config.auth_required() && users.is_empty() {
+        return Err(
+            "no users configured: add [[server.user]] entries or --user NAME:PASSWORD \
+                    (or set server.auth = \"none\" to serve without login)"
+                .into(),
+        );
+    }
+    Ok(users)
+}
+
+/// Serves Flight SQL on `addr` until `shutdown` resolves (SIGINT/SIGTERM in the CLI).
+/// `on_ready` is called with the bound address once the listener is open.
+pub async fn serve(
+    engine: Engine,
+    users: Users,
+    addr: SocketAddr,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    on_ready: impl FnOnce(SocketAddr),
+) -> Result<(), String> {
+    let server = engine.config().server.clone();
+    let sessions = Arc::new(Sessions::new(
+        Duration::from_secs(server.session_ttl_secs.max(1)),
+        Duration::from_secs(server.prepared_statement_ttl_secs.max(1)),
+    ));
+    let options = ServiceOptions {
+        auth_required: server.auth_required(),
+        max_concurrent_queries: server.max_concurrent_queries.max(1),
+        queue_timeout: Duration::from_secs(server.queue_timeout_secs),
+    };
+    let service = IceflightService::try_new(engine, users, Arc::clone(&sessions), options)
+        .map_err(|s| s.message().to_string())?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    let bound = listener.local_addr().map_err(|e| e.to_string())?;
+    // Expire idle sessions and prepared statements in the background.
+    let sweeper = tokio::spawn({
+        let sessions = Arc::clone(&sessions);
+        async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(1));
+            loop {
+                tick.tick().await;
+                let (s, p) = sessions.expire();
+                if s + p > 0 {
+                    tracing::debug!(
+                        sessions = s,
+                        prepared_statements = p,
+                        "expired idle handles"
+                    );
+                }
+            }
+        }
+    });
+    on_ready(bound);
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    let result = tonic::transport::Server::builder()
+        .add_service(
+            FlightServiceServer::new(service)
+                .max_decoding_message_size(64 * 1024 * 1024)
+                .max_encoding_message_size(64 * 1024 * 1024),
+        )
+        .serve_with_incoming_shutdown(incoming, shutdown)
+        .await
+        .map_err(|e| format!("server error: {e}"));
+    sweeper.abort();
+    result
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    tracing::info!("shutting down");
+}

@@ -1,0 +1,173 @@
+//! Result streaming: Arrow batches → Flight data, in the types every client can read, split far
+//! below the 16 MiB message limit (arrow-flight's encoder splits batches above 2 MiB), with one
+//! structured log line per query when its stream ends.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use arrow::array::RecordBatch;
+use arrow::compute::cast;
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow_flight::encode::FlightDataEncoderBuilder;
+use arrow_flight::error::FlightError;
+use datafusion::common::Result;
+use datafusion::execution::SendableRecordBatchStream;
+use futures::{Stream, StreamExt, TryStreamExt};
+use tonic::Status;
+
+/// A Flight `DoGet` stream.
+pub type FlightDataStream =
+    std::pin::Pin<Box<dyn Stream<Item = Result<arrow_flight::FlightData, Status>> + Send>>;
+
+fn flight_type(t: &DataType) -> Option<DataType> {
+    match t {
+        DataType::Utf8View => Some(DataType::Utf8),
+        DataType::BinaryView => Some(DataType::Binary),
+        _ => None,
+    }
+}
+
+/// The schema as sent to clients: view types (`Utf8View`, `BinaryView`) become `Utf8` / `Binary`,
+/// which the JDBC driver (18.3) can read.
+pub fn flight_schema(schema: &SchemaRef) -> SchemaRef {
+    if !schema
+        .fields()
+        .iter()
+        .any(|f| flight_type(f.data_type()).is_some())
+    {
+        return Arc::clone(schema);
+    }
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|f| match flight_type(f.data_type()) {
+            Some(t) => f.as_ref().clone().with_data_type(t),
+            None => f.as_ref().clone(),
+        })
+        .collect();
+    Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
+}
+
+/// Casts a batch to [`flight_schema`].
+pub fn flight_batch(batch: RecordBatch, schema: &SchemaRef) -> Result<RecordBatch> {
+    if batch.schema().as_ref() == schema.as_ref() {
+        return Ok(batch);
+    }
+    let columns = batch
+        .columns()
+        .iter()
+        .zip(schema.fields())
+        .map(|(c, f)| {
+            if c.data_type() == f.data_type() {
+                Ok(Arc::clone(c))
+            } else {
+                cast(c, f.data_type())
+            }
+        })
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    Ok(RecordBatch::try_new(Arc::clone(schema), columns)?)
+}
+
+/// What the per-query log line reports.
+#[derive(Debug)]
+pub struct QueryLog {
+    /// Query id (also in error messages).
+    pub id: String,
+    /// User.
+    pub user: String,
+    /// SQL text or command name.
+    pub what: String,
+    started: Instant,
+    rows: AtomicU64,
+    bytes: AtomicU64,
+    failed: std::sync::atomic::AtomicBool,
+}
+
+impl QueryLog {
+    /// Starts timing a query.
+    pub fn start(user: &str, what: &str) -> Arc<Self> {
+        Arc::new(Self {
+            id: uuid::Uuid::new_v4().simple().to_string(),
+            user: user.to_string(),
+            what: what.chars().take(200).collect(),
+            started: Instant::now(),
+            rows: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+            failed: Default::default(),
+        })
+    }
+
+    /// Marks the query failed (logged at the end).
+    pub fn fail(&self) {
+        self.failed.store(true, Ordering::Relaxed);
+    }
+}
+
+impl Drop for QueryLog {
+    fn drop(&mut self) {
+        tracing::info!(
+            query_id = %self.id,
+            user = %self.user,
+            duration_ms = self.started.elapsed().as_millis() as u64,
+            rows = self.rows.load(Ordering::Relaxed),
+            bytes = self.bytes.load(Ordering::Relaxed),
+            status = if self.failed.load(Ordering::Relaxed) { "error" } else { "ok" },
+            sql = %self.what,
+            "query"
+        );
+    }
+}
+
+/// Encodes a DataFusion stream for `DoGet` under `schema` (the one `GetFlightInfo` announced).
+/// `guard` is held until the stream ends or is dropped (a concurrency permit, a cancellation
+/// registration).
+pub fn encode<G: Send + 'static>(
+    input: SendableRecordBatchStream,
+    schema: SchemaRef,
+    log: Arc<QueryLog>,
+    guard: G,
+) -> FlightDataStream {
+    let batch_schema = Arc::clone(&schema);
+    let counting = Arc::clone(&log);
+    let batches = input
+        .map(move |b| {
+            let b = b.and_then(|b| flight_batch(b, &batch_schema));
+            match &b {
+                Ok(b) => {
+                    counting
+                        .rows
+                        .fetch_add(b.num_rows() as u64, Ordering::Relaxed);
+                    counting
+                        .bytes
+                        .fetch_add(b.get_array_memory_size() as u64, Ordering::Relaxed);
+                }
+                Err(_) => counting.fail(),
+            }
+            b.map_err(|e| FlightError::Tonic(Box::new(super::status::to_status(e))))
+        })
+        .chain(
+            futures::stream::once(async move {
+                drop(guard);
+                drop(log);
+                Err(FlightError::ProtocolError("end".into()))
+            })
+            .filter(|_| async { false }),
+        );
+    let encoded = FlightDataEncoderBuilder::new()
+        .with_schema(schema)
+        .build(batches);
+    Box::pin(encoded.map_err(|e| match e {
+        FlightError::Tonic(s) => *s,
+        other => Status::internal(other.to_string()),
+    }))
+}
+
+/// A `DoGet` stream of fixed batches (metadata results).
+pub fn encode_batch(batch: RecordBatch) -> FlightDataStream {
+    let schema = batch.schema();
+    let stream = FlightDataEncoderBuilder::new()
+        .with_schema(schema)
+        .build(futures::stream::once(async move { Ok(batch) }));
+    Box::pin(stream.map_err(|e| Status::internal(e.to_string())))
+}

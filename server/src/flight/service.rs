@@ -1,0 +1,1065 @@
+//! The Flight SQL service: decode → authorize → plan → stream. Each RPC finds the caller's
+//! [`Session`] from its bearer token, plans with that session's `SessionContext`, and streams
+//! results through [`results::encode`].
+
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow_flight::decode::FlightRecordBatchStream;
+use arrow_flight::error::FlightError;
+use arrow_flight::flight_service_server::FlightService;
+use arrow_flight::sql::server::{FlightSqlService, PeekableFlightDataStream};
+use arrow_flight::sql::{
+    ActionClosePreparedStatementRequest, ActionCreatePreparedStatementRequest,
+    ActionCreatePreparedStatementResult, Any, CommandGetCatalogs, CommandGetCrossReference,
+    CommandGetDbSchemas, CommandGetExportedKeys, CommandGetImportedKeys, CommandGetPrimaryKeys,
+    CommandGetSqlInfo, CommandGetTableTypes, CommandGetTables, CommandGetXdbcTypeInfo,
+    CommandPreparedStatementQuery, CommandPreparedStatementUpdate, CommandStatementQuery,
+    CommandStatementUpdate, DoPutPreparedStatementResult, ProstMessageExt, SqlInfo,
+    TicketStatementQuery,
+};
+use arrow_flight::{
+    Action, ActionType, CancelFlightInfoRequest, CancelFlightInfoResult, CancelStatus,
+    FlightDescriptor, FlightEndpoint, FlightInfo, HandshakeRequest, HandshakeResponse, IpcMessage,
+    SchemaAsIpc, Ticket,
+};
+use datafusion::common::{DataFusionError, ParamValues, ScalarValue};
+use datafusion::logical_expr::LogicalPlan;
+use futures::stream::{AbortHandle, Abortable};
+use futures::{Stream, StreamExt, TryStreamExt};
+use prost::Message;
+use tokio::sync::Semaphore;
+use tonic::metadata::MetadataValue;
+use tonic::{Request, Response, Status, Streaming};
+
+use super::auth::{Users, parse_basic, parse_bearer};
+use super::metadata;
+use super::results::{self, FlightDataStream, QueryLog, flight_schema};
+use super::session_options::{
+    CLOSED, CloseSessionResult, GetSessionOptionsResult, INVALID_NAME, INVALID_VALUE,
+    SessionOptionValue, SetSessionOptionsError, SetSessionOptionsRequest, SetSessionOptionsResult,
+};
+use super::sessions::{Prepared, Session, Sessions};
+use super::sql_info::SQL_INFO;
+use super::status::to_status;
+use crate::session::Engine;
+
+/// Name of our status action: returns JSON `{"sessions":N,"prepared_statements":N,"running_queries":N}`.
+pub const SERVER_STATUS_ACTION: &str = "iceflight.ServerStatus";
+
+/// Most parameter rows accepted by one `DoPut` (a query binds exactly one row).
+const MAX_PARAMETER_ROWS: usize = 1;
+
+/// Service settings from the configuration.
+#[derive(Debug, Clone)]
+pub struct ServiceOptions {
+    /// Require a login (false only when the config says `auth = "none"`).
+    pub auth_required: bool,
+    /// Queries running at once; more wait up to `queue_timeout`, then fail `ResourceExhausted`.
+    pub max_concurrent_queries: usize,
+    /// How long a query waits for a slot.
+    pub queue_timeout: Duration,
+}
+
+/// The Flight SQL service.
+#[derive(Clone)]
+pub struct IceflightService {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    engine: Engine,
+    users: Users,
+    sessions: Arc<Sessions>,
+    options: ServiceOptions,
+    anonymous: Arc<Session>,
+    slots: Arc<Semaphore>,
+    running: Mutex<HashMap<(String, Vec<u8>), AbortHandle>>,
+}
+
+/// The caller: its session and the token that names it (empty for the anonymous session).
+struct Caller {
+    token: String,
+    session: Arc<Session>,
+}
+
+impl IceflightService {
+    /// Creates the service. Errors if the engine cannot make a session (bad default catalog).
+    pub fn try_new(
+        engine: Engine,
+        users: Users,
+        sessions: Arc<Sessions>,
+        options: ServiceOptions,
+    ) -> Result<Self, Status> {
+        let ctx = engine.session(None, None, &[]).map_err(to_status)?;
+        let slots = Arc::new(Semaphore::new(options.max_concurrent_queries.max(1)));
+        Ok(Self {
+            inner: Arc::new(Inner {
+                engine,
+                users,
+                sessions,
+                options,
+                anonymous: Arc::new(Session::new("anonymous".into(), ctx)),
+                slots,
+                running: Mutex::new(HashMap::new()),
+            }),
+        })
+    }
+
+    fn caller<T>(&self, req: &Request<T>) -> Result<Caller, Status> {
+        let header = req
+            .metadata()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok());
+        match header.and_then(parse_bearer) {
+            Some(token) => match self.inner.sessions.get(token) {
+                Some(session) => Ok(Caller {
+                    token: token.to_string(),
+                    session,
+                }),
+                None => Err(Status::unauthenticated(
+                    "unknown or expired session token; log in again",
+                )),
+            },
+            None if self.inner.options.auth_required => Err(Status::unauthenticated(
+                "missing credentials: log in with user and password",
+            )),
+            None => Ok(Caller {
+                token: String::new(),
+                session: Arc::clone(&self.inner.anonymous),
+            }),
+        }
+    }
+
+    async fn acquire_slot(&self) -> Result<tokio::sync::OwnedSemaphorePermit, Status> {
+        let wait = Arc::clone(&self.inner.slots).acquire_owned();
+        match tokio::time::timeout(self.inner.options.queue_timeout, wait).await {
+            Ok(Ok(permit)) => Ok(permit),
+            _ => Err(Status::resource_exhausted(format!(
+                "too many concurrent queries (max {}); retry later",
+                self.inner.options.max_concurrent_queries
+            ))),
+        }
+    }
+
+    /// Runs a plan and returns its encoded stream, registered for `CancelFlightInfo` under
+    /// `(token, ticket)`.
+    async fn stream_plan(
+        &self,
+        caller: &Caller,
+        plan: LogicalPlan,
+        ticket: Vec<u8>,
+        what: &str,
+    ) -> Result<Response<FlightDataStream>, Status> {
+        let permit = self.acquire_slot().await?;
+        let log = QueryLog::start(&caller.session.user, what);
+        // Batches go out under the schema GetFlightInfo announced (the logical plan's), which
+        // clients compare field by field, nullability included.
+        let announced = flight_schema(&Arc::new(plan.schema().as_arrow().clone()));
+        let df = caller
+            .session
+            .ctx
+            .execute_logical_plan(plan)
+            .await
+            .map_err(|e| {
+                log.fail();
+                to_status(e)
+            })?;
+        let stream = df.execute_stream().await.map_err(|e| {
+            log.fail();
+            to_status(e)
+        })?;
+        let (abort, registration) = AbortHandle::new_pair();
+        let key = (caller.token.clone(), ticket);
+        self.inner
+            .running
+            .lock()
+            .expect("running lock")
+            .insert(key.clone(), abort);
+        let cleanup = RunningGuard {
+            inner: Arc::clone(&self.inner),
+            key,
+            _permit: permit,
+        };
+        let schema = stream.schema();
+        let abortable = Abortable::new(stream, registration);
+        let input = Box::pin(
+            datafusion::physical_plan::stream::RecordBatchStreamAdapter::new(schema, abortable),
+        );
+        Ok(Response::new(results::encode(
+            input, announced, log, cleanup,
+        )))
+    }
+
+    fn flight_info(
+        schema: &SchemaRef,
+        ticket: Vec<u8>,
+        descriptor: FlightDescriptor,
+    ) -> Result<FlightInfo, Status> {
+        let endpoint = FlightEndpoint::new().with_ticket(Ticket::new(ticket));
+        FlightInfo::new()
+            .try_with_schema(schema.as_ref())
+            .map_err(|e| Status::internal(e.to_string()))
+            .map(|i| {
+                i.with_endpoint(endpoint)
+                    .with_descriptor(descriptor)
+                    .with_total_records(-1)
+                    .with_total_bytes(-1)
+            })
+    }
+
+    async fn plan_sql(session: &Session, sql: &str) -> Result<LogicalPlan, Status> {
+        session
+            .ctx
+            .state()
+            .create_logical_plan(sql)
+            .await
+            .map_err(to_status)
+    }
+
+    /// Runs a statement that changes state (DDL, `SET`) to completion; returns rows affected.
+    async fn run_update(session: &Session, plan: LogicalPlan) -> Result<i64, Status> {
+        session
+            .ctx
+            .execute_logical_plan(plan)
+            .await
+            .map_err(to_status)?
+            .collect()
+            .await
+            .map_err(to_status)?;
+        // Tables are read-only: DDL and SET change no rows.
+        Ok(0)
+    }
+
+    fn prepared(session: &Session, handle: &[u8]) -> Result<(String, Prepared), Status> {
+        let handle = std::str::from_utf8(handle)
+            .map_err(|_| Status::invalid_argument("malformed prepared statement handle"))?;
+        session
+            .prepared(handle)
+            .map(|p| (handle.to_string(), p))
+            .ok_or_else(|| {
+                Status::not_found(
+                    "unknown prepared statement handle (closed, expired or of another session)",
+                )
+            })
+    }
+
+    fn bound_plan(p: &Prepared) -> Result<LogicalPlan, Status> {
+        let expected = p.parameter_schema.fields().len();
+        match &p.params {
+            Some(params) => p
+                .plan
+                .clone()
+                .with_param_values(params.clone())
+                .map_err(to_status),
+            None if expected == 0 => Ok(p.plan.clone()),
+            None => Err(Status::invalid_argument(format!(
+                "the prepared statement has {expected} parameter(s) and none were bound"
+            ))),
+        }
+    }
+}
+
+/// Unregisters a running query (and releases its concurrency slot) when its stream ends.
+struct RunningGuard {
+    inner: Arc<Inner>,
+    key: (String, Vec<u8>),
+    _permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl Drop for RunningGuard {
+    fn drop(&mut self) {
+        self.inner
+            .running
+            .lock()
+            .expect("running lock")
+            .remove(&self.key);
+    }
+}
+
+fn is_state_change(plan: &LogicalPlan) -> bool {
+    matches!(
+        plan,
+        LogicalPlan::Ddl(_)
+            | LogicalPlan::Statement(_)
+            | LogicalPlan::Dml(_)
+            | LogicalPlan::Copy(_)
+    )
+}
+
+/// Rewrites `?` placeholders (outside quotes and comments) to `$1, $2, ...`, the form DataFusion
+/// plans. Text that already uses `$n` is returned unchanged.
+pub fn number_placeholders(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len() + 8);
+    let mut n = 0;
+    let mut chars = sql.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' | '"' => {
+                out.push(c);
+                for d in chars.by_ref() {
+                    out.push(d);
+                    if d == c {
+                        break;
+                    }
+                }
+            }
+            '-' if chars.peek() == Some(&'-') => {
+                out.push(c);
+                for d in chars.by_ref() {
+                    out.push(d);
+                    if d == '\n' {
+                        break;
+                    }
+                }
+            }
+            '?' => {
+                n += 1;
+                out.push_str(&format!("${n}"));
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+fn parameter_schema(plan: &LogicalPlan) -> Result<SchemaRef, Status> {
+    let types = plan.get_parameter_types().map_err(to_status)?;
+    let mut params: Vec<(usize, String, Option<DataType>)> = types
+        .into_iter()
+        .map(|(name, ty)| {
+            let idx = name
+                .trim_start_matches('$')
+                .parse::<usize>()
+                .unwrap_or(usize::MAX);
+            (idx, name, ty)
+        })
+        .collect();
+    params.sort();
+    let fields: Vec<Field> = params
+        .into_iter()
+        .map(|(_, name, ty)| Field::new(name, ty.unwrap_or(DataType::Utf8), true))
+        .collect();
+    Ok(Arc::new(Schema::new(fields)))
+}
+
+fn schema_bytes(schema: &SchemaRef) -> Result<bytes::Bytes, Status> {
+    let options = arrow::ipc::writer::IpcWriteOptions::default();
+    let IpcMessage(bytes) = SchemaAsIpc::new(schema.as_ref(), &options)
+        .try_into()
+        .map_err(|e: arrow::error::ArrowError| Status::internal(e.to_string()))?;
+    Ok(bytes)
+}
+
+fn action_result(bytes: Vec<u8>) -> Response<<IceflightService as FlightService>::DoActionStream> {
+    let result = arrow_flight::Result { body: bytes.into() };
+    Response::new(Box::pin(futures::stream::once(async move { Ok(result) })))
+}
+
+#[tonic::async_trait]
+impl FlightSqlService for IceflightService {
+    type FlightService = IceflightService;
+
+    async fn do_handshake(
+        &self,
+        request: Request<Streaming<HandshakeRequest>>,
+    ) -> Result<
+        Response<Pin<Box<dyn Stream<Item = Result<HandshakeResponse, Status>> + Send>>>,
+        Status,
+    > {
+        let header = request
+            .metadata()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok());
+        let user = match header.and_then(parse_basic) {
+            Some((user, password)) => {
+                if !self.inner.users.verify(&user, &password) && self.inner.options.auth_required {
+                    return Err(Status::unauthenticated("invalid user name or password"));
+                }
+                user
+            }
+            None if self.inner.options.auth_required => {
+                return Err(Status::unauthenticated(
+                    "missing credentials: use HTTP Basic user and password",
+                ));
+            }
+            None => "anonymous".to_string(),
+        };
+        let ctx = self
+            .inner
+            .engine
+            .session(None, None, &[])
+            .map_err(to_status)?;
+        let token = self.inner.sessions.open(Session::new(user, ctx));
+        let response = HandshakeResponse {
+            protocol_version: 0,
+            payload: token.clone().into(),
+        };
+        let mut resp: Response<
+            Pin<Box<dyn Stream<Item = Result<HandshakeResponse, Status>> + Send>>,
+        > = Response::new(Box::pin(futures::stream::once(async move { Ok(response) })));
+        let value = MetadataValue::try_from(format!("Bearer {token}"))
+            .map_err(|e| Status::internal(e.to_string()))?;
+        resp.metadata_mut().insert("authorization", value);
+        Ok(resp)
+    }
+
+    async fn do_get_fallback(
+        &self,
+        request: Request<Ticket>,
+        message: Any,
+    ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
+        self.caller(&request)?;
+        Err(Status::invalid_argument(format!(
+            "unknown ticket type {}",
+            message.type_url
+        )))
+    }
+
+    // Statements
+
+    async fn get_flight_info_statement(
+        &self,
+        query: CommandStatementQuery,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let caller = self.caller(&request)?;
+        let plan = Self::plan_sql(&caller.session, &query.query).await?;
+        let schema = if is_state_change(&plan) {
+            // DDL and SET run now; the ticket then returns no rows.
+            Self::run_update(&caller.session, plan).await?;
+            Arc::new(Schema::empty())
+        } else {
+            flight_schema(&Arc::new(plan.schema().as_arrow().clone()))
+        };
+        let handle = if schema.fields().is_empty() {
+            Vec::new()
+        } else {
+            query.query.into_bytes()
+        };
+        let ticket = TicketStatementQuery {
+            statement_handle: handle.into(),
+        };
+        let info = Self::flight_info(
+            &schema,
+            ticket.as_any().encode_to_vec(),
+            request.into_inner(),
+        )?;
+        Ok(Response::new(info))
+    }
+
+    async fn do_get_statement(
+        &self,
+        ticket: TicketStatementQuery,
+        request: Request<Ticket>,
+    ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
+        let caller = self.caller(&request)?;
+        if ticket.statement_handle.is_empty() {
+            return Ok(Response::new(results::encode_batch(
+                RecordBatch::new_empty(Arc::new(Schema::empty())),
+            )));
+        }
+        let sql = std::str::from_utf8(&ticket.statement_handle)
+            .map_err(|_| Status::invalid_argument("malformed statement ticket"))?
+            .to_string();
+        let plan = Self::plan_sql(&caller.session, &sql).await?;
+        if is_state_change(&plan) {
+            return Err(Status::invalid_argument(
+                "statement tickets cannot run DDL; use CommandStatementUpdate",
+            ));
+        }
+        let raw_ticket = request.get_ref().ticket.to_vec();
+        self.stream_plan(&caller, plan, raw_ticket, &sql).await
+    }
+
+    async fn do_put_statement_update(
+        &self,
+        command: CommandStatementUpdate,
+        request: Request<PeekableFlightDataStream>,
+    ) -> Result<i64, Status> {
+        let caller = self.caller(&request)?;
+        let plan = Self::plan_sql(&caller.session, &command.query).await?;
+        Self::run_update(&caller.session, plan).await
+    }
+
+    // Prepared statements
+
+    async fn do_action_create_prepared_statement(
+        &self,
+        query: ActionCreatePreparedStatementRequest,
+        request: Request<Action>,
+    ) -> Result<ActionCreatePreparedStatementResult, Status> {
+        let caller = self.caller(&request)?;
+        let sql = number_placeholders(&query.query);
+        let plan = Self::plan_sql(&caller.session, &sql).await?;
+        let dataset_schema = flight_schema(&Arc::new(plan.schema().as_arrow().clone()));
+        let parameter_schema = parameter_schema(&plan)?;
+        let result = ActionCreatePreparedStatementResult {
+            prepared_statement_handle: Default::default(),
+            dataset_schema: schema_bytes(&dataset_schema)?,
+            parameter_schema: schema_bytes(&parameter_schema)?,
+        };
+        let handle = caller.session.add_prepared(Prepared::new(
+            query.query,
+            plan,
+            dataset_schema,
+            parameter_schema,
+        ));
+        Ok(ActionCreatePreparedStatementResult {
+            prepared_statement_handle: handle.into_bytes().into(),
+            ..result
+        })
+    }
+
+    async fn get_flight_info_prepared_statement(
+        &self,
+        cmd: CommandPreparedStatementQuery,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let caller = self.caller(&request)?;
+        let (_, prepared) = Self::prepared(&caller.session, &cmd.prepared_statement_handle)?;
+        let plan = Self::bound_plan(&prepared)?;
+        let schema = if is_state_change(&plan) {
+            Arc::new(Schema::empty())
+        } else {
+            flight_schema(&Arc::new(plan.schema().as_arrow().clone()))
+        };
+        let info = Self::flight_info(&schema, cmd.as_any().encode_to_vec(), request.into_inner())?;
+        Ok(Response::new(info))
+    }
+
+    async fn do_get_prepared_statement(
+        &self,
+        cmd: CommandPreparedStatementQuery,
+        request: Request<Ticket>,
+    ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
+        let caller = self.caller(&request)?;
+        let (_, prepared) = Self::prepared(&caller.session, &cmd.prepared_statement_handle)?;
+        let plan = Self::bound_plan(&prepared)?;
+        if is_state_change(&plan) {
+            Self::run_update(&caller.session, plan).await?;
+            return Ok(Response::new(results::encode_batch(
+                RecordBatch::new_empty(Arc::new(Schema::empty())),
+            )));
+        }
+        let raw_ticket = request.get_ref().ticket.to_vec();
+        self.stream_plan(&caller, plan, raw_ticket, &prepared.sql)
+            .await
+    }
+
+    async fn do_put_prepared_statement_query(
+        &self,
+        cmd: CommandPreparedStatementQuery,
+        request: Request<PeekableFlightDataStream>,
+    ) -> Result<DoPutPreparedStatementResult, Status> {
+        let caller = self.caller(&request)?;
+        let (handle, prepared) = Self::prepared(&caller.session, &cmd.prepared_statement_handle)?;
+        let mut stream = FlightRecordBatchStream::new_from_flight_data(
+            request.into_inner().map_err(FlightError::from),
+        );
+        let mut row: Option<RecordBatch> = None;
+        let mut rows = 0usize;
+        while let Some(batch) = stream.next().await {
+            let batch =
+                batch.map_err(|e| Status::invalid_argument(format!("reading parameters: {e}")))?;
+            rows += batch.num_rows();
+            if rows > MAX_PARAMETER_ROWS {
+                return Err(Status::invalid_argument(format!(
+                    "bind exactly one parameter row per execution (got more than {MAX_PARAMETER_ROWS})"
+                )));
+            }
+            if batch.num_rows() > 0 {
+                row = Some(batch);
+            }
+        }
+        let expected = prepared.parameter_schema.fields();
+        let values = match row {
+            None if expected.is_empty() => vec![],
+            None => return Err(Status::invalid_argument("no parameter row was sent")),
+            Some(batch) => {
+                if batch.num_columns() != expected.len() {
+                    return Err(Status::invalid_argument(format!(
+                        "the statement takes {} parameter(s), {} were sent",
+                        expected.len(),
+                        batch.num_columns()
+                    )));
+                }
+                // Bound by position: ADBC names parameters "0", "1", ...; JDBC uses our names.
+                batch
+                    .columns()
+                    .iter()
+                    .zip(expected.iter())
+                    .map(|(col, field)| {
+                        let v = ScalarValue::try_from_array(col.as_ref(), 0).map_err(to_status)?;
+                        if v.data_type() == *field.data_type() || v.is_null() {
+                            Ok(v)
+                        } else {
+                            v.cast_to(field.data_type()).map_err(|e| {
+                                Status::invalid_argument(format!("parameter {}: {e}", field.name()))
+                            })
+                        }
+                    })
+                    .collect::<Result<Vec<_>, Status>>()?
+            }
+        };
+        caller.session.bind(
+            &handle,
+            ParamValues::List(values.into_iter().map(Into::into).collect()),
+        );
+        Ok(DoPutPreparedStatementResult {
+            prepared_statement_handle: Some(handle.into_bytes().into()),
+        })
+    }
+
+    async fn do_put_prepared_statement_update(
+        &self,
+        cmd: CommandPreparedStatementUpdate,
+        request: Request<PeekableFlightDataStream>,
+    ) -> Result<i64, Status> {
+        let caller = self.caller(&request)?;
+        let (_, prepared) = Self::prepared(&caller.session, &cmd.prepared_statement_handle)?;
+        let plan = Self::bound_plan(&prepared)?;
+        Self::run_update(&caller.session, plan).await
+    }
+
+    async fn do_action_close_prepared_statement(
+        &self,
+        query: ActionClosePreparedStatementRequest,
+        request: Request<Action>,
+    ) -> Result<(), Status> {
+        let caller = self.caller(&request)?;
+        // Closing is idempotent: a handle that already expired is simply gone.
+        if let Ok(handle) = std::str::from_utf8(&query.prepared_statement_handle) {
+            caller.session.close_prepared(handle);
+        }
+        Ok(())
+    }
+
+    // Metadata
+
+    async fn get_flight_info_catalogs(
+        &self,
+        query: CommandGetCatalogs,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        self.caller(&request)?;
+        let schema = query.clone().into_builder().schema();
+        Ok(Response::new(Self::flight_info(
+            &schema,
+            query.as_any().encode_to_vec(),
+            request.into_inner(),
+        )?))
+    }
+
+    async fn do_get_catalogs(
+        &self,
+        query: CommandGetCatalogs,
+        request: Request<Ticket>,
+    ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
+        let caller = self.caller(&request)?;
+        let batch = metadata::catalogs(&caller.session.ctx, query).map_err(to_status)?;
+        Ok(Response::new(results::encode_batch(batch)))
+    }
+
+    async fn get_flight_info_schemas(
+        &self,
+        query: CommandGetDbSchemas,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        self.caller(&request)?;
+        let schema = query.clone().into_builder().schema();
+        Ok(Response::new(Self::flight_info(
+            &schema,
+            query.as_any().encode_to_vec(),
+            request.into_inner(),
+        )?))
+    }
+
+    async fn do_get_schemas(
+        &self,
+        query: CommandGetDbSchemas,
+        request: Request<Ticket>,
+    ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
+        let caller = self.caller(&request)?;
+        let batch = metadata::db_schemas(&caller.session.ctx, query).map_err(to_status)?;
+        Ok(Response::new(results::encode_batch(batch)))
+    }
+
+    async fn get_flight_info_tables(
+        &self,
+        query: CommandGetTables,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        self.caller(&request)?;
+        let schema = query.clone().into_builder().schema();
+        Ok(Response::new(Self::flight_info(
+            &schema,
+            query.as_any().encode_to_vec(),
+            request.into_inner(),
+        )?))
+    }
+
+    async fn do_get_tables(
+        &self,
+        query: CommandGetTables,
+        request: Request<Ticket>,
+    ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
+        let caller = self.caller(&request)?;
+        let batch = metadata::tables(&caller.session.ctx, query)
+            .await
+            .map_err(to_status)?;
+        Ok(Response::new(results::encode_batch(batch)))
+    }
+
+    async fn get_flight_info_table_types(
+        &self,
+        query: CommandGetTableTypes,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        self.caller(&request)?;
+        let schema = query.clone().into_builder().schema();
+        Ok(Response::new(Self::flight_info(
+            &schema,
+            query.as_any().encode_to_vec(),
+            request.into_inner(),
+        )?))
+    }
+
+    async fn do_get_table_types(
+        &self,
+        query: CommandGetTableTypes,
+        request: Request<Ticket>,
+    ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
+        self.caller(&request)?;
+        let batch = metadata::table_types(query).map_err(to_status)?;
+        Ok(Response::new(results::encode_batch(batch)))
+    }
+
+    async fn get_flight_info_sql_info(
+        &self,
+        query: CommandGetSqlInfo,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        self.caller(&request)?;
+        let schema = query.clone().into_builder(&SQL_INFO).schema();
+        Ok(Response::new(Self::flight_info(
+            &schema,
+            query.as_any().encode_to_vec(),
+            request.into_inner(),
+        )?))
+    }
+
+    async fn do_get_sql_info(
+        &self,
+        query: CommandGetSqlInfo,
+        request: Request<Ticket>,
+    ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
+        self.caller(&request)?;
+        let batch = query
+            .into_builder(&SQL_INFO)
+            .build()
+            .map_err(|e| Status::internal(e.to_string()))?;
+        Ok(Response::new(results::encode_batch(batch)))
+    }
+
+    async fn get_flight_info_xdbc_type_info(
+        &self,
+        query: CommandGetXdbcTypeInfo,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        self.caller(&request)?;
+        let schema = query.clone().into_builder(&metadata::XDBC_TYPES).schema();
+        Ok(Response::new(Self::flight_info(
+            &schema,
+            query.as_any().encode_to_vec(),
+            request.into_inner(),
+        )?))
+    }
+
+    async fn do_get_xdbc_type_info(
+        &self,
+        query: CommandGetXdbcTypeInfo,
+        request: Request<Ticket>,
+    ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
+        self.caller(&request)?;
+        let batch = query
+            .into_builder(&metadata::XDBC_TYPES)
+            .build()
+            .map_err(|e| Status::internal(e.to_string()))?;
+        Ok(Response::new(results::encode_batch(batch)))
+    }
+
+    async fn get_flight_info_primary_keys(
+        &self,
+        query: CommandGetPrimaryKeys,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        self.caller(&request)?;
+        let schema = metadata::primary_keys_schema();
+        Ok(Response::new(Self::flight_info(
+            &schema,
+            query.as_any().encode_to_vec(),
+            request.into_inner(),
+        )?))
+    }
+
+    async fn do_get_primary_keys(
+        &self,
+        _query: CommandGetPrimaryKeys,
+        request: Request<Ticket>,
+    ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
+        self.caller(&request)?;
+        Ok(Response::new(results::encode_batch(
+            RecordBatch::new_empty(metadata::primary_keys_schema()),
+        )))
+    }
+
+    async fn get_flight_info_exported_keys(
+        &self,
+        query: CommandGetExportedKeys,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        self.caller(&request)?;
+        let schema = metadata::foreign_keys_schema();
+        Ok(Response::new(Self::flight_info(
+            &schema,
+            query.as_any().encode_to_vec(),
+            request.into_inner(),
+        )?))
+    }
+
+    async fn do_get_exported_keys(
+        &self,
+        _query: CommandGetExportedKeys,
+        request: Request<Ticket>,
+    ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
+        self.caller(&request)?;
+        Ok(Response::new(results::encode_batch(
+            RecordBatch::new_empty(metadata::foreign_keys_schema()),
+        )))
+    }
+
+    async fn get_flight_info_imported_keys(
+        &self,
+        query: CommandGetImportedKeys,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        self.caller(&request)?;
+        let schema = metadata::foreign_keys_schema();
+        Ok(Response::new(Self::flight_info(
+            &schema,
+            query.as_any().encode_to_vec(),
+            request.into_inner(),
+        )?))
+    }
+
+    async fn do_get_imported_keys(
+        &self,
+        _query: CommandGetImportedKeys,
+        request: Request<Ticket>,
+    ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
+        self.caller(&request)?;
+        Ok(Response::new(results::encode_batch(
+            RecordBatch::new_empty(metadata::foreign_keys_schema()),
+        )))
+    }
+
+    async fn get_flight_info_cross_reference(
+        &self,
+        query: CommandGetCrossReference,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        self.caller(&request)?;
+        let schema = metadata::foreign_keys_schema();
+        Ok(Response::new(Self::flight_info(
+            &schema,
+            query.as_any().encode_to_vec(),
+            request.into_inner(),
+        )?))
+    }
+
+    async fn do_get_cross_reference(
+        &self,
+        _query: CommandGetCrossReference,
+        request: Request<Ticket>,
+    ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
+        self.caller(&request)?;
+        Ok(Response::new(results::encode_batch(
+            RecordBatch::new_empty(metadata::foreign_keys_schema()),
+        )))
+    }
+
+    // Session options, CloseSession, CancelFlightInfo, server status
+
+    async fn do_action_fallback(
+        &self,
+        request: Request<Action>,
+    ) -> Result<Response<<Self as FlightService>::DoActionStream>, Status> {
+        let caller = self.caller(&request)?;
+        let action = request.into_inner();
+        match action.r#type.as_str() {
+            "SetSessionOptions" => {
+                let req = SetSessionOptionsRequest::decode(action.body).map_err(|e| {
+                    Status::invalid_argument(format!("malformed SetSessionOptionsRequest: {e}"))
+                })?;
+                let mut errors = HashMap::new();
+                for (name, value) in req.session_options {
+                    let code = set_session_option(&caller.session, &name, &value);
+                    if let Some(code) = code {
+                        errors.insert(name, SetSessionOptionsError { value: code });
+                    }
+                }
+                Ok(action_result(
+                    SetSessionOptionsResult { errors }.encode_to_vec(),
+                ))
+            }
+            "GetSessionOptions" => {
+                let options = caller.session.ctx.copied_config().options().catalog.clone();
+                let session_options = HashMap::from([
+                    (
+                        "catalog".to_string(),
+                        SessionOptionValue::string(options.default_catalog),
+                    ),
+                    (
+                        "schema".to_string(),
+                        SessionOptionValue::string(options.default_schema),
+                    ),
+                ]);
+                Ok(action_result(
+                    GetSessionOptionsResult { session_options }.encode_to_vec(),
+                ))
+            }
+            "CloseSession" => {
+                if !caller.token.is_empty() {
+                    self.inner.sessions.close(&caller.token);
+                }
+                Ok(action_result(
+                    CloseSessionResult { status: CLOSED }.encode_to_vec(),
+                ))
+            }
+            "CancelFlightInfo" => {
+                let req = CancelFlightInfoRequest::decode(action.body).map_err(|e| {
+                    Status::invalid_argument(format!("malformed CancelFlightInfoRequest: {e}"))
+                })?;
+                let tickets: Vec<Vec<u8>> = req
+                    .info
+                    .iter()
+                    .flat_map(|i| i.endpoint.iter())
+                    .filter_map(|e| e.ticket.as_ref().map(|t| t.ticket.to_vec()))
+                    .collect();
+                let mut cancelled = false;
+                let running = self.inner.running.lock().expect("running lock");
+                for t in tickets {
+                    if let Some(abort) = running.get(&(caller.token.clone(), t)) {
+                        abort.abort();
+                        cancelled = true;
+                    }
+                }
+                let status = if cancelled {
+                    CancelStatus::Cancelled
+                } else {
+                    CancelStatus::NotCancellable
+                };
+                Ok(action_result(
+                    CancelFlightInfoResult::new(status).encode_to_vec(),
+                ))
+            }
+            SERVER_STATUS_ACTION => {
+                let (sessions, prepared) = self.inner.sessions.counts();
+                let running = self.inner.running.lock().expect("running lock").len();
+                let body = format!(
+                    r#"{{"sessions":{sessions},"prepared_statements":{},"running_queries":{running}}}"#,
+                    prepared + self.inner.anonymous.prepared_count()
+                );
+                Ok(action_result(body.into_bytes()))
+            }
+            other => Err(Status::invalid_argument(format!(
+                "unknown action {other:?}"
+            ))),
+        }
+    }
+
+    async fn list_custom_actions(&self) -> Option<Vec<Result<ActionType, Status>>> {
+        let action = |t: &str, d: &str| {
+            Ok(ActionType {
+                r#type: t.to_string(),
+                description: d.to_string(),
+            })
+        };
+        Some(vec![
+            action(
+                "SetSessionOptions",
+                "Set session options: catalog, schema, datafusion.*, iceflight.*",
+            ),
+            action("GetSessionOptions", "Current catalog and schema"),
+            action("CloseSession", "End the session"),
+            action("CancelFlightInfo", "Cancel a running query"),
+            action(
+                SERVER_STATUS_ACTION,
+                "Open sessions, prepared statements and running queries (JSON)",
+            ),
+        ])
+    }
+
+    async fn register_sql_info(&self, _id: i32, _result: &SqlInfo) {}
+}
+
+/// Applies one session option; returns the `SetSessionOptions` error code, if any.
+fn set_session_option(session: &Session, name: &str, value: &SessionOptionValue) -> Option<i32> {
+    let Some(text) = value.as_text() else {
+        return Some(INVALID_VALUE);
+    };
+    let state = session.ctx.state_ref();
+    let key = match name {
+        "catalog" => {
+            if session.ctx.catalog(&text).is_none() {
+                return Some(INVALID_VALUE);
+            }
+            "datafusion.catalog.default_catalog".to_string()
+        }
+        "schema" => {
+            let catalog = state
+                .read()
+                .config()
+                .options()
+                .catalog
+                .default_catalog
+                .clone();
+            let exists = session
+                .ctx
+                .catalog(&catalog)
+                .and_then(|c| c.schema(&text))
+                .is_some();
+            if !exists {
+                return Some(INVALID_VALUE);
+            }
+            "datafusion.catalog.default_schema".to_string()
+        }
+        n if n.starts_with("datafusion.") || n.starts_with("iceflight.") => n.to_string(),
+        _ => return Some(INVALID_NAME),
+    };
+    let mut guard = state.write();
+    match guard.config_mut().options_mut().set(&key, &text) {
+        Ok(()) => None,
+        Err(DataFusionError::Configuration(_)) => Some(INVALID_VALUE),
+        Err(_) => Some(INVALID_VALUE),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::number_placeholders;
+
+    #[test]
+    fn numbers_question_marks_outside_quotes() {
+        assert_eq!(
+            number_placeholders("SELECT ? , '?' , \"a?\" FROM t WHERE a = ? -- ?\nAND b = ?"),
+            "SELECT $1 , '?' , \"a?\" FROM t WHERE a = $2 -- ?\nAND b = $3"
+        );
+        assert_eq!(number_placeholders("SELECT $1"), "SELECT $1");
+    }
+}

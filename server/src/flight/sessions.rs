@@ -1,0 +1,222 @@
+//! Flight SQL sessions: one DataFusion `SessionContext` per bearer token (current catalog and
+//! schema, `SET` values), its prepared statements, and idle expiry.
+//!
+//! ```text
+//!   Handshake ──► token ──► Session { user, SessionContext, prepared statements }
+//!   every call: authorization: Bearer <token> ──► Session (idle TTL refreshed)
+//! ```
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use arrow::datatypes::SchemaRef;
+use datafusion::common::ParamValues;
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::prelude::SessionContext;
+
+/// A prepared statement: its plan with placeholders and the parameters bound by the last `DoPut`.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    /// Original SQL text.
+    pub sql: String,
+    /// Logical plan with placeholders `$1..$n`.
+    pub plan: LogicalPlan,
+    /// Result schema (as sent to clients).
+    pub dataset_schema: SchemaRef,
+    /// Parameter schema (fields `$1..$n`).
+    pub parameter_schema: SchemaRef,
+    /// Parameters bound by `DoPut`, if any.
+    pub params: Option<ParamValues>,
+    last_used: Instant,
+}
+
+impl Prepared {
+    /// A new statement, not yet bound.
+    pub fn new(
+        sql: String,
+        plan: LogicalPlan,
+        dataset_schema: SchemaRef,
+        parameter_schema: SchemaRef,
+    ) -> Self {
+        Self {
+            sql,
+            plan,
+            dataset_schema,
+            parameter_schema,
+            params: None,
+            last_used: Instant::now(),
+        }
+    }
+}
+
+/// One client session.
+pub struct Session {
+    /// Authenticated user (`anonymous` when auth is off).
+    pub user: String,
+    /// The session's DataFusion context; `SET` and session options change it.
+    pub ctx: SessionContext,
+    prepared: Mutex<HashMap<String, Prepared>>,
+    last_used: Mutex<Instant>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("user", &self.user)
+            .field("session_id", &self.ctx.session_id())
+            .field("prepared", &self.prepared_count())
+            .finish()
+    }
+}
+
+impl Session {
+    /// A new session for `user`.
+    pub fn new(user: String, ctx: SessionContext) -> Self {
+        Self {
+            user,
+            ctx,
+            prepared: Mutex::new(HashMap::new()),
+            last_used: Mutex::new(Instant::now()),
+        }
+    }
+
+    fn touch(&self) {
+        *self.last_used.lock().expect("session lock") = Instant::now();
+    }
+
+    fn idle(&self) -> Duration {
+        self.last_used.lock().expect("session lock").elapsed()
+    }
+
+    /// Stores a prepared statement and returns its handle.
+    pub fn add_prepared(&self, p: Prepared) -> String {
+        let handle = uuid::Uuid::new_v4().simple().to_string();
+        self.prepared
+            .lock()
+            .expect("prepared lock")
+            .insert(handle.clone(), p);
+        handle
+    }
+
+    /// A copy of a prepared statement of this session (refreshing its idle time).
+    pub fn prepared(&self, handle: &str) -> Option<Prepared> {
+        let mut map = self.prepared.lock().expect("prepared lock");
+        let p = map.get_mut(handle)?;
+        p.last_used = Instant::now();
+        Some(p.clone())
+    }
+
+    /// Binds parameters to a prepared statement; `false` if the handle is unknown.
+    pub fn bind(&self, handle: &str, params: ParamValues) -> bool {
+        let mut map = self.prepared.lock().expect("prepared lock");
+        match map.get_mut(handle) {
+            Some(p) => {
+                p.params = Some(params);
+                p.last_used = Instant::now();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Removes a prepared statement; `false` if unknown.
+    pub fn close_prepared(&self, handle: &str) -> bool {
+        self.prepared
+            .lock()
+            .expect("prepared lock")
+            .remove(handle)
+            .is_some()
+    }
+
+    /// Number of open prepared statements.
+    pub fn prepared_count(&self) -> usize {
+        self.prepared.lock().expect("prepared lock").len()
+    }
+
+    fn expire_prepared(&self, ttl: Duration) -> usize {
+        let mut map = self.prepared.lock().expect("prepared lock");
+        let before = map.len();
+        map.retain(|_, p| p.last_used.elapsed() < ttl);
+        before - map.len()
+    }
+}
+
+/// All sessions by bearer token.
+#[derive(Debug)]
+pub struct Sessions {
+    by_token: Mutex<HashMap<String, Arc<Session>>>,
+    session_ttl: Duration,
+    prepared_ttl: Duration,
+    expired_prepared: AtomicU64,
+}
+
+impl Sessions {
+    /// Sessions idle longer than `session_ttl` and prepared statements idle longer than
+    /// `prepared_ttl` are dropped by [`Self::expire`].
+    pub fn new(session_ttl: Duration, prepared_ttl: Duration) -> Self {
+        Self {
+            by_token: Mutex::new(HashMap::new()),
+            session_ttl,
+            prepared_ttl,
+            expired_prepared: AtomicU64::new(0),
+        }
+    }
+
+    /// Registers a session and returns its new random token.
+    pub fn open(&self, session: Session) -> String {
+        let token = format!(
+            "{}{}",
+            uuid::Uuid::new_v4().simple(),
+            uuid::Uuid::new_v4().simple()
+        );
+        self.by_token
+            .lock()
+            .expect("sessions lock")
+            .insert(token.clone(), Arc::new(session));
+        token
+    }
+
+    /// The session of `token`, refreshing its idle time.
+    pub fn get(&self, token: &str) -> Option<Arc<Session>> {
+        let s = self
+            .by_token
+            .lock()
+            .expect("sessions lock")
+            .get(token)
+            .cloned()?;
+        s.touch();
+        Some(s)
+    }
+
+    /// Ends a session; `false` if unknown.
+    pub fn close(&self, token: &str) -> bool {
+        self.by_token
+            .lock()
+            .expect("sessions lock")
+            .remove(token)
+            .is_some()
+    }
+
+    /// Drops idle sessions and prepared statements; returns (sessions, statements) dropped.
+    pub fn expire(&self) -> (usize, usize) {
+        let mut map = self.by_token.lock().expect("sessions lock");
+        let before = map.len();
+        map.retain(|_, s| s.idle() < self.session_ttl);
+        let sessions = before - map.len();
+        let statements: usize = map
+            .values()
+            .map(|s| s.expire_prepared(self.prepared_ttl))
+            .sum();
+        self.expired_prepared
+            .fetch_add(statements as u64, Ordering::Relaxed);
+        (sessions, statements)
+    }
+
+    /// `(open sessions, open prepared statements)`.
+    pub fn counts(&self) -> (usize, usize) {
+        let map = self.by_token.lock().expect("sessions lock");
+        (map.len(), map.values().map(|s| s.prepared_count()).sum())
+    }
+}

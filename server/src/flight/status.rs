@@ -1,0 +1,86 @@
+//! Maps engine errors to gRPC statuses with readable messages.
+//!
+//! | error | status |
+//! |---|---|
+//! | SQL parse / plan / schema error | `InvalidArgument` (parser message kept) |
+//! | unknown catalog, schema or table | `NotFound` |
+//! | catalog unreachable | `Unavailable` |
+//! | memory limit | `ResourceExhausted` |
+//! | anything else | `Internal`, with a log id also written to the server log |
+
+use datafusion::common::DataFusionError;
+use iceflight_catalog::CatalogError;
+use tonic::Status;
+
+/// Converts a DataFusion error (possibly wrapping catalog errors) to a status.
+pub fn to_status(e: DataFusionError) -> Status {
+    let root = e.find_root();
+    if let DataFusionError::External(inner) = root {
+        if let Some(c) = inner.downcast_ref::<CatalogError>() {
+            return match c {
+                CatalogError::NotFound(m) => Status::not_found(m.clone()),
+                CatalogError::Unavailable { .. } => Status::unavailable(c.to_string()),
+                CatalogError::AlreadyExists(m) => Status::already_exists(m.clone()),
+                CatalogError::Config(m) => Status::invalid_argument(m.clone()),
+                other => internal(other),
+            };
+        }
+    }
+    match root {
+        DataFusionError::SQL(..) | DataFusionError::SchemaError(..) => {
+            Status::invalid_argument(root.to_string())
+        }
+        DataFusionError::Plan(m) => {
+            if is_not_found(m) {
+                Status::not_found(root.to_string())
+            } else {
+                Status::invalid_argument(root.to_string())
+            }
+        }
+        DataFusionError::Configuration(_) | DataFusionError::NotImplemented(_) => {
+            Status::invalid_argument(root.to_string())
+        }
+        DataFusionError::ResourcesExhausted(_) => Status::resource_exhausted(root.to_string()),
+        _ => internal(&e),
+    }
+}
+
+fn is_not_found(m: &str) -> bool {
+    let m = m.to_ascii_lowercase();
+    m.contains("not found")
+        || m.contains("failed to resolve schema")
+        || m.contains("does not exist")
+}
+
+/// An `Internal` status whose message carries an id that is also logged with the full error.
+pub fn internal(e: &dyn std::fmt::Display) -> Status {
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    tracing::error!(log_id = %id, error = %e, "internal error");
+    Status::internal(format!("internal error (log id {id})"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maps_kinds() {
+        let e = DataFusionError::Plan("table 'local.t.x' not found".into());
+        assert_eq!(to_status(e).code(), tonic::Code::NotFound);
+        let e = DataFusionError::Plan("Invalid function 'foo'".into());
+        assert_eq!(to_status(e).code(), tonic::Code::InvalidArgument);
+        let e = DataFusionError::ResourcesExhausted("Failed to allocate".into());
+        assert_eq!(to_status(e).code(), tonic::Code::ResourceExhausted);
+        let e = DataFusionError::External(Box::new(CatalogError::Unavailable {
+            catalog: "lake".into(),
+            uri: "http://x".into(),
+            message: "refused".into(),
+        }));
+        let s = to_status(DataFusionError::Context("ctx".into(), Box::new(e)));
+        assert_eq!(s.code(), tonic::Code::Unavailable);
+        assert!(s.message().contains("lake"), "{}", s.message());
+        let s = to_status(DataFusionError::Execution("boom".into()));
+        assert_eq!(s.code(), tonic::Code::Internal);
+        assert!(s.message().contains("log id"));
+    }
+}

@@ -1,0 +1,276 @@
+//! The Flight SQL server end to end: an in-process `iceflight` server on a free loopback port over
+//! TPC-H SF 0.01, exercised by arrow-flight's Rust `FlightSqlServiceClient` (every RPC, malformed
+//! requests), then by the real ADBC, flightsql-dbapi and JDBC clients (`tests/flight/run_clients.sh`).
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use arrow::array::{Int64Array, RecordBatch};
+use arrow::datatypes::{DataType, Field, Schema};
+use arrow_flight::sql::client::FlightSqlServiceClient;
+use arrow_flight::sql::{CommandGetDbSchemas, CommandGetTables, SqlInfo};
+use arrow_flight::{Action, FlightInfo, Ticket};
+use futures::TryStreamExt;
+use iceberg::NamespaceIdent;
+use iceflight::config::Config;
+use iceflight::flight::{self, service::SERVER_STATUS_ACTION};
+use iceflight::session::Engine;
+use iceflight_catalog::load::{LoadOptions, load_tpch};
+use tonic::transport::Channel;
+
+struct Server {
+    addr: std::net::SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    handle: tokio::task::JoinHandle<Result<(), String>>,
+    _dir: tempfile::TempDir,
+}
+
+async fn start_server() -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config {
+        data_dir: dir.path().to_path_buf(),
+        default_schema: "tpch".into(),
+        ..Config::default()
+    };
+    config.query.target_partitions = 2;
+    config.server.prepared_statement_ttl_secs = 2;
+    let engine = Engine::connect(config).await.unwrap();
+    let catalog = Arc::clone(engine.catalogs().get("local").unwrap());
+    let options = LoadOptions {
+        scale: 0.01,
+        progress: false,
+        ..LoadOptions::default()
+    };
+    load_tpch(&catalog, &NamespaceIdent::new("tpch".into()), &options)
+        .await
+        .unwrap();
+    let users = flight::users(&engine.config().server, &["alice:secret".to_string()]).unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+    let handle = tokio::spawn(async move {
+        flight::serve(
+            engine,
+            users,
+            "127.0.0.1:0".parse().unwrap(),
+            async move {
+                let _ = stopped.await;
+            },
+            move |a| {
+                let _ = ready_tx.send(a);
+            },
+        )
+        .await
+    });
+    let addr = ready_rx.await.unwrap();
+    Server {
+        addr,
+        stop: Some(stop),
+        handle,
+        _dir: dir,
+    }
+}
+
+async fn client(addr: std::net::SocketAddr) -> FlightSqlServiceClient<Channel> {
+    let channel = Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    FlightSqlServiceClient::new(channel)
+}
+
+async fn fetch(client: &mut FlightSqlServiceClient<Channel>, info: FlightInfo) -> Vec<RecordBatch> {
+    let mut out = vec![];
+    for endpoint in info.endpoint {
+        let ticket = endpoint.ticket.expect("ticket");
+        let stream = client.do_get(ticket).await.unwrap();
+        out.extend(stream.try_collect::<Vec<_>>().await.unwrap());
+    }
+    out
+}
+
+async fn status(client: &mut FlightSqlServiceClient<Channel>) -> serde_json::Value {
+    let mut results = client
+        .do_action(Action::new(SERVER_STATUS_ACTION, ""))
+        .await
+        .unwrap();
+    let body = results.try_next().await.unwrap().expect("a result");
+    serde_json::from_slice(&body.body).unwrap()
+}
+
+fn code<T: std::fmt::Debug>(r: Result<T, arrow_flight::error::FlightError>) -> String {
+    format!("{:?}", r.expect_err("expected an error"))
+}
+
+/// Whether an error text names a gRPC code (by name or by tonic's description of it).
+fn has(e: &str, code: tonic::Code) -> bool {
+    e.contains(&format!("{code:?}")) || e.contains(code.description())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flight_sql_end_to_end() {
+    let mut server = start_server().await;
+
+    // Login: wrong password and missing credentials are refused.
+    let mut anon = client(server.addr).await;
+    let e = code(anon.execute("SELECT 1".into(), None).await);
+    assert!(has(&e, tonic::Code::Unauthenticated), "{e}");
+    let e = code(anon.handshake("alice", "wrong").await);
+    assert!(has(&e, tonic::Code::Unauthenticated), "{e}");
+    let mut c = client(server.addr).await;
+    c.handshake("alice", "secret").await.unwrap();
+
+    // Statements: SELECT 1 without FROM, a TPC-H query, DDL through CommandStatementUpdate.
+    let info = c.execute("SELECT 1 AS one".into(), None).await.unwrap();
+    let batches = fetch(&mut c, info).await;
+    assert_eq!(common::rows(&batches), [["1"]]);
+    let sql =
+        std::fs::read_to_string(common::repo_root().join("bench/queries/tpch/q06.sql")).unwrap();
+    let info = c.execute(sql, None).await.unwrap();
+    let batches = fetch(&mut c, info).await;
+    let answer: common::Answer = serde_json::from_str(
+        &std::fs::read_to_string(common::repo_root().join("bench/answers/tpch/sf0.01/q06.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    common::compare(&batches, &answer).unwrap();
+    assert_eq!(
+        c.execute_update("CREATE SCHEMA local.made_by_test".into(), None)
+            .await
+            .unwrap(),
+        0
+    );
+    let info = c
+        .execute("EXPLAIN ANALYZE SELECT count(*) FROM lineitem".into(), None)
+        .await
+        .unwrap();
+    let text = format!("{:?}", common::rows(&fetch(&mut c, info).await));
+    assert!(
+        text.contains("IcebergScanExec") && text.contains("files_opened"),
+        "{text}"
+    );
+
+    // Errors: parser message kept (InvalidArgument), unknown table (NotFound).
+    let e = code(c.execute("SELEC 1".into(), None).await);
+    assert!(
+        has(&e, tonic::Code::InvalidArgument) && e.contains("SELEC"),
+        "{e}"
+    );
+    let e = code(c.execute("SELECT * FROM nope".into(), None).await);
+    assert!(has(&e, tonic::Code::NotFound), "{e}");
+
+    // Prepared statement with a parameter, executed three times.
+    let mut stmt = c
+        .prepare(
+            "SELECT count(*) AS n FROM lineitem WHERE l_orderkey < ?".into(),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(stmt.parameter_schema().unwrap().fields().len(), 1);
+    for (bound, expected) in [(1i64, 0i64), (100, 97), (60001, 60175)] {
+        let param_schema = Arc::new(Schema::new(vec![Field::new("0", DataType::Int64, true)]));
+        let params =
+            RecordBatch::try_new(param_schema, vec![Arc::new(Int64Array::from(vec![bound]))])
+                .unwrap();
+        stmt.set_parameters(params).unwrap();
+        let info = stmt.execute().await.unwrap();
+        let rows = common::rows(&fetch(&mut c, info).await);
+        if bound == 100 {
+            // Cross-check against a plain query rather than a hard-coded count.
+            let info = c
+                .execute(
+                    "SELECT count(*) FROM lineitem WHERE l_orderkey < 100".into(),
+                    None,
+                )
+                .await
+                .unwrap();
+            assert_eq!(rows, common::rows(&fetch(&mut c, info).await));
+        } else {
+            assert_eq!(rows, [[expected.to_string()]], "l_orderkey < {bound}");
+        }
+    }
+    stmt.close().await.unwrap();
+
+    // Metadata: catalogs, schemas with a NULL catalog filter, tables with schemas, SqlInfo.
+    let info = c.get_catalogs().await.unwrap();
+    assert_eq!(common::rows(&fetch(&mut c, info).await), [["local"]]);
+    let info = c
+        .get_db_schemas(CommandGetDbSchemas {
+            catalog: None,
+            db_schema_filter_pattern: Some("tp%".into()),
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        common::rows(&fetch(&mut c, info).await),
+        [["local", "tpch"]]
+    );
+    let info = c
+        .get_tables(CommandGetTables {
+            catalog: Some("local".into()),
+            db_schema_filter_pattern: Some("tpch".into()),
+            table_name_filter_pattern: Some("line%".into()),
+            table_types: vec![],
+            include_schema: true,
+        })
+        .await
+        .unwrap();
+    let tables = fetch(&mut c, info).await;
+    assert_eq!(tables.iter().map(|b| b.num_rows()).sum::<usize>(), 1);
+    let info = c
+        .get_sql_info(vec![
+            SqlInfo::FlightSqlServerName,
+            SqlInfo::SqlIdentifierQuoteChar,
+        ])
+        .await
+        .unwrap();
+    let text = format!("{:?}", common::rows(&fetch(&mut c, info).await));
+    assert!(text.contains("iceflight") && text.contains('"'), "{text}");
+    let info = c.get_table_types().await.unwrap();
+    assert_eq!(
+        common::rows(&fetch(&mut c, info).await),
+        [["TABLE"], ["VIEW"]]
+    );
+
+    // Malformed input never crashes the server.
+    let e = code(c.do_get(Ticket::new("garbage")).await.map(|_| ()));
+    assert!(has(&e, tonic::Code::InvalidArgument), "{e}");
+    let e = code(
+        c.do_action(Action::new("SetSessionOptions", vec![0xff, 0xff, 0xff]))
+            .await
+            .map(|_| ()),
+    );
+    assert!(has(&e, tonic::Code::InvalidArgument), "{e}");
+    let e = code(
+        c.do_action(Action::new("NoSuchAction", ""))
+            .await
+            .map(|_| ()),
+    );
+    assert!(has(&e, tonic::Code::InvalidArgument), "{e}");
+
+    // The real clients.
+    let script = common::repo_root().join("tests/flight/run_clients.sh");
+    let out = tokio::process::Command::new("bash")
+        .arg(script)
+        .env("ICEFLIGHT_URI", format!("grpc://{}", server.addr))
+        .env("ICEFLIGHT_USER", "alice")
+        .env("ICEFLIGHT_PASSWORD", "secret")
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    println!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "client suites failed:\n{stdout}");
+
+    // Leaked prepared statement handles (JDBC) expire after the TTL (2 s here).
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let s = status(&mut c).await;
+    assert_eq!(s["prepared_statements"], 0, "{s}");
+    assert_eq!(s["running_queries"], 0, "{s}");
+
+    let _ = server.stop.take().unwrap().send(());
+    server.handle.await.unwrap().unwrap();
+}
