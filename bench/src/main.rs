@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use clap::{Parser, Subcommand};
+use datafusion::catalog::{CatalogProvider, MemoryCatalogProvider, MemorySchemaProvider};
 use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::{
     ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl,
@@ -115,8 +116,11 @@ async fn readpath(
             .with_listing_options(options)
             .infer_schema(&ctx.state())
             .await?;
+        let catalog = Arc::new(MemoryCatalogProvider::new());
+        catalog.register_schema("public", Arc::new(MemorySchemaProvider::new()))?;
+        ctx.register_catalog("raw", catalog);
         ctx.register_table(
-            "datafusion.public.lineitem_raw",
+            "raw.public.lineitem_raw",
             Arc::new(ListingTable::try_new(config)?),
         )?;
     }
@@ -129,12 +133,12 @@ async fn readpath(
         (
             "DataFusion ParquetSource, filter above",
             &raw_off,
-            Q6.replace("{t}", "datafusion.public.lineitem_raw"),
+            Q6.replace("{t}", "raw.public.lineitem_raw"),
         ),
         (
             "DataFusion ParquetSource, row filter",
             &raw_on,
-            Q6.replace("{t}", "datafusion.public.lineitem_raw"),
+            Q6.replace("{t}", "raw.public.lineitem_raw"),
         ),
     ];
     let mut times: Vec<Vec<f64>> = vec![vec![]; paths.len()];

@@ -149,3 +149,44 @@ fn sql_load_and_bad_input() {
         "{err}"
     );
 }
+
+#[test]
+fn demo_loads_tpch_serves_and_stops_on_sigterm() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_iceflight"))
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args(["demo", "--listen", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::piped())
+        .env_remove("ICEFLIGHT_CONFIG")
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut seen = String::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        seen.push_str(&line);
+        seen.push('\n');
+        if line.contains("jdbc:arrow-flight-sql://") {
+            break;
+        }
+    }
+    assert!(seen.contains("loading TPC-H SF 0.1"), "{seen}");
+    assert!(
+        seen.contains("adbc_driver_flightsql") && seen.contains("grpc://127.0.0.1:"),
+        "{seen}"
+    );
+    assert!(seen.contains("user=demo&password=iceflight"), "{seen}");
+    // Graceful shutdown on SIGTERM.
+    let pid = child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let status = child.wait().unwrap();
+    assert!(status.success(), "demo exited with {status}");
+}
