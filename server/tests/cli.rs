@@ -132,6 +132,37 @@ fn sql_load_and_bad_input() {
         "a refused load creates nothing"
     );
 
+    // A load that fails half-way (lineitem's data directory is blocked by a file) removes every
+    // table it wrote, their files and the namespace.
+    let blocked = d.join("warehouse/broken/lineitem");
+    std::fs::create_dir_all(&blocked).unwrap();
+    std::fs::write(blocked.join("data"), "not a directory").unwrap();
+    let err = failure(&iceflight(
+        d,
+        &["load", "tpch", "--scale", "0.001", "--namespace", "broken"],
+    ));
+    assert!(!err.is_empty());
+    let out = iceflight(
+        d,
+        &[
+            "sql",
+            "--format",
+            "csv",
+            "SELECT count(*) AS n FROM information_schema.schemata WHERE schema_name = 'broken'",
+        ],
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "n\n0\n",
+        "the failed load left its namespace"
+    );
+    for table in ["region", "nation", "orders"] {
+        assert!(
+            !d.join("warehouse/broken").join(table).exists(),
+            "{table} files left behind"
+        );
+    }
+
     // Unreadable and invalid config files.
     let err = failure(&iceflight(
         d,

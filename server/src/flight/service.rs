@@ -195,6 +195,35 @@ impl IceflightService {
         )))
     }
 
+    /// `GetFlightInfo` for a metadata command: authorize, then one endpoint whose ticket is the
+    /// command itself.
+    fn command_info<C: ProstMessageExt>(
+        &self,
+        command: &C,
+        schema: SchemaRef,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        self.caller(&request)?;
+        let info = Self::flight_info(
+            &schema,
+            command.as_any().encode_to_vec(),
+            request.into_inner(),
+        )?;
+        Ok(Response::new(info))
+    }
+
+    /// `DoGet` of a result with no rows (key commands: Iceberg tables declare no keys).
+    fn empty_result(
+        &self,
+        schema: SchemaRef,
+        request: &Request<Ticket>,
+    ) -> Result<Response<FlightDataStream>, Status> {
+        self.caller(request)?;
+        Ok(Response::new(results::encode_batch(
+            RecordBatch::new_empty(schema),
+        )))
+    }
+
     fn flight_info(
         schema: &SchemaRef,
         ticket: Vec<u8>,
@@ -646,13 +675,8 @@ impl FlightSqlService for IceflightService {
         query: CommandGetCatalogs,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        self.caller(&request)?;
         let schema = query.clone().into_builder().schema();
-        Ok(Response::new(Self::flight_info(
-            &schema,
-            query.as_any().encode_to_vec(),
-            request.into_inner(),
-        )?))
+        self.command_info(&query, schema, request)
     }
 
     async fn do_get_catalogs(
@@ -670,13 +694,8 @@ impl FlightSqlService for IceflightService {
         query: CommandGetDbSchemas,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        self.caller(&request)?;
         let schema = query.clone().into_builder().schema();
-        Ok(Response::new(Self::flight_info(
-            &schema,
-            query.as_any().encode_to_vec(),
-            request.into_inner(),
-        )?))
+        self.command_info(&query, schema, request)
     }
 
     async fn do_get_schemas(
@@ -694,13 +713,8 @@ impl FlightSqlService for IceflightService {
         query: CommandGetTables,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        self.caller(&request)?;
         let schema = query.clone().into_builder().schema();
-        Ok(Response::new(Self::flight_info(
-            &schema,
-            query.as_any().encode_to_vec(),
-            request.into_inner(),
-        )?))
+        self.command_info(&query, schema, request)
     }
 
     async fn do_get_tables(
@@ -720,13 +734,8 @@ impl FlightSqlService for IceflightService {
         query: CommandGetTableTypes,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        self.caller(&request)?;
         let schema = query.clone().into_builder().schema();
-        Ok(Response::new(Self::flight_info(
-            &schema,
-            query.as_any().encode_to_vec(),
-            request.into_inner(),
-        )?))
+        self.command_info(&query, schema, request)
     }
 
     async fn do_get_table_types(
@@ -744,13 +753,8 @@ impl FlightSqlService for IceflightService {
         query: CommandGetSqlInfo,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        self.caller(&request)?;
         let schema = query.clone().into_builder(&SQL_INFO).schema();
-        Ok(Response::new(Self::flight_info(
-            &schema,
-            query.as_any().encode_to_vec(),
-            request.into_inner(),
-        )?))
+        self.command_info(&query, schema, request)
     }
 
     async fn do_get_sql_info(
@@ -771,13 +775,8 @@ impl FlightSqlService for IceflightService {
         query: CommandGetXdbcTypeInfo,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        self.caller(&request)?;
         let schema = query.clone().into_builder(&metadata::XDBC_TYPES).schema();
-        Ok(Response::new(Self::flight_info(
-            &schema,
-            query.as_any().encode_to_vec(),
-            request.into_inner(),
-        )?))
+        self.command_info(&query, schema, request)
     }
 
     async fn do_get_xdbc_type_info(
@@ -798,13 +797,8 @@ impl FlightSqlService for IceflightService {
         query: CommandGetPrimaryKeys,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        self.caller(&request)?;
         let schema = metadata::primary_keys_schema();
-        Ok(Response::new(Self::flight_info(
-            &schema,
-            query.as_any().encode_to_vec(),
-            request.into_inner(),
-        )?))
+        self.command_info(&query, schema, request)
     }
 
     async fn do_get_primary_keys(
@@ -812,10 +806,7 @@ impl FlightSqlService for IceflightService {
         _query: CommandGetPrimaryKeys,
         request: Request<Ticket>,
     ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
-        self.caller(&request)?;
-        Ok(Response::new(results::encode_batch(
-            RecordBatch::new_empty(metadata::primary_keys_schema()),
-        )))
+        self.empty_result(metadata::primary_keys_schema(), &request)
     }
 
     async fn get_flight_info_exported_keys(
@@ -823,13 +814,8 @@ impl FlightSqlService for IceflightService {
         query: CommandGetExportedKeys,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        self.caller(&request)?;
         let schema = metadata::foreign_keys_schema();
-        Ok(Response::new(Self::flight_info(
-            &schema,
-            query.as_any().encode_to_vec(),
-            request.into_inner(),
-        )?))
+        self.command_info(&query, schema, request)
     }
 
     async fn do_get_exported_keys(
@@ -837,10 +823,7 @@ impl FlightSqlService for IceflightService {
         _query: CommandGetExportedKeys,
         request: Request<Ticket>,
     ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
-        self.caller(&request)?;
-        Ok(Response::new(results::encode_batch(
-            RecordBatch::new_empty(metadata::foreign_keys_schema()),
-        )))
+        self.empty_result(metadata::foreign_keys_schema(), &request)
     }
 
     async fn get_flight_info_imported_keys(
@@ -848,13 +831,8 @@ impl FlightSqlService for IceflightService {
         query: CommandGetImportedKeys,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        self.caller(&request)?;
         let schema = metadata::foreign_keys_schema();
-        Ok(Response::new(Self::flight_info(
-            &schema,
-            query.as_any().encode_to_vec(),
-            request.into_inner(),
-        )?))
+        self.command_info(&query, schema, request)
     }
 
     async fn do_get_imported_keys(
@@ -862,10 +840,7 @@ impl FlightSqlService for IceflightService {
         _query: CommandGetImportedKeys,
         request: Request<Ticket>,
     ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
-        self.caller(&request)?;
-        Ok(Response::new(results::encode_batch(
-            RecordBatch::new_empty(metadata::foreign_keys_schema()),
-        )))
+        self.empty_result(metadata::foreign_keys_schema(), &request)
     }
 
     async fn get_flight_info_cross_reference(
@@ -873,13 +848,8 @@ impl FlightSqlService for IceflightService {
         query: CommandGetCrossReference,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        self.caller(&request)?;
         let schema = metadata::foreign_keys_schema();
-        Ok(Response::new(Self::flight_info(
-            &schema,
-            query.as_any().encode_to_vec(),
-            request.into_inner(),
-        )?))
+        self.command_info(&query, schema, request)
     }
 
     async fn do_get_cross_reference(
@@ -887,10 +857,7 @@ impl FlightSqlService for IceflightService {
         _query: CommandGetCrossReference,
         request: Request<Ticket>,
     ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
-        self.caller(&request)?;
-        Ok(Response::new(results::encode_batch(
-            RecordBatch::new_empty(metadata::foreign_keys_schema()),
-        )))
+        self.empty_result(metadata::foreign_keys_schema(), &request)
     }
 
     // Session options, CloseSession, CancelFlightInfo, server status
