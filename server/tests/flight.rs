@@ -220,6 +220,24 @@ async fn flight_sql_end_to_end() {
         .unwrap();
     let tables = fetch(&mut c, info).await;
     assert_eq!(tables.iter().map(|b| b.num_rows()).sum::<usize>(), 1);
+    // include_schema carries the table's columns with the Flight SQL column metadata keys.
+    let ipc = tables[0]
+        .column_by_name("table_schema")
+        .unwrap()
+        .as_any()
+        .downcast_ref::<arrow::array::BinaryArray>()
+        .unwrap()
+        .value(0)
+        .to_vec();
+    let table_schema = arrow::ipc::convert::try_schema_from_ipc_buffer(&ipc).unwrap();
+    let orderkey = table_schema.field_with_name("l_orderkey").unwrap();
+    assert_eq!(
+        orderkey.metadata()["ARROW:FLIGHT:SQL:TABLE_NAME"],
+        "lineitem"
+    );
+    assert_eq!(orderkey.metadata()["ARROW:FLIGHT:SQL:TYPE_NAME"], "BIGINT");
+    let price = table_schema.field_with_name("l_extendedprice").unwrap();
+    assert_eq!(price.metadata()["ARROW:FLIGHT:SQL:PRECISION"], "15");
     let info = c
         .get_sql_info(vec![
             SqlInfo::FlightSqlServerName,
@@ -250,6 +268,65 @@ async fn flight_sql_end_to_end() {
             .map(|_| ()),
     );
     assert!(has(&e, tonic::Code::InvalidArgument), "{e}");
+
+    // A parameter batch of many rows is refused, not executed or crashed on.
+    let mut stmt = c
+        .prepare(
+            "SELECT count(*) FROM lineitem WHERE l_orderkey < $1".into(),
+            None,
+        )
+        .await
+        .unwrap();
+    let param_schema = Arc::new(Schema::new(vec![Field::new("0", DataType::Int64, true)]));
+    let many = RecordBatch::try_new(
+        param_schema,
+        vec![Arc::new(Int64Array::from_iter_values(0..100_000))],
+    )
+    .unwrap();
+    stmt.set_parameters(many).unwrap();
+    let e = code(stmt.execute().await);
+    assert!(
+        has(&e, tonic::Code::InvalidArgument) && e.contains("one parameter row"),
+        "{e}"
+    );
+    stmt.close().await.unwrap();
+
+    // CancelFlightInfo stops a running query: a cross join of 3.6e9 rows ends at once.
+    let info = c
+        .execute(
+            "SELECT a.l_orderkey, b.l_partkey FROM lineitem a CROSS JOIN lineitem b".into(),
+            None,
+        )
+        .await
+        .unwrap();
+    let ticket = info.endpoint[0].ticket.clone().unwrap();
+    let mut stream = c.do_get(ticket).await.unwrap();
+    let first = stream.try_next().await.unwrap().expect("a first batch");
+    assert!(first.num_rows() > 0);
+    assert_eq!(status(&mut c).await["running_queries"], 1);
+    let request = arrow_flight::CancelFlightInfoRequest::new(info);
+    let mut results = c
+        .do_action(Action::new(
+            "CancelFlightInfo",
+            prost::Message::encode_to_vec(&request),
+        ))
+        .await
+        .unwrap();
+    let body = results.try_next().await.unwrap().unwrap().body;
+    let result = <arrow_flight::CancelFlightInfoResult as prost::Message>::decode(body).unwrap();
+    assert_eq!(result.status, arrow_flight::CancelStatus::Cancelled as i32);
+    let started = std::time::Instant::now();
+    let mut rest = 0usize;
+    while let Some(b) = stream.try_next().await.unwrap() {
+        rest += b.num_rows();
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "cancelled stream took {:?}",
+        started.elapsed()
+    );
+    assert!(rest < 3_000_000_000, "the query ran to the end");
+    assert_eq!(status(&mut c).await["running_queries"], 0);
 
     // The real clients.
     let script = common::repo_root().join("tests/flight/run_clients.sh");

@@ -81,7 +81,10 @@ pub async fn tables(ctx: &SessionContext, query: CommandGetTables) -> Result<Rec
         for name in names {
             let (kind, table_schema) = if include_schema || schema == "information_schema" {
                 match provider.table(&name).await {
-                    Ok(Some(t)) => (t.table_type(), flight_schema(&t.schema())),
+                    Ok(Some(t)) => (
+                        t.table_type(),
+                        with_column_metadata(&flight_schema(&t.schema()), &catalog, &schema, &name),
+                    ),
                     Ok(None) => continue,
                     Err(e) => {
                         tracing::warn!(table = %name, error = %e, "skipping table in GetTables");
@@ -102,6 +105,75 @@ pub async fn tables(ctx: &SessionContext, query: CommandGetTables) -> Result<Rec
         }
     }
     builder.build().map_err(arrow_err)
+}
+
+/// Adds the Flight SQL column metadata keys (`ARROW:FLIGHT:SQL:*`, FlightSql.proto) to every
+/// field of a table schema, as `GetTables(include_schema)` clients read them.
+pub fn with_column_metadata(
+    schema: &SchemaRef,
+    catalog: &str,
+    db_schema: &str,
+    table: &str,
+) -> SchemaRef {
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|f| {
+            let mut m = f.metadata().clone();
+            let (precision, scale) = match f.data_type() {
+                DataType::Decimal128(p, s) | DataType::Decimal256(p, s) => {
+                    (i32::from(*p), i32::from(*s))
+                }
+                _ => (0, 0),
+            };
+            for (k, v) in [
+                ("CATALOG_NAME", catalog.to_string()),
+                ("DB_SCHEMA_NAME", db_schema.to_string()),
+                ("TABLE_NAME", table.to_string()),
+                ("TYPE_NAME", sql_type_name(f.data_type()).to_string()),
+                ("PRECISION", precision.to_string()),
+                ("SCALE", scale.to_string()),
+                ("IS_AUTO_INCREMENT", "false".to_string()),
+                (
+                    "IS_CASE_SENSITIVE",
+                    matches!(f.data_type(), DataType::Utf8 | DataType::LargeUtf8).to_string(),
+                ),
+                ("IS_READ_ONLY", "true".to_string()),
+                ("IS_SEARCHABLE", "true".to_string()),
+            ] {
+                m.insert(format!("ARROW:FLIGHT:SQL:{k}"), v);
+            }
+            f.as_ref().clone().with_metadata(m)
+        })
+        .collect();
+    Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
+}
+
+/// The SQL name of an Arrow type, as `TYPE_NAME` reports it.
+fn sql_type_name(t: &DataType) -> &'static str {
+    match t {
+        DataType::Boolean => "BOOLEAN",
+        DataType::Int8 => "TINYINT",
+        DataType::Int16 => "SMALLINT",
+        DataType::Int32 => "INTEGER",
+        DataType::Int64 => "BIGINT",
+        DataType::Float32 => "REAL",
+        DataType::Float64 => "DOUBLE",
+        DataType::Decimal128(..) | DataType::Decimal256(..) => "DECIMAL",
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => "VARCHAR",
+        DataType::Binary
+        | DataType::LargeBinary
+        | DataType::BinaryView
+        | DataType::FixedSizeBinary(_) => "VARBINARY",
+        DataType::Date32 | DataType::Date64 => "DATE",
+        DataType::Time32(_) | DataType::Time64(_) => "TIME",
+        DataType::Timestamp(_, None) => "TIMESTAMP",
+        DataType::Timestamp(_, Some(_)) => "TIMESTAMP WITH TIME ZONE",
+        DataType::Struct(_) => "STRUCT",
+        DataType::List(_) | DataType::LargeList(_) => "ARRAY",
+        DataType::Map(..) => "MAP",
+        _ => "OTHER",
+    }
 }
 
 /// The table types iceflight has.
