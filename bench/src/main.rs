@@ -44,7 +44,25 @@ enum Command {
         #[arg(long, default_value_t = 2)]
         partitions: usize,
     },
+    /// Flight SQL over loopback: DoGet throughput of all of lineitem beside a raw arrow-flight
+    /// DoGet of the same batches from memory, and `SELECT 1` round trips.
+    Flight {
+        /// Data directory of the embedded catalog.
+        #[arg(long, default_value = "./iceflight-data")]
+        data_dir: std::path::PathBuf,
+        /// Namespace holding the TPC-H tables.
+        #[arg(long, default_value = "tpch")]
+        namespace: String,
+        /// Measured DoGet rounds per path (after one warm-up).
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// `SELECT 1` calls for the latency figures.
+        #[arg(long, default_value_t = 1000)]
+        calls: usize,
+    },
 }
+
+mod flight;
 
 const Q6: &str = "SELECT sum(l_extendedprice * l_discount) AS revenue FROM {t} \
     WHERE l_shipdate >= DATE '1994-01-01' AND l_shipdate < DATE '1995-01-01' \
@@ -59,6 +77,12 @@ async fn main() -> datafusion::common::Result<()> {
             rounds,
             partitions,
         } => readpath(data_dir, &namespace, rounds, partitions).await,
+        Command::Flight {
+            data_dir,
+            namespace,
+            rounds,
+            calls,
+        } => flight::run(data_dir, &namespace, rounds, calls).await,
     }
 }
 

@@ -222,6 +222,10 @@ impl SchemaProvider for IcebergSchemaProvider {
         exec_err!("cannot register table {name}: iceflight serves Iceberg tables read-only")
     }
 
+    fn deregister_table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
+        exec_err!("cannot drop table {name}: iceflight serves Iceberg tables read-only")
+    }
+
     fn table_exist(&self, name: &str) -> bool {
         let ident = TableIdent::new(self.namespace.clone(), name.to_string());
         block_on(self.catalog.table_exists(&ident)).unwrap_or(false)

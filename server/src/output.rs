@@ -54,7 +54,9 @@ pub fn write(
             }
         }
         Format::Json => {
-            let mut w = arrow::json::ArrayWriter::new(&mut *out);
+            let mut w = arrow::json::WriterBuilder::new()
+                .with_explicit_nulls(true)
+                .build::<_, arrow::json::writer::JsonArray>(&mut *out);
             for b in batches {
                 w.write(b)?;
             }

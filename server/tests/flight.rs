@@ -328,6 +328,60 @@ async fn flight_sql_end_to_end() {
     assert!(rest < 3_000_000_000, "the query ran to the end");
     assert_eq!(status(&mut c).await["running_queries"], 0);
 
+    // A CPU-heavy query runs apart from the gRPC runtime: others are still served, and a cancel
+    // stops it.
+    let heavy_sql = "SELECT count(*), max(b.l_comment) FROM lineitem a CROSS JOIN (SELECT l_comment FROM lineitem LIMIT 2000) b";
+    let heavy = c.execute(heavy_sql.into(), None).await.unwrap();
+    let heavy_ticket = heavy.endpoint[0].ticket.clone().unwrap();
+    let mut heavy_client = c.clone();
+    let heavy_task = tokio::spawn(async move {
+        match heavy_client.do_get(heavy_ticket).await {
+            Ok(s) => s.try_collect::<Vec<_>>().await.map(|_| ()),
+            Err(e) => Err(e),
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let started = std::time::Instant::now();
+    let mut other = client(server.addr).await;
+    other.handshake("alice", "secret").await.unwrap();
+    let info = other.execute("SELECT 1".into(), None).await.unwrap();
+    assert_eq!(common::rows(&fetch(&mut other, info).await), [["1"]]);
+    let waited = started.elapsed();
+    assert!(waited < Duration::from_secs(3), "SELECT 1 waited {waited:?} behind a heavy query");
+    assert_eq!(status(&mut c).await["running_queries"], 1);
+    let request = arrow_flight::CancelFlightInfoRequest::new(heavy);
+    let mut results = c
+        .do_action(Action::new("CancelFlightInfo", prost::Message::encode_to_vec(&request)))
+        .await
+        .unwrap();
+    let body = results.try_next().await.unwrap().unwrap().body;
+    let result = <arrow_flight::CancelFlightInfoResult as prost::Message>::decode(body).unwrap();
+    assert_eq!(result.status, arrow_flight::CancelStatus::Cancelled as i32);
+    let _ = tokio::time::timeout(Duration::from_secs(10), heavy_task).await.expect("cancelled query ended");
+    assert_eq!(status(&mut c).await["running_queries"], 0);
+
+    // Through a prepared statement (ADBC's only path), SET runs at execute, without a fetch;
+    // errors raised while running are the statement's fault (InvalidArgument).
+    let stmt = c.prepare("SET datafusion.execution.batch_size = 1234".into(), None).await.unwrap();
+    let mut stmt = stmt;
+    stmt.execute().await.unwrap();
+    stmt.close().await.unwrap();
+    let info = c.execute("SHOW datafusion.execution.batch_size".into(), None).await.unwrap();
+    let shown = format!("{:?}", common::rows(&fetch(&mut c, info).await));
+    assert!(shown.contains("1234"), "{shown}");
+    let info = c.execute("SELECT 1 / 0".into(), None).await;
+    let e = match info {
+        Ok(info) => {
+            let ticket = info.endpoint[0].ticket.clone().unwrap();
+            match c.do_get(ticket).await {
+                Ok(s) => code(s.try_collect::<Vec<_>>().await),
+                Err(e) => format!("{e:?}"),
+            }
+        }
+        Err(e) => format!("{e:?}"),
+    };
+    assert!(has(&e, tonic::Code::InvalidArgument) && e.contains("Divide by zero"), "{e}");
+
     // The real clients.
     let script = common::repo_root().join("tests/flight/run_clients.sh");
     let out = tokio::process::Command::new("bash")

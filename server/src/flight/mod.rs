@@ -27,6 +27,9 @@ use auth::Users;
 use service::{IceflightService, ServiceOptions};
 use sessions::Sessions;
 
+/// How long open result streams may run after a shutdown signal.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Builds the user list from the configuration and `--user NAME:PASSWORD` flags.
 pub fn users(config: &ServerConfig, quick: &[String]) -> Result<Users, String> {
     let mut users = Users::default();
@@ -91,15 +94,34 @@ pub async fn serve(
     });
     on_ready(bound);
     let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
-    let result = tonic::transport::Server::builder()
+    // After the shutdown signal, open result streams get DRAIN_TIMEOUT to finish; then the server
+    // stops anyway (a client that stalls its stream must not keep the process alive).
+    let (fired_tx, fired_rx) = tokio::sync::oneshot::channel::<()>();
+    let shutdown = async move {
+        shutdown.await;
+        let _ = fired_tx.send(());
+    };
+    let server = tonic::transport::Server::builder()
         .add_service(
             FlightServiceServer::new(service)
                 .max_decoding_message_size(64 * 1024 * 1024)
                 .max_encoding_message_size(64 * 1024 * 1024),
         )
-        .serve_with_incoming_shutdown(incoming, shutdown)
-        .await
-        .map_err(|e| format!("server error: {e}"));
+        .serve_with_incoming_shutdown(incoming, shutdown);
+    let drain_deadline = async move {
+        if fired_rx.await.is_ok() {
+            tokio::time::sleep(DRAIN_TIMEOUT).await;
+        } else {
+            std::future::pending::<()>().await;
+        }
+    };
+    let result = tokio::select! {
+        r = server => r.map_err(|e| format!("server error: {e}")),
+        _ = drain_deadline => {
+            tracing::warn!("open result streams did not finish within {DRAIN_TIMEOUT:?}; stopping");
+            Ok(())
+        }
+    };
     sweeper.abort();
     result
 }

@@ -29,7 +29,6 @@ use arrow_flight::{
 };
 use datafusion::common::{DataFusionError, ParamValues, ScalarValue};
 use datafusion::logical_expr::LogicalPlan;
-use futures::stream::{AbortHandle, Abortable};
 use futures::{Stream, StreamExt, TryStreamExt};
 use prost::Message;
 use tokio::sync::Semaphore;
@@ -78,7 +77,7 @@ struct Inner {
     options: ServiceOptions,
     anonymous: Arc<Session>,
     slots: Arc<Semaphore>,
-    running: Mutex<HashMap<(String, Vec<u8>), AbortHandle>>,
+    running: Mutex<HashMap<(String, Vec<u8>), tokio::task::AbortHandle>>,
 }
 
 /// The caller: its session and the token that names it (empty for the anonymous session).
@@ -160,39 +159,57 @@ impl IceflightService {
         // Batches go out under the schema GetFlightInfo announced (the logical plan's), which
         // clients compare field by field, nullability included.
         let announced = flight_schema(&Arc::new(plan.schema().as_arrow().clone()));
-        let df = caller
-            .session
-            .ctx
-            .execute_logical_plan(plan)
-            .await
-            .map_err(|e| {
+        // Planning and execution run on the query runtime; batches come back over a small
+        // bounded channel (backpressure), so a CPU-heavy query never starves the gRPC runtime.
+        let ctx = caller.session.ctx.clone();
+        let (batches_tx, batches_rx) = tokio::sync::mpsc::channel(2);
+        let (schema_tx, schema_rx) = tokio::sync::oneshot::channel();
+        let task = query_runtime().spawn(async move {
+            let stream = async { ctx.execute_logical_plan(plan).await?.execute_stream().await }.await;
+            let mut stream = match stream {
+                Ok(s) => {
+                    let _ = schema_tx.send(Ok(s.schema()));
+                    s
+                }
+                Err(e) => {
+                    let _ = schema_tx.send(Err(e));
+                    return;
+                }
+            };
+            while let Some(batch) = stream.next().await {
+                if batches_tx.send(batch).await.is_err() {
+                    break; // the client went away or the query was cancelled
+                }
+            }
+        });
+        let schema = match schema_rx.await {
+            Ok(Ok(schema)) => schema,
+            Ok(Err(e)) => {
                 log.fail();
-                to_status(e)
-            })?;
-        let stream = df.execute_stream().await.map_err(|e| {
-            log.fail();
-            to_status(e)
-        })?;
-        let (abort, registration) = AbortHandle::new_pair();
+                return Err(to_status(e));
+            }
+            Err(_) => {
+                log.fail();
+                return Err(Status::internal("the query task stopped before it started"));
+            }
+        };
         let key = (caller.token.clone(), ticket);
         self.inner
             .running
             .lock()
             .expect("running lock")
-            .insert(key.clone(), abort);
+            .insert(key.clone(), task.abort_handle());
         let cleanup = RunningGuard {
             inner: Arc::clone(&self.inner),
             key,
+            task: task.abort_handle(),
             _permit: permit,
         };
-        let schema = stream.schema();
-        let abortable = Abortable::new(stream, registration);
-        let input = Box::pin(
-            datafusion::physical_plan::stream::RecordBatchStreamAdapter::new(schema, abortable),
-        );
-        Ok(Response::new(results::encode(
-            input, announced, log, cleanup,
-        )))
+        let input = Box::pin(datafusion::physical_plan::stream::RecordBatchStreamAdapter::new(
+            schema,
+            tokio_stream::wrappers::ReceiverStream::new(batches_rx),
+        ));
+        Ok(Response::new(results::encode(input, announced, log, cleanup)))
     }
 
     /// `GetFlightInfo` for a metadata command: authorize, then one endpoint whose ticket is the
@@ -293,21 +310,34 @@ impl IceflightService {
     }
 }
 
-/// Unregisters a running query (and releases its concurrency slot) when its stream ends.
+/// Unregisters a running query, stops its task and releases its concurrency slot when its
+/// response stream ends or is dropped.
 struct RunningGuard {
     inner: Arc<Inner>,
     key: (String, Vec<u8>),
+    task: tokio::task::AbortHandle,
     _permit: tokio::sync::OwnedSemaphorePermit,
 }
 
 impl Drop for RunningGuard {
     fn drop(&mut self) {
-        self.inner
-            .running
-            .lock()
-            .expect("running lock")
-            .remove(&self.key);
+        self.task.abort();
+        self.inner.running.lock().expect("running lock").remove(&self.key);
     }
+}
+
+/// The runtime queries execute on, one worker per core, apart from the runtime serving gRPC.
+/// Kept for the life of the process (a runtime cannot be dropped from async code).
+fn query_runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: std::sync::LazyLock<tokio::runtime::Runtime> = std::sync::LazyLock::new(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2))
+            .thread_name("iceflight-query")
+            .enable_all()
+            .build()
+            .expect("start the query runtime")
+    });
+    &RUNTIME
 }
 
 fn is_state_change(plan: &LogicalPlan) -> bool {
@@ -553,6 +583,8 @@ impl FlightSqlService for IceflightService {
         let (_, prepared) = Self::prepared(&caller.session, &cmd.prepared_statement_handle)?;
         let plan = Self::bound_plan(&prepared)?;
         let schema = if is_state_change(&plan) {
+            // DDL and SET run when executed (ADBC's execute never fetches them); DoGet is empty.
+            Self::run_update(&caller.session, plan).await?;
             Arc::new(Schema::empty())
         } else {
             flight_schema(&Arc::new(plan.schema().as_arrow().clone()))
@@ -570,7 +602,7 @@ impl FlightSqlService for IceflightService {
         let (_, prepared) = Self::prepared(&caller.session, &cmd.prepared_statement_handle)?;
         let plan = Self::bound_plan(&prepared)?;
         if is_state_change(&plan) {
-            Self::run_update(&caller.session, plan).await?;
+            // Already run by GetFlightInfo.
             return Ok(Response::new(results::encode_batch(
                 RecordBatch::new_empty(Arc::new(Schema::empty())),
             )));

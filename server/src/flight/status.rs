@@ -41,6 +41,12 @@ pub fn to_status(e: DataFusionError) -> Status {
             Status::invalid_argument(root.to_string())
         }
         DataFusionError::ResourcesExhausted(_) => Status::resource_exhausted(root.to_string()),
+        // Errors the statement itself causes while running: division by zero, a failed cast,
+        // a value out of range, a read-only table.
+        DataFusionError::Execution(_) => Status::invalid_argument(root.to_string()),
+        DataFusionError::ArrowError(a, _) if !matches!(a.as_ref(), arrow::error::ArrowError::IoError(..) | arrow::error::ArrowError::ExternalError(_)) => {
+            Status::invalid_argument(root.to_string())
+        }
         _ => internal(&e),
     }
 }
@@ -79,7 +85,12 @@ mod tests {
         let s = to_status(DataFusionError::Context("ctx".into(), Box::new(e)));
         assert_eq!(s.code(), tonic::Code::Unavailable);
         assert!(s.message().contains("lake"), "{}", s.message());
-        let s = to_status(DataFusionError::Execution("boom".into()));
+        let s = to_status(DataFusionError::ArrowError(
+            Box::new(arrow::error::ArrowError::DivideByZero),
+            None,
+        ));
+        assert_eq!(s.code(), tonic::Code::InvalidArgument);
+        let s = to_status(DataFusionError::Internal("boom".into()));
         assert_eq!(s.code(), tonic::Code::Internal);
         assert!(s.message().contains("log id"));
     }
