@@ -175,7 +175,9 @@ pub async fn run(data_dir: PathBuf, namespace: &str, rounds: usize, calls: usize
     tokio::spawn(
         tonic::transport::Server::builder()
             .add_service(FlightServiceServer::new(memory))
-            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+            .serve_with_incoming(
+                tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
+            ),
     );
 
     let mut sql = FlightSqlServiceClient::new(channel(iceflight_addr).await?);

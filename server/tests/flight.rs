@@ -347,26 +347,40 @@ async fn flight_sql_end_to_end() {
     let info = other.execute("SELECT 1".into(), None).await.unwrap();
     assert_eq!(common::rows(&fetch(&mut other, info).await), [["1"]]);
     let waited = started.elapsed();
-    assert!(waited < Duration::from_secs(3), "SELECT 1 waited {waited:?} behind a heavy query");
+    assert!(
+        waited < Duration::from_secs(3),
+        "SELECT 1 waited {waited:?} behind a heavy query"
+    );
     assert_eq!(status(&mut c).await["running_queries"], 1);
     let request = arrow_flight::CancelFlightInfoRequest::new(heavy);
     let mut results = c
-        .do_action(Action::new("CancelFlightInfo", prost::Message::encode_to_vec(&request)))
+        .do_action(Action::new(
+            "CancelFlightInfo",
+            prost::Message::encode_to_vec(&request),
+        ))
         .await
         .unwrap();
     let body = results.try_next().await.unwrap().unwrap().body;
     let result = <arrow_flight::CancelFlightInfoResult as prost::Message>::decode(body).unwrap();
     assert_eq!(result.status, arrow_flight::CancelStatus::Cancelled as i32);
-    let _ = tokio::time::timeout(Duration::from_secs(10), heavy_task).await.expect("cancelled query ended");
+    let _ = tokio::time::timeout(Duration::from_secs(10), heavy_task)
+        .await
+        .expect("cancelled query ended");
     assert_eq!(status(&mut c).await["running_queries"], 0);
 
     // Through a prepared statement (ADBC's only path), SET runs at execute, without a fetch;
     // errors raised while running are the statement's fault (InvalidArgument).
-    let stmt = c.prepare("SET datafusion.execution.batch_size = 1234".into(), None).await.unwrap();
+    let stmt = c
+        .prepare("SET datafusion.execution.batch_size = 1234".into(), None)
+        .await
+        .unwrap();
     let mut stmt = stmt;
     stmt.execute().await.unwrap();
     stmt.close().await.unwrap();
-    let info = c.execute("SHOW datafusion.execution.batch_size".into(), None).await.unwrap();
+    let info = c
+        .execute("SHOW datafusion.execution.batch_size".into(), None)
+        .await
+        .unwrap();
     let shown = format!("{:?}", common::rows(&fetch(&mut c, info).await));
     assert!(shown.contains("1234"), "{shown}");
     let info = c.execute("SELECT 1 / 0".into(), None).await;
@@ -380,7 +394,10 @@ async fn flight_sql_end_to_end() {
         }
         Err(e) => format!("{e:?}"),
     };
-    assert!(has(&e, tonic::Code::InvalidArgument) && e.contains("Divide by zero"), "{e}");
+    assert!(
+        has(&e, tonic::Code::InvalidArgument) && e.contains("Divide by zero"),
+        "{e}"
+    );
 
     // The real clients.
     let script = common::repo_root().join("tests/flight/run_clients.sh");

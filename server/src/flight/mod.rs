@@ -93,7 +93,8 @@ pub async fn serve(
         }
     });
     on_ready(bound);
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    // TCP_NODELAY: small responses (SELECT 1, metadata) must not wait for delayed ACKs.
+    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
     // After the shutdown signal, open result streams get DRAIN_TIMEOUT to finish; then the server
     // stops anyway (a client that stalls its stream must not keep the process alive).
     let (fired_tx, fired_rx) = tokio::sync::oneshot::channel::<()>();

@@ -165,7 +165,8 @@ impl IceflightService {
         let (batches_tx, batches_rx) = tokio::sync::mpsc::channel(2);
         let (schema_tx, schema_rx) = tokio::sync::oneshot::channel();
         let task = query_runtime().spawn(async move {
-            let stream = async { ctx.execute_logical_plan(plan).await?.execute_stream().await }.await;
+            let stream =
+                async { ctx.execute_logical_plan(plan).await?.execute_stream().await }.await;
             let mut stream = match stream {
                 Ok(s) => {
                     let _ = schema_tx.send(Ok(s.schema()));
@@ -205,11 +206,15 @@ impl IceflightService {
             task: task.abort_handle(),
             _permit: permit,
         };
-        let input = Box::pin(datafusion::physical_plan::stream::RecordBatchStreamAdapter::new(
-            schema,
-            tokio_stream::wrappers::ReceiverStream::new(batches_rx),
-        ));
-        Ok(Response::new(results::encode(input, announced, log, cleanup)))
+        let input = Box::pin(
+            datafusion::physical_plan::stream::RecordBatchStreamAdapter::new(
+                schema,
+                tokio_stream::wrappers::ReceiverStream::new(batches_rx),
+            ),
+        );
+        Ok(Response::new(results::encode(
+            input, announced, log, cleanup,
+        )))
     }
 
     /// `GetFlightInfo` for a metadata command: authorize, then one endpoint whose ticket is the
@@ -322,7 +327,11 @@ struct RunningGuard {
 impl Drop for RunningGuard {
     fn drop(&mut self) {
         self.task.abort();
-        self.inner.running.lock().expect("running lock").remove(&self.key);
+        self.inner
+            .running
+            .lock()
+            .expect("running lock")
+            .remove(&self.key);
     }
 }
 
@@ -331,7 +340,11 @@ impl Drop for RunningGuard {
 fn query_runtime() -> &'static tokio::runtime::Runtime {
     static RUNTIME: std::sync::LazyLock<tokio::runtime::Runtime> = std::sync::LazyLock::new(|| {
         tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2))
+            .worker_threads(
+                std::thread::available_parallelism()
+                    .map(|n| n.get())
+                    .unwrap_or(2),
+            )
             .thread_name("iceflight-query")
             .enable_all()
             .build()

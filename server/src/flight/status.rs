@@ -44,7 +44,12 @@ pub fn to_status(e: DataFusionError) -> Status {
         // Errors the statement itself causes while running: division by zero, a failed cast,
         // a value out of range, a read-only table.
         DataFusionError::Execution(_) => Status::invalid_argument(root.to_string()),
-        DataFusionError::ArrowError(a, _) if !matches!(a.as_ref(), arrow::error::ArrowError::IoError(..) | arrow::error::ArrowError::ExternalError(_)) => {
+        DataFusionError::ArrowError(a, _)
+            if !matches!(
+                a.as_ref(),
+                arrow::error::ArrowError::IoError(..) | arrow::error::ArrowError::ExternalError(_)
+            ) =>
+        {
             Status::invalid_argument(root.to_string())
         }
         _ => internal(&e),
