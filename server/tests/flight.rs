@@ -104,6 +104,22 @@ fn code<T: std::fmt::Debug>(r: Result<T, arrow_flight::error::FlightError>) -> S
     format!("{:?}", r.expect_err("expected an error"))
 }
 
+/// Sends `CancelFlightInfo` for `info`; returns the `CancelStatus`.
+async fn cancel(client: &mut FlightSqlServiceClient<Channel>, info: FlightInfo) -> i32 {
+    let request = arrow_flight::CancelFlightInfoRequest::new(info);
+    let mut results = client
+        .do_action(Action::new(
+            "CancelFlightInfo",
+            prost::Message::encode_to_vec(&request),
+        ))
+        .await
+        .unwrap();
+    let body = results.try_next().await.unwrap().unwrap().body;
+    <arrow_flight::CancelFlightInfoResult as prost::Message>::decode(body)
+        .unwrap()
+        .status
+}
+
 /// Whether an error text names a gRPC code (by name or by tonic's description of it).
 fn has(e: &str, code: tonic::Code) -> bool {
     e.contains(&format!("{code:?}")) || e.contains(code.description())
@@ -304,17 +320,10 @@ async fn flight_sql_end_to_end() {
     let first = stream.try_next().await.unwrap().expect("a first batch");
     assert!(first.num_rows() > 0);
     assert_eq!(status(&mut c).await["running_queries"], 1);
-    let request = arrow_flight::CancelFlightInfoRequest::new(info);
-    let mut results = c
-        .do_action(Action::new(
-            "CancelFlightInfo",
-            prost::Message::encode_to_vec(&request),
-        ))
-        .await
-        .unwrap();
-    let body = results.try_next().await.unwrap().unwrap().body;
-    let result = <arrow_flight::CancelFlightInfoResult as prost::Message>::decode(body).unwrap();
-    assert_eq!(result.status, arrow_flight::CancelStatus::Cancelled as i32);
+    assert_eq!(
+        cancel(&mut c, info).await,
+        arrow_flight::CancelStatus::Cancelled as i32
+    );
     let started = std::time::Instant::now();
     let mut rest = 0usize;
     while let Some(b) = stream.try_next().await.unwrap() {
@@ -352,17 +361,10 @@ async fn flight_sql_end_to_end() {
         "SELECT 1 waited {waited:?} behind a heavy query"
     );
     assert_eq!(status(&mut c).await["running_queries"], 1);
-    let request = arrow_flight::CancelFlightInfoRequest::new(heavy);
-    let mut results = c
-        .do_action(Action::new(
-            "CancelFlightInfo",
-            prost::Message::encode_to_vec(&request),
-        ))
-        .await
-        .unwrap();
-    let body = results.try_next().await.unwrap().unwrap().body;
-    let result = <arrow_flight::CancelFlightInfoResult as prost::Message>::decode(body).unwrap();
-    assert_eq!(result.status, arrow_flight::CancelStatus::Cancelled as i32);
+    assert_eq!(
+        cancel(&mut c, heavy).await,
+        arrow_flight::CancelStatus::Cancelled as i32
+    );
     let _ = tokio::time::timeout(Duration::from_secs(10), heavy_task)
         .await
         .expect("cancelled query ended");
