@@ -26,22 +26,24 @@ pub use provider::{IcebergCatalogProvider, IcebergSchemaProvider};
 /// The connected catalogs of one server or CLI run, by name.
 #[derive(Debug, Default, Clone)]
 pub struct Catalogs {
-    entries: Vec<(String, Arc<dyn Catalog>)>,
+    /// `(name, uri, catalog)` in configuration order.
+    entries: Vec<(String, String, Arc<dyn Catalog>)>,
 }
 
 impl Catalogs {
     /// Connects every configured catalog. Errors on a duplicate name or the first catalog that
     /// cannot be reached.
     pub async fn connect(configs: &[CatalogConfig]) -> Result<Self, CatalogError> {
-        let mut entries: Vec<(String, Arc<dyn Catalog>)> = Vec::with_capacity(configs.len());
+        let mut entries: Vec<(String, String, Arc<dyn Catalog>)> =
+            Vec::with_capacity(configs.len());
         for c in configs {
-            if entries.iter().any(|(n, _)| n == &c.name) {
+            if entries.iter().any(|(n, _, _)| n == &c.name) {
                 return Err(CatalogError::Config(format!(
                     "catalog {} is configured twice",
                     c.name
                 )));
             }
-            entries.push((c.name.clone(), connect::connect(c).await?));
+            entries.push((c.name.clone(), c.uri.clone(), connect::connect(c).await?));
         }
         Ok(Self { entries })
     }
@@ -50,10 +52,10 @@ impl Catalogs {
     pub fn get(&self, name: &str) -> Result<&Arc<dyn Catalog>, CatalogError> {
         self.entries
             .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, c)| c)
+            .find(|(n, _, _)| n == name)
+            .map(|(_, _, c)| c)
             .ok_or_else(|| {
-                let known: Vec<&str> = self.entries.iter().map(|(n, _)| n.as_str()).collect();
+                let known: Vec<&str> = self.entries.iter().map(|(n, _, _)| n.as_str()).collect();
                 CatalogError::NotFound(format!(
                     "unknown catalog {name} (configured: {})",
                     known.join(", ")
@@ -63,16 +65,17 @@ impl Catalogs {
 
     /// Catalog names in configuration order.
     pub fn names(&self) -> Vec<&str> {
-        self.entries.iter().map(|(n, _)| n.as_str()).collect()
+        self.entries.iter().map(|(n, _, _)| n.as_str()).collect()
     }
 
     /// Registers every catalog with `ctx` under its name.
     pub fn register(&self, ctx: &SessionContext) {
-        for (name, catalog) in &self.entries {
+        for (name, uri, catalog) in &self.entries {
             ctx.register_catalog(
                 name.as_str(),
                 Arc::new(IcebergCatalogProvider::new(
                     name.clone(),
+                    uri.clone(),
                     Arc::clone(catalog),
                 )),
             );

@@ -74,15 +74,17 @@ fn namespace_of(name: &str) -> Result<NamespaceIdent> {
 #[derive(Debug)]
 pub struct IcebergCatalogProvider {
     name: String,
+    uri: String,
     catalog: Arc<dyn Catalog>,
     namespaces: Cached<Vec<String>>,
 }
 
 impl IcebergCatalogProvider {
-    /// Wraps a connected catalog named `name`.
-    pub fn new(name: impl Into<String>, catalog: Arc<dyn Catalog>) -> Self {
+    /// Wraps a connected catalog named `name`, reached at `uri` (named in errors).
+    pub fn new(name: impl Into<String>, uri: impl Into<String>, catalog: Arc<dyn Catalog>) -> Self {
         Self {
             name: name.into(),
+            uri: uri.into(),
             catalog,
             namespaces: Cached::default(),
         }
@@ -129,17 +131,24 @@ impl CatalogProvider for IcebergCatalogProvider {
 
     fn schema(&self, name: &str) -> Option<Arc<dyn SchemaProvider>> {
         let namespace = namespace_of(name).ok()?;
-        let exists = block_on(self.catalog.namespace_exists(&namespace)).unwrap_or_else(|e| {
-            tracing::warn!(catalog = %self.name, error = %e, "namespace lookup failed");
-            false
-        });
-        exists.then(|| {
-            Arc::new(IcebergSchemaProvider::new(
+        match block_on(self.catalog.namespace_exists(&namespace)) {
+            Ok(true) => Some(Arc::new(IcebergSchemaProvider::new(
                 self.name.clone(),
                 Arc::clone(&self.catalog),
                 namespace,
-            )) as Arc<dyn SchemaProvider>
-        })
+            ))),
+            Ok(false) => None,
+            // DataFusion's lookup cannot fail here: hand back a schema whose tables report the
+            // outage, so the query fails with "unavailable" rather than "not found".
+            Err(e) => {
+                tracing::debug!(catalog = %self.name, error = %e, "namespace lookup failed");
+                Some(Arc::new(UnavailableSchemaProvider {
+                    error: e.to_string(),
+                    catalog: self.name.clone(),
+                    uri: self.uri.clone(),
+                }))
+            }
+        }
     }
 
     /// `CREATE SCHEMA c.ns` creates the namespace `ns` (dots make a multi-level namespace).
@@ -156,6 +165,40 @@ impl CatalogProvider for IcebergCatalogProvider {
         .map_err(|e| to_df_error(e))?;
         self.namespaces.invalidate();
         Ok(None)
+    }
+}
+
+/// A namespace of a catalog that could not be reached: every table lookup fails with
+/// [`CatalogError::Unavailable`].
+#[derive(Debug)]
+struct UnavailableSchemaProvider {
+    catalog: String,
+    uri: String,
+    error: String,
+}
+
+#[async_trait]
+impl SchemaProvider for UnavailableSchemaProvider {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn table_names(&self) -> Vec<String> {
+        vec![]
+    }
+
+    async fn table(&self, _name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
+        Err(DataFusionError::External(Box::new(
+            CatalogError::Unavailable {
+                catalog: self.catalog.clone(),
+                uri: self.uri.clone(),
+                message: self.error.clone(),
+            },
+        )))
+    }
+
+    fn table_exist(&self, _name: &str) -> bool {
+        false
     }
 }
 

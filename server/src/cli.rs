@@ -146,6 +146,15 @@ impl CliError {
     }
 }
 
+/// The message of an engine error for a person: catalog errors without DataFusion's
+/// "External error" wrapping, everything else as DataFusion prints it.
+fn df_message(e: &datafusion::common::DataFusionError) -> String {
+    match e.find_root() {
+        datafusion::common::DataFusionError::External(inner) => inner.to_string(),
+        _ => e.strip_backtrace(),
+    }
+}
+
 /// Resolves the configuration: file, then environment and flags.
 pub fn resolve_config(global: &GlobalArgs) -> Result<Config, CliError> {
     let mut config = match &global.config {
@@ -311,10 +320,10 @@ async fn run_sql_command(
         .map_err(CliError::from_display)?;
     let ctx = engine
         .session(args.catalog.as_deref(), args.schema.as_deref(), &settings)
-        .map_err(|e| CliError(e.strip_backtrace()))?;
+        .map_err(|e| CliError(df_message(&e)))?;
     let results = run_sql(&ctx, &sql)
         .await
-        .map_err(|e| CliError(e.strip_backtrace()))?;
+        .map_err(|e| CliError(df_message(&e)))?;
     for r in results {
         output::write(out, args.format, &r.schema, &r.batches).map_err(CliError::from_display)?;
     }

@@ -163,6 +163,30 @@ fn sql_load_and_bad_input() {
         );
     }
 
+    // A catalog that cannot be reached is reported as unavailable, naming it and its URI.
+    let down = d.join("down.toml");
+    std::fs::write(
+        &down,
+        format!(
+            "data_dir = {:?}\n[[catalog]]\nname = \"lake\"\ntype = \"rest\"\nuri = \"http://127.0.0.1:1\"\n",
+            d.display().to_string()
+        ),
+    )
+    .unwrap();
+    let err = failure(&iceflight(
+        d,
+        &[
+            "--config",
+            down.to_str().unwrap(),
+            "sql",
+            "SELECT * FROM lake.ns.t",
+        ],
+    ));
+    assert!(
+        err.contains("catalog lake at http://127.0.0.1:1 is unavailable"),
+        "{err}"
+    );
+
     // Unreadable and invalid config files.
     let err = failure(&iceflight(
         d,

@@ -82,6 +82,7 @@ pub struct QueryLog {
     rows: AtomicU64,
     bytes: AtomicU64,
     failed: std::sync::atomic::AtomicBool,
+    finished: std::sync::atomic::AtomicBool,
 }
 
 impl QueryLog {
@@ -95,12 +96,28 @@ impl QueryLog {
             rows: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
             failed: Default::default(),
+            finished: Default::default(),
         })
     }
 
     /// Marks the query failed (logged at the end).
     pub fn fail(&self) {
         self.failed.store(true, Ordering::Relaxed);
+    }
+
+    /// Marks the result fully sent; a log dropped before this reports `cancelled`.
+    pub fn finish(&self) {
+        self.finished.store(true, Ordering::Relaxed);
+    }
+
+    fn status(&self) -> &'static str {
+        if self.failed.load(Ordering::Relaxed) {
+            "error"
+        } else if self.finished.load(Ordering::Relaxed) {
+            "ok"
+        } else {
+            "cancelled"
+        }
     }
 }
 
@@ -112,7 +129,7 @@ impl Drop for QueryLog {
             duration_ms = self.started.elapsed().as_millis() as u64,
             rows = self.rows.load(Ordering::Relaxed),
             bytes = self.bytes.load(Ordering::Relaxed),
-            status = if self.failed.load(Ordering::Relaxed) { "error" } else { "ok" },
+            status = self.status(),
             sql = %self.what,
             "query"
         );
@@ -170,4 +187,19 @@ pub fn encode_batch(batch: RecordBatch) -> FlightDataStream {
         .with_schema(schema)
         .build(futures::stream::once(async move { Ok(batch) }));
     Box::pin(stream.map_err(|e| Status::internal(e.to_string())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::QueryLog;
+
+    #[test]
+    fn log_status() {
+        let log = QueryLog::start("u", "SELECT 1");
+        assert_eq!(log.status(), "cancelled", "dropped before the end");
+        log.finish();
+        assert_eq!(log.status(), "ok");
+        log.fail();
+        assert_eq!(log.status(), "error");
+    }
 }

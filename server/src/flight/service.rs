@@ -263,13 +263,19 @@ impl IceflightService {
             })
     }
 
+    /// Plans SQL text; a statement that fails here still gets its per-query log line.
     async fn plan_sql(session: &Session, sql: &str) -> Result<LogicalPlan, Status> {
         session
             .ctx
             .state()
             .create_logical_plan(sql)
             .await
-            .map_err(to_status)
+            .map_err(|e| {
+                let log = QueryLog::start(&session.user, sql);
+                log.fail();
+                log.finish();
+                to_status(e)
+            })
     }
 
     /// Runs a statement that changes state (DDL, `SET`) to completion; returns rows affected.
