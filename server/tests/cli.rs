@@ -163,6 +163,29 @@ fn sql_load_and_bad_input() {
         );
     }
 
+    // The memory limit is enforced: a query that needs more fails instead of growing.
+    let small = d.join("small.toml");
+    std::fs::write(
+        &small,
+        format!(
+            "data_dir = {:?}\n[query]\nmemory_limit = \"64KiB\"\n",
+            d.display().to_string()
+        ),
+    )
+    .unwrap();
+    let big = "SELECT count(*) FROM t.lineitem a JOIN t.orders b ON a.l_orderkey = b.o_orderkey AND a.l_comment = b.o_comment";
+    let err = failure(&iceflight(
+        d,
+        &["--config", small.to_str().unwrap(), "sql", big],
+    ));
+    assert!(err.to_lowercase().contains("resources exhausted"), "{err}");
+    let out = iceflight(d, &["sql", "--format", "csv", big]);
+    assert!(
+        out.status.success(),
+        "without the limit it runs: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
     // A catalog that cannot be reached is reported as unavailable, naming it and its URI.
     let down = d.join("down.toml");
     std::fs::write(
