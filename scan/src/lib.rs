@@ -10,6 +10,7 @@
 //! One concern per module: [`predicate`] (static filter conversion), [`metrics_index`] (manifest
 //! metrics and statistics), [`equality_deletes`], [`provider`], [`exec`]. See `README.md`.
 
+pub mod domain;
 pub mod equality_deletes;
 pub mod exec;
 pub mod metrics_index;

@@ -1,0 +1,661 @@
+//! Dynamic-filter domains: a filter expression compacted into one domain per column
+//! (design: `shared/seeds/dynamic-filter-domains.md`).
+//!
+//! ```text
+//!   k@0 >= 3 AND k@0 <= 1200 AND k@0 IN (SET) ([3, 5, 7, 5, 1200])          (CollectLeft join)
+//!   CASE hash_repartition % 4 WHEN 0 THEN … WHEN 2 THEN … ELSE false END    (Partitioned join)
+//!            │ normalise
+//!            ▼
+//!   k: [3, 1200] ∩ {3, 5, 7, 1200}, NULL may not pass
+//! ```
+//!
+//! Rules (each only keeps or widens the rows that pass):
+//! - AND intersects (an empty intersection makes the whole filter false); OR and CASE branches
+//!   union: the range spans the branches, NULL passes if it passes in any, a value set survives
+//!   only if every branch has one and the union stays within the cap, a column unconstrained in
+//!   any branch is unconstrained. A false or NULL branch adds nothing; CASE's WHEN operands are
+//!   ignored; a missing ELSE is NULL.
+//! - Unconvertible parts (hash lookups, casts, NOT, column against column, literals of another
+//!   type, float NaN / ±0.0 literals, IN lists holding any such) constrain nothing.
+//! - `struct(a, b) IN (...)` gives one constraint per column (wider than the tuples).
+//! - Value sets larger than the cap keep only their range. The cap is
+//!   `datafusion.optimizer.hash_join_inlist_pushdown_max_distinct_values` (150 by default).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow::array::Array;
+use arrow::datatypes::{DataType, Schema};
+use datafusion::common::ScalarValue;
+use datafusion::logical_expr::Operator;
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr::ScalarFunctionExpr;
+use datafusion::physical_expr::expressions::{
+    BinaryExpr, CaseExpr, Column, DynamicFilterPhysicalExpr, InListExpr, IsNullExpr, Literal,
+};
+
+/// The values of one column that may pass a filter.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ColumnDomain {
+    /// Inclusive bounds of the non-null values that may pass; `None` when no non-null value may
+    /// pass.
+    pub range: Option<(ScalarValue, ScalarValue)>,
+    /// The exact non-null values that may pass (sorted, distinct, within the range), if known.
+    pub values: Option<Vec<ScalarValue>>,
+    /// Whether NULL may pass.
+    pub null_allowed: bool,
+}
+
+impl ColumnDomain {
+    fn is_empty(&self) -> bool {
+        self.range.is_none() && !self.null_allowed
+    }
+
+    fn range(min: ScalarValue, max: ScalarValue) -> Self {
+        Self {
+            range: Some((min, max)),
+            values: None,
+            null_allowed: false,
+        }
+    }
+
+    fn only_null() -> Self {
+        Self {
+            range: None,
+            values: None,
+            null_allowed: true,
+        }
+    }
+
+    fn from_values(mut values: Vec<ScalarValue>, cap: usize) -> Self {
+        values.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+        values.dedup();
+        let range = match (values.first(), values.last()) {
+            (Some(a), Some(b)) => Some((a.clone(), b.clone())),
+            _ => None,
+        };
+        Self {
+            range,
+            values: (values.len() <= cap).then_some(values),
+            null_allowed: false,
+        }
+    }
+
+    fn intersect(&self, other: &Self) -> Self {
+        let range = match (&self.range, &other.range) {
+            (Some((a0, a1)), Some((b0, b1))) => {
+                let lo = max(a0, b0);
+                let hi = min(a1, b1);
+                (lo <= hi).then(|| (lo.clone(), hi.clone()))
+            }
+            _ => None,
+        };
+        let values = match (&self.values, &other.values) {
+            (Some(a), Some(b)) => Some(a.iter().filter(|v| b.contains(v)).cloned().collect()),
+            (Some(a), None) | (None, Some(a)) => Some(a.clone()),
+            (None, None) => None,
+        };
+        let null_allowed = self.null_allowed && other.null_allowed;
+        // A set restricted to the range; the range then tightened to the set.
+        let values: Option<Vec<ScalarValue>> = values.map(|vs| {
+            vs.into_iter()
+                .filter(|v| range.as_ref().is_some_and(|(lo, hi)| v >= lo && v <= hi))
+                .collect()
+        });
+        let range = match &values {
+            Some(vs) => vs
+                .first()
+                .zip(vs.last())
+                .map(|(a, b)| (a.clone(), b.clone())),
+            None => range,
+        };
+        Self {
+            range,
+            values,
+            null_allowed,
+        }
+    }
+
+    fn union(&self, other: &Self, cap: usize) -> Self {
+        let range = match (&self.range, &other.range) {
+            (Some((a0, a1)), Some((b0, b1))) => Some((min(a0, b0).clone(), max(a1, b1).clone())),
+            (Some(r), None) | (None, Some(r)) => Some(r.clone()),
+            (None, None) => None,
+        };
+        // A branch with no non-null value contributes an empty set.
+        let set_of = |d: &Self| match (&d.values, &d.range) {
+            (Some(v), _) => Some(v.clone()),
+            (None, None) => Some(vec![]),
+            (None, Some(_)) => None,
+        };
+        let values = match (set_of(self), set_of(other)) {
+            (Some(mut a), Some(b)) => {
+                a.extend(b);
+                let d = Self::from_values(a, cap);
+                d.values
+            }
+            _ => None,
+        };
+        Self {
+            range,
+            values,
+            null_allowed: self.null_allowed || other.null_allowed,
+        }
+    }
+}
+
+fn min<'a>(a: &'a ScalarValue, b: &'a ScalarValue) -> &'a ScalarValue {
+    if b < a { b } else { a }
+}
+
+fn max<'a>(a: &'a ScalarValue, b: &'a ScalarValue) -> &'a ScalarValue {
+    if b > a { b } else { a }
+}
+
+/// A filter compacted into per-column domains: `None` means the filter is false (no row can
+/// pass); a column absent from the map is unconstrained.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Domains {
+    /// Domains by column index in the scan's output schema; `None` = no row passes.
+    pub columns: Option<BTreeMap<usize, ColumnDomain>>,
+}
+
+impl Domains {
+    /// No constraint at all.
+    pub fn all() -> Self {
+        Self {
+            columns: Some(BTreeMap::new()),
+        }
+    }
+
+    /// Nothing passes.
+    pub fn none() -> Self {
+        Self { columns: None }
+    }
+
+    fn column(index: usize, d: ColumnDomain) -> Self {
+        if d.is_empty() {
+            return Self::none();
+        }
+        Self {
+            columns: Some(BTreeMap::from([(index, d)])),
+        }
+    }
+
+    fn and(self, other: Self) -> Self {
+        let (Some(mut a), Some(b)) = (self.columns, other.columns) else {
+            return Self::none();
+        };
+        for (i, d) in b {
+            let merged = match a.get(&i) {
+                Some(existing) => existing.intersect(&d),
+                None => d,
+            };
+            if merged.is_empty() {
+                return Self::none();
+            }
+            a.insert(i, merged);
+        }
+        Self { columns: Some(a) }
+    }
+
+    fn or(self, other: Self, cap: usize) -> Self {
+        match (self.columns, other.columns) {
+            (None, x) | (x, None) => Self { columns: x },
+            (Some(a), Some(b)) => Self {
+                columns: Some(
+                    a.iter()
+                        .filter_map(|(i, d)| b.get(i).map(|e| (*i, d.union(e, cap))))
+                        .collect(),
+                ),
+            },
+        }
+    }
+}
+
+/// Compacts `expr` (evaluated over rows of `schema`) into per-column domains; `cap` bounds value
+/// sets. Dynamic filters are read at their current value.
+pub fn normalize(expr: &Arc<dyn PhysicalExpr>, schema: &Schema, cap: usize) -> Domains {
+    let any = expr.as_any();
+    if let Some(d) = any.downcast_ref::<DynamicFilterPhysicalExpr>() {
+        return match d.current() {
+            Ok(current) => normalize(&current, schema, cap),
+            Err(_) => Domains::all(),
+        };
+    }
+    if let Some(lit) = any.downcast_ref::<Literal>() {
+        return match lit.value() {
+            ScalarValue::Boolean(Some(true)) => Domains::all(),
+            ScalarValue::Boolean(_) => Domains::none(),
+            _ => Domains::all(),
+        };
+    }
+    if let Some(b) = any.downcast_ref::<BinaryExpr>() {
+        return match b.op() {
+            Operator::And => {
+                normalize(b.left(), schema, cap).and(normalize(b.right(), schema, cap))
+            }
+            Operator::Or => {
+                normalize(b.left(), schema, cap).or(normalize(b.right(), schema, cap), cap)
+            }
+            op => comparison(b.left(), *op, b.right(), schema),
+        };
+    }
+    if let Some(case) = any.downcast_ref::<CaseExpr>() {
+        let mut out = match case.else_expr() {
+            Some(e) => normalize(e, schema, cap),
+            None => Domains::none(), // missing ELSE is NULL: it adds nothing
+        };
+        for (_, then) in case.when_then_expr() {
+            out = out.or(normalize(then, schema, cap), cap);
+        }
+        return out;
+    }
+    if let Some(is_null) = any.downcast_ref::<IsNullExpr>() {
+        if let Some((index, _)) = column(is_null.arg(), schema) {
+            return Domains::column(index, ColumnDomain::only_null());
+        }
+        return Domains::all();
+    }
+    if let Some(in_list) = any.downcast_ref::<InListExpr>() {
+        return in_list_domains(in_list, schema, cap);
+    }
+    Domains::all()
+}
+
+fn column(expr: &Arc<dyn PhysicalExpr>, schema: &Schema) -> Option<(usize, DataType)> {
+    let c = expr.as_any().downcast_ref::<Column>()?;
+    let field = schema.fields().get(c.index())?;
+    Some((c.index(), field.data_type().clone()))
+}
+
+/// A literal usable in a domain of a column of type `ty`: same type, not NULL, not NaN or ±0.0.
+fn usable(value: &ScalarValue, ty: &DataType) -> Option<ScalarValue> {
+    if value.is_null() || &value.data_type() != ty {
+        return None;
+    }
+    match value {
+        ScalarValue::Float32(Some(v)) if v.is_nan() || *v == 0.0 => None,
+        ScalarValue::Float64(Some(v)) if v.is_nan() || *v == 0.0 => None,
+        ScalarValue::Float16(Some(v)) if v.is_nan() || f32::from(*v) == 0.0 => None,
+        _ => Some(value.clone()),
+    }
+}
+
+fn comparison(
+    left: &Arc<dyn PhysicalExpr>,
+    op: Operator,
+    right: &Arc<dyn PhysicalExpr>,
+    schema: &Schema,
+) -> Domains {
+    let (col, lit, op) = match (
+        column(left, schema),
+        right.as_any().downcast_ref::<Literal>(),
+    ) {
+        (Some(c), Some(l)) => (c, l, op),
+        _ => match (
+            column(right, schema),
+            left.as_any().downcast_ref::<Literal>(),
+            op.swap(),
+        ) {
+            (Some(c), Some(l), Some(op)) => (c, l, op),
+            _ => return Domains::all(),
+        },
+    };
+    let (index, ty) = col;
+    let Some(v) = usable(lit.value(), &ty) else {
+        return Domains::all();
+    };
+    // Ranges are inclusive: `<` and `>` widen to `<=` and `>=`, which only keeps more rows. The
+    // open side takes the type's extreme; a type without one (strings above, floats above: NaN
+    // sorts above every number, case c02) leaves the column unconstrained.
+    let d = match op {
+        Operator::Eq => ColumnDomain::from_values(vec![v], usize::MAX),
+        Operator::Lt | Operator::LtEq => match type_min(&ty) {
+            Some(lo) => ColumnDomain::range(lo, v),
+            None => return Domains::all(),
+        },
+        Operator::Gt | Operator::GtEq => match type_max(&ty) {
+            Some(hi) => ColumnDomain::range(v, hi),
+            None => return Domains::all(),
+        },
+        _ => return Domains::all(),
+    };
+    Domains::column(index, d)
+}
+
+/// The smallest value of a type, for ranges open below.
+fn type_min(ty: &DataType) -> Option<ScalarValue> {
+    Some(match ty {
+        DataType::Int8 => ScalarValue::Int8(Some(i8::MIN)),
+        DataType::Int16 => ScalarValue::Int16(Some(i16::MIN)),
+        DataType::Int32 => ScalarValue::Int32(Some(i32::MIN)),
+        DataType::Int64 => ScalarValue::Int64(Some(i64::MIN)),
+        DataType::Date32 => ScalarValue::Date32(Some(i32::MIN)),
+        DataType::Float32 => ScalarValue::Float32(Some(f32::NEG_INFINITY)),
+        DataType::Float64 => ScalarValue::Float64(Some(f64::NEG_INFINITY)),
+        DataType::Decimal128(p, s) => {
+            ScalarValue::Decimal128(Some(-(10i128.pow(u32::from(*p)) - 1)), *p, *s)
+        }
+        DataType::Utf8 => ScalarValue::Utf8(Some(String::new())),
+        DataType::LargeUtf8 => ScalarValue::LargeUtf8(Some(String::new())),
+        DataType::Utf8View => ScalarValue::Utf8View(Some(String::new())),
+        _ => return None,
+    })
+}
+
+/// The largest value of a type, for ranges open above. Floats have none usable (NaN).
+fn type_max(ty: &DataType) -> Option<ScalarValue> {
+    Some(match ty {
+        DataType::Int8 => ScalarValue::Int8(Some(i8::MAX)),
+        DataType::Int16 => ScalarValue::Int16(Some(i16::MAX)),
+        DataType::Int32 => ScalarValue::Int32(Some(i32::MAX)),
+        DataType::Int64 => ScalarValue::Int64(Some(i64::MAX)),
+        DataType::Date32 => ScalarValue::Date32(Some(i32::MAX)),
+        DataType::Decimal128(p, s) => {
+            ScalarValue::Decimal128(Some(10i128.pow(u32::from(*p)) - 1), *p, *s)
+        }
+        _ => return None,
+    })
+}
+
+fn in_list_domains(in_list: &InListExpr, schema: &Schema, cap: usize) -> Domains {
+    if in_list.negated() {
+        return Domains::all();
+    }
+    let literals: Option<Vec<&ScalarValue>> = in_list
+        .list()
+        .iter()
+        .map(|e| e.as_any().downcast_ref::<Literal>().map(Literal::value))
+        .collect();
+    let Some(literals) = literals else {
+        return Domains::all();
+    };
+    // Single column.
+    if let Some((index, ty)) = column(in_list.expr(), schema) {
+        let mut values = Vec::with_capacity(literals.len());
+        for l in literals {
+            if l.is_null() {
+                continue; // NULL in an IN list never matches
+            }
+            match usable(l, &ty) {
+                Some(v) => values.push(v),
+                None => return Domains::all(), // dropping it would narrow the set
+            }
+        }
+        return Domains::column(index, ColumnDomain::from_values(values, cap));
+    }
+    // struct(c0, c1, ...) IN ({c0: .., c1: ..}, ...): one constraint per column.
+    let Some(func) = in_list.expr().as_any().downcast_ref::<ScalarFunctionExpr>() else {
+        return Domains::all();
+    };
+    if func.name() != "struct" && func.name() != "named_struct" {
+        return Domains::all();
+    }
+    let columns: Vec<Option<(usize, DataType)>> =
+        func.args().iter().map(|a| column(a, schema)).collect();
+    let mut per_column: Vec<Vec<ScalarValue>> = vec![vec![]; columns.len()];
+    let mut usable_column = vec![true; columns.len()];
+    for l in literals {
+        let ScalarValue::Struct(arr) = l else {
+            return Domains::all();
+        };
+        if arr.len() != 1 || arr.num_columns() != columns.len() {
+            return Domains::all();
+        }
+        for (j, c) in columns.iter().enumerate() {
+            let Some((_, ty)) = c else {
+                usable_column[j] = false;
+                continue;
+            };
+            match ScalarValue::try_from_array(arr.column(j), 0)
+                .ok()
+                .and_then(|v| {
+                    if v.is_null() {
+                        Some(None)
+                    } else {
+                        usable(&v, ty).map(Some)
+                    }
+                }) {
+                Some(Some(v)) => per_column[j].push(v),
+                Some(None) => {} // a NULL key component never matches
+                None => usable_column[j] = false,
+            }
+        }
+    }
+    let mut out = Domains::all();
+    for (j, c) in columns.into_iter().enumerate() {
+        if let (Some((index, _)), true) = (c, usable_column[j]) {
+            out = out.and(Domains::column(
+                index,
+                ColumnDomain::from_values(std::mem::take(&mut per_column[j]), cap),
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow::datatypes::Field;
+    use datafusion::physical_expr::expressions::{case, col, in_list, is_null, lit};
+
+    use super::*;
+
+    fn schema() -> Schema {
+        Schema::new(vec![
+            Field::new("k", DataType::Int32, true),
+            Field::new("k2", DataType::Int32, true),
+            Field::new("v", DataType::Int64, true),
+            Field::new("f", DataType::Float64, true),
+        ])
+    }
+
+    fn bin(
+        l: Arc<dyn PhysicalExpr>,
+        op: Operator,
+        r: Arc<dyn PhysicalExpr>,
+    ) -> Arc<dyn PhysicalExpr> {
+        Arc::new(BinaryExpr::new(l, op, r))
+    }
+
+    fn k() -> Arc<dyn PhysicalExpr> {
+        col("k", &schema()).unwrap()
+    }
+
+    fn ints(vs: &[i32]) -> Vec<Arc<dyn PhysicalExpr>> {
+        vs.iter().map(|v| lit(*v)).collect()
+    }
+
+    /// `k >= lo AND k <= hi AND k IN (set)`, as a CollectLeft hash join prints it.
+    fn bounds_and_set(lo: i32, hi: i32, set: &[i32]) -> Arc<dyn PhysicalExpr> {
+        let s = schema();
+        let range = bin(
+            bin(k(), Operator::GtEq, lit(lo)),
+            Operator::And,
+            bin(k(), Operator::LtEq, lit(hi)),
+        );
+        bin(
+            range,
+            Operator::And,
+            in_list(k(), ints(set), &false, &s).unwrap(),
+        )
+    }
+
+    fn show(d: &Domains) -> String {
+        match &d.columns {
+            None => "false".into(),
+            Some(cols) if cols.is_empty() => "true".into(),
+            Some(cols) => cols
+                .iter()
+                .map(|(i, c)| {
+                    let range = c
+                        .range
+                        .as_ref()
+                        .map(|(a, b)| format!("[{a}, {b}]"))
+                        .unwrap_or_else(|| "no value".into());
+                    let set = c
+                        .values
+                        .as_ref()
+                        .map(|v| {
+                            format!(
+                                " in {{{}}}",
+                                v.iter()
+                                    .map(|x| x.to_string())
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            )
+                        })
+                        .unwrap_or_default();
+                    let null = if c.null_allowed { " or null" } else { "" };
+                    format!("#{i}: {range}{set}{null}")
+                })
+                .collect::<Vec<_>>()
+                .join("; "),
+        }
+    }
+
+    fn norm(e: &Arc<dyn PhysicalExpr>, cap: usize) -> String {
+        show(&normalize(e, &schema(), cap))
+    }
+
+    #[test]
+    fn collect_left_bounds_and_in_list() {
+        // Duplicates in the build-side list are kept by DataFusion; the domain dedupes.
+        assert_eq!(
+            norm(&bounds_and_set(3, 1200, &[3, 5, 7, 5, 1200]), 150),
+            "#0: [3, 1200] in {3, 5, 7, 1200}"
+        );
+    }
+
+    #[test]
+    fn unconvertible_conjunct_is_dropped() {
+        // Stands for `hash_lookup`: column against column constrains nothing.
+        let s = schema();
+        let range = bin(
+            bin(k(), Operator::GtEq, lit(0)),
+            Operator::And,
+            bin(k(), Operator::LtEq, lit(2793)),
+        );
+        let e = bin(
+            range,
+            Operator::And,
+            bin(k(), Operator::Eq, col("k2", &s).unwrap()),
+        );
+        assert_eq!(norm(&e, 150), "#0: [0, 2793]");
+    }
+
+    #[test]
+    fn hash_routed_case_unions_branches() {
+        let s = schema();
+        let routing = bin(col("k2", &s).unwrap(), Operator::Modulo, lit(4));
+        let e = case(
+            Some(routing.clone()),
+            vec![
+                (lit(0), bounds_and_set(3, 7, &[3, 5, 7, 5])),
+                (lit(2), bounds_and_set(1200, 1200, &[1200])),
+            ],
+            Some(lit(false)),
+        )
+        .unwrap();
+        assert_eq!(norm(&e, 150), "#0: [3, 1200] in {3, 5, 7, 1200}");
+        // A union over the cap keeps only the range.
+        assert_eq!(norm(&e, 3), "#0: [3, 1200]");
+        // ELSE true (e.g. a cancelled build partition) removes the constraint.
+        let e = case(
+            Some(routing.clone()),
+            vec![(lit(0), bounds_and_set(3, 7, &[3]))],
+            Some(lit(true)),
+        )
+        .unwrap();
+        assert_eq!(norm(&e, 150), "true");
+        // A missing ELSE is NULL: it adds nothing.
+        let e = case(
+            Some(routing),
+            vec![(lit(0), bounds_and_set(3, 7, &[3, 7]))],
+            None,
+        )
+        .unwrap();
+        assert_eq!(norm(&e, 150), "#0: [3, 7] in {3, 7}");
+    }
+
+    #[test]
+    fn topk_keeps_null_and_aggregate_or_over_columns_is_unconstrained() {
+        let s = schema();
+        let v = col("v", &s).unwrap();
+        let topk = bin(
+            is_null(v.clone()).unwrap(),
+            Operator::Or,
+            bin(v.clone(), Operator::Gt, lit(39970i64)),
+        );
+        assert_eq!(
+            norm(&topk, 150),
+            format!("#2: [39970, {}] or null", i64::MAX)
+        );
+        let agg = bin(
+            bin(v, Operator::Lt, lit(0i64)),
+            Operator::Or,
+            bin(k(), Operator::Gt, lit(3999)),
+        );
+        assert_eq!(norm(&agg, 150), "true");
+    }
+
+    #[test]
+    fn and_intersects_and_empty_is_false() {
+        let e = bin(
+            bounds_and_set(1, 10, &[1, 5, 9]),
+            Operator::And,
+            bin(k(), Operator::GtEq, lit(4)),
+        );
+        assert_eq!(norm(&e, 150), "#0: [5, 9] in {5, 9}");
+        let e = bin(
+            bin(k(), Operator::Eq, lit(1)),
+            Operator::And,
+            bin(k(), Operator::Eq, lit(2)),
+        );
+        assert_eq!(norm(&e, 150), "false");
+        assert_eq!(norm(&lit(false), 150), "false");
+        assert_eq!(norm(&lit(ScalarValue::Boolean(None)), 150), "false");
+    }
+
+    #[test]
+    fn unusable_literals_constrain_nothing() {
+        let s = schema();
+        let f = col("f", &s).unwrap();
+        // Literal of another type than the column.
+        assert_eq!(norm(&bin(k(), Operator::Eq, lit(3i64)), 150), "true");
+        // NaN and ±0.0 literals; an IN list holding one is not used at all.
+        assert_eq!(
+            norm(&bin(f.clone(), Operator::Eq, lit(f64::NAN)), 150),
+            "true"
+        );
+        assert_eq!(
+            norm(&bin(f.clone(), Operator::LtEq, lit(-0.0f64)), 150),
+            "true"
+        );
+        let list = vec![lit(1.5f64), lit(f64::NAN)];
+        assert_eq!(
+            norm(&in_list(f.clone(), list, &false, &s).unwrap(), 150),
+            "true"
+        );
+        // Floats have no usable upper bound (NaN sorts above every number): `>` constrains nothing.
+        assert_eq!(
+            norm(&bin(f.clone(), Operator::Gt, lit(2.5f64)), 150),
+            "true"
+        );
+        assert_eq!(
+            norm(&bin(f, Operator::Lt, lit(2.5f64)), 150),
+            "#3: [-inf, 2.5]"
+        );
+        // NOT IN, and NULLs in an IN list (they never match).
+        assert_eq!(
+            norm(&in_list(k(), ints(&[1, 2]), &true, &s).unwrap(), 150),
+            "true"
+        );
+        let list = vec![lit(3), lit(ScalarValue::Int32(None)), lit(9)];
+        assert_eq!(
+            norm(&in_list(k(), list, &false, &s).unwrap(), 150),
+            "#0: [3, 9] in {3, 9}"
+        );
+    }
+}
