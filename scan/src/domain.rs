@@ -182,7 +182,8 @@ impl Domains {
         }
     }
 
-    fn and(self, other: Self) -> Self {
+    /// Intersection: both filters hold.
+    pub fn and(self, other: Self) -> Self {
         let (Some(mut a), Some(b)) = (self.columns, other.columns) else {
             return Self::none();
         };

@@ -35,7 +35,15 @@ use iceberg::scan::FileScanTask;
 use iceberg::spec::DataContentType;
 use iceberg::table::Table;
 
+use crate::domain::{Domains, normalize};
 use crate::equality_deletes::{self, DeleteKeys, DeleteKeysCache};
+use crate::prune::{BoundsByFile, file_may_match};
+use datafusion::common::config::ConfigOptions;
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr_common::physical_expr::is_dynamic_physical_expr;
+use datafusion::physical_plan::filter_pushdown::{
+    ChildPushdownResult, FilterPushdownPhase, FilterPushdownPropagation, PushedDown,
+};
 
 /// Reads Iceberg data files with iceberg's `ArrowReader`, one output partition per task group.
 ///
@@ -58,6 +66,15 @@ pub struct IcebergScanExec {
     statistics: Arc<Vec<Statistics>>,
     total_statistics: Statistics,
     delete_keys: Arc<DeleteKeysCache>,
+    /// Dynamic filters pushed by joins, TopK and aggregates (kept so their producers compute
+    /// them: `HashJoinExec` checks `is_used()`), in output-schema column indices.
+    dynamic_filters: Vec<Arc<dyn PhysicalExpr>>,
+    /// Prune files with `dynamic_filters` (`iceflight.scan.dynamic_filter_pruning`).
+    dynamic_pruning: bool,
+    /// Value-set cap of domains = `hash_join_inlist_pushdown_max_distinct_values`.
+    inlist_cap: usize,
+    /// Manifest bounds of the output columns, by data file path.
+    file_bounds: Arc<BoundsByFile>,
     metrics: ExecutionPlanMetricsSet,
     cache: Arc<PlanProperties>,
 }
@@ -87,6 +104,10 @@ pub struct PlannedScan {
     pub statistics: Vec<Statistics>,
     /// Statistics of the whole scan.
     pub total_statistics: Statistics,
+    /// Manifest bounds of the output columns, by data file path.
+    pub file_bounds: BoundsByFile,
+    /// `iceflight.scan.dynamic_filter_pruning`.
+    pub dynamic_pruning: bool,
 }
 
 impl IcebergScanExec {
@@ -110,6 +131,10 @@ impl IcebergScanExec {
             statistics: Arc::new(plan.statistics),
             total_statistics: plan.total_statistics,
             delete_keys: Arc::new(DeleteKeysCache::default()),
+            dynamic_filters: vec![],
+            dynamic_pruning: plan.dynamic_pruning,
+            inlist_cap: 150,
+            file_bounds: Arc::new(plan.file_bounds),
             metrics: ExecutionPlanMetricsSet::new(),
             cache,
         }
@@ -176,6 +201,14 @@ impl DisplayAs for IcebergScanExec {
                 if let Some(l) = self.limit {
                     write!(f, ", limit={l}")?;
                 }
+                if !self.dynamic_filters.is_empty() {
+                    let pruning = if self.dynamic_pruning { "on" } else { "off" };
+                    write!(
+                        f,
+                        ", dynamic_filters={} (file pruning {pruning})",
+                        self.dynamic_filters.len()
+                    )?;
+                }
                 Ok(())
             }
             DisplayFormatType::TreeRender => {
@@ -232,6 +265,13 @@ impl ExecutionPlan for IcebergScanExec {
             field_types: Arc::clone(&self.field_types),
             batch_size: self.batch_size,
             delete_keys: Arc::clone(&self.delete_keys),
+            dynamic_filters: if self.dynamic_pruning {
+                self.dynamic_filters.clone()
+            } else {
+                vec![]
+            },
+            inlist_cap: self.inlist_cap,
+            file_bounds: Arc::clone(&self.file_bounds),
             metrics: metrics.clone(),
         });
         let batches = stream::iter(tasks)
@@ -274,12 +314,46 @@ impl ExecutionPlan for IcebergScanExec {
     fn fetch(&self) -> Option<usize> {
         self.limit
     }
+
+    /// Keeps every dynamic filter offered (their producers only compute filters someone holds)
+    /// and answers `No` to all filters: the scan only skips files with them; the operators above
+    /// still evaluate every filter.
+    fn handle_child_pushdown_result(
+        &self,
+        _phase: FilterPushdownPhase,
+        child_pushdown_result: ChildPushdownResult,
+        config: &ConfigOptions,
+    ) -> Result<FilterPushdownPropagation<Arc<dyn ExecutionPlan>>> {
+        let mut dynamic = vec![];
+        let answers = child_pushdown_result
+            .parent_filters
+            .into_iter()
+            .map(|f| {
+                if is_dynamic_physical_expr(&f.filter) {
+                    dynamic.push(f.filter);
+                }
+                PushedDown::No
+            })
+            .collect();
+        let propagation = FilterPushdownPropagation::with_parent_pushdown_result(answers);
+        if dynamic.is_empty() {
+            return Ok(propagation);
+        }
+        let mut new = self.clone();
+        new.dynamic_filters.extend(dynamic);
+        new.inlist_cap = config
+            .optimizer
+            .hash_join_inlist_pushdown_max_distinct_values;
+        new.metrics = ExecutionPlanMetricsSet::new();
+        Ok(propagation.with_updated_node(Arc::new(new)))
+    }
 }
 
 /// Counters of one output partition, shown by `EXPLAIN ANALYZE`.
 #[derive(Debug, Clone)]
 struct ScanMetrics {
     output_rows: Count,
+    files_pruned_dynamic: Count,
     files_opened: Count,
     bytes_scanned: Count,
     equality_deleted_rows: Count,
@@ -289,6 +363,8 @@ impl ScanMetrics {
     fn new(set: &ExecutionPlanMetricsSet, partition: usize) -> Self {
         Self {
             output_rows: MetricBuilder::new(set).output_rows(partition),
+            files_pruned_dynamic: MetricBuilder::new(set)
+                .counter("files_pruned_dynamic", partition),
             files_opened: MetricBuilder::new(set).counter("files_opened", partition),
             bytes_scanned: MetricBuilder::new(set).counter("bytes_scanned", partition),
             equality_deleted_rows: MetricBuilder::new(set)
@@ -305,14 +381,37 @@ struct TaskOpener {
     field_types: Arc<Vec<(i32, DataType)>>,
     batch_size: usize,
     delete_keys: Arc<DeleteKeysCache>,
+    dynamic_filters: Vec<Arc<dyn PhysicalExpr>>,
+    inlist_cap: usize,
+    file_bounds: Arc<BoundsByFile>,
     metrics: ScanMetrics,
 }
 
 impl TaskOpener {
+    /// Whether the dynamic filters, at their current value, rule this task's file out.
+    fn pruned_by_dynamic_filters(&self, task: &FileScanTask) -> bool {
+        if self.dynamic_filters.is_empty() {
+            return false;
+        }
+        let domains = self.dynamic_filters.iter().fold(Domains::all(), |acc, f| {
+            acc.and(normalize(f, &self.schema, self.inlist_cap))
+        });
+        if domains.columns.is_none() {
+            return true;
+        }
+        self.file_bounds
+            .get(&task.data_file_path)
+            .is_some_and(|bounds| !file_may_match(&domains, bounds))
+    }
+
     async fn open(
         &self,
         mut task: FileScanTask,
     ) -> Result<futures::stream::BoxStream<'static, Result<RecordBatch>>> {
+        if self.pruned_by_dynamic_filters(&task) {
+            self.metrics.files_pruned_dynamic.add(1);
+            return Ok(stream::empty().boxed());
+        }
         // Equality deletes are ours (null-safe); iceberg keeps the positional ones.
         let (equality, positional): (Vec<_>, Vec<_>) = std::mem::take(&mut task.deletes)
             .into_iter()

@@ -17,6 +17,7 @@ pub mod metrics_index;
 pub mod options;
 pub mod predicate;
 pub mod provider;
+pub mod prune;
 
 pub use exec::IcebergScanExec;
 pub use options::IceflightOptions;

@@ -10,19 +10,31 @@ pub struct IceflightOptions {
     /// `iceflight.scan.batch_size`: rows per batch decoded by the Parquet reader; 0 (default)
     /// uses `datafusion.execution.batch_size`.
     pub scan_batch_size: usize,
+    /// `iceflight.scan.dynamic_filter_pruning` (default true): use the dynamic filters of joins,
+    /// TopK and aggregates to skip data files; false compares the same build without it.
+    pub dynamic_filter_pruning: bool,
 }
 
 impl Default for IceflightOptions {
     fn default() -> Self {
-        Self { scan_batch_size: 0 }
+        Self {
+            scan_batch_size: 0,
+            dynamic_filter_pruning: true,
+        }
     }
 }
 
 impl IceflightOptions {
-    const KEYS: [(&'static str, &'static str); 1] = [(
-        "scan.batch_size",
-        "Rows per batch decoded by the Parquet reader; 0 uses datafusion.execution.batch_size",
-    )];
+    const KEYS: [(&'static str, &'static str); 2] = [
+        (
+            "scan.batch_size",
+            "Rows per batch decoded by the Parquet reader; 0 uses datafusion.execution.batch_size",
+        ),
+        (
+            "scan.dynamic_filter_pruning",
+            "Skip data files with the dynamic filters of joins, TopK and aggregates",
+        ),
+    ];
 }
 
 impl ConfigExtension for IceflightOptions {
@@ -52,6 +64,14 @@ impl ExtensionOptions for IceflightOptions {
                 })?;
                 Ok(())
             }
+            "scan.dynamic_filter_pruning" => {
+                self.dynamic_filter_pruning = value.trim().parse().map_err(|_| {
+                    DataFusionError::Configuration(format!(
+                        "iceflight.scan.dynamic_filter_pruning must be true or false, got {value:?}"
+                    ))
+                })?;
+                Ok(())
+            }
             _ => Err(DataFusionError::Configuration(format!(
                 "unknown setting iceflight.{key} (known: {})",
                 Self::KEYS.map(|(k, _)| format!("iceflight.{k}")).join(", ")
@@ -60,11 +80,19 @@ impl ExtensionOptions for IceflightOptions {
     }
 
     fn entries(&self) -> Vec<ConfigEntry> {
-        vec![ConfigEntry {
-            key: format!("{}.{}", Self::PREFIX, Self::KEYS[0].0),
-            value: Some(self.scan_batch_size.to_string()),
-            description: Self::KEYS[0].1,
-        }]
+        let values = [
+            self.scan_batch_size.to_string(),
+            self.dynamic_filter_pruning.to_string(),
+        ];
+        Self::KEYS
+            .iter()
+            .zip(values)
+            .map(|((key, description), value)| ConfigEntry {
+                key: format!("{}.{key}", Self::PREFIX),
+                value: Some(value),
+                description,
+            })
+            .collect()
     }
 }
 

@@ -28,8 +28,9 @@ use iceberg::table::Table;
 use parquet::arrow::PARQUET_FIELD_ID_META_KEY;
 
 use crate::exec::{IcebergScanExec, PlannedScan};
-use crate::metrics_index::FileMetricsIndex;
+use crate::metrics_index::{FileMetricsIndex, datum_to_scalar};
 use crate::predicate::PredicateConverter;
+use crate::prune::ColumnBounds;
 
 /// A DataFusion table backed by an iceberg [`Table`] (at its current snapshot, loaded by the
 /// catalog when the query is planned).
@@ -147,14 +148,15 @@ impl TableProvider for IcebergTableProvider {
             .collect::<Result<Vec<(i32, DataType)>>>()?;
         let config = state.config();
         let target_partitions = config.target_partitions().max(1);
-        let batch_size = match config
+        let options = config
             .options()
             .extensions
             .get::<crate::IceflightOptions>()
-            .map(|o| o.scan_batch_size)
-        {
-            Some(n) if n > 0 => n,
-            _ => config.batch_size(),
+            .cloned()
+            .unwrap_or_default();
+        let batch_size = match options.scan_batch_size {
+            0 => config.batch_size(),
+            n => n,
         };
 
         let mut predicate = None;
@@ -212,7 +214,33 @@ impl TableProvider for IcebergTableProvider {
         } else {
             statistics
         };
+        let file_bounds = file_groups
+            .iter()
+            .flatten()
+            .filter_map(|t| {
+                let file = index.get(&t.data_file_path)?;
+                let bounds = schema
+                    .fields()
+                    .iter()
+                    .zip(&field_ids)
+                    .map(|(f, id)| ColumnBounds {
+                        min: file
+                            .lower_bounds()
+                            .get(id)
+                            .and_then(|d| datum_to_scalar(d, f.data_type())),
+                        max: file
+                            .upper_bounds()
+                            .get(id)
+                            .and_then(|d| datum_to_scalar(d, f.data_type())),
+                        null_count: file.null_value_counts().get(id).copied(),
+                    })
+                    .collect();
+                Some((t.data_file_path.clone(), bounds))
+            })
+            .collect();
         Ok(Arc::new(IcebergScanExec::new(PlannedScan {
+            file_bounds,
+            dynamic_pruning: options.dynamic_filter_pruning,
             table: self.table.clone(),
             schema,
             field_ids,
