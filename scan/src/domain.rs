@@ -173,6 +173,14 @@ impl Domains {
         Self { columns: None }
     }
 
+    /// With `yes`, lets NULL pass in every constrained column.
+    fn allow_null(mut self, yes: bool) -> Self {
+        if let (true, Some(cols)) = (yes, self.columns.as_mut()) {
+            cols.values_mut().for_each(|d| d.null_allowed = true);
+        }
+        self
+    }
+
     fn column(index: usize, d: ColumnDomain) -> Self {
         if d.is_empty() {
             return Self::none();
@@ -216,11 +224,21 @@ impl Domains {
 
 /// Compacts `expr` (evaluated over rows of `schema`) into per-column domains; `cap` bounds value
 /// sets. Dynamic filters are read at their current value.
-pub fn normalize(expr: &Arc<dyn PhysicalExpr>, schema: &Schema, cap: usize) -> Domains {
+///
+/// `null_may_pass`: let NULL through every comparison and IN list. A join's dynamic filter does
+/// not say whether the join is null-equal (`IS NOT DISTINCT FROM`), where a NULL probe key must
+/// reach the join although `k >= 1` is NULL for it (case c04); such filters are not proven
+/// null-safe, so their domains keep NULL.
+pub fn normalize(
+    expr: &Arc<dyn PhysicalExpr>,
+    schema: &Schema,
+    cap: usize,
+    null_may_pass: bool,
+) -> Domains {
     let any = expr.as_any();
     if let Some(d) = any.downcast_ref::<DynamicFilterPhysicalExpr>() {
         return match d.current() {
-            Ok(current) => normalize(&current, schema, cap),
+            Ok(current) => normalize(&current, schema, cap, null_may_pass),
             Err(_) => Domains::all(),
         };
     }
@@ -233,22 +251,24 @@ pub fn normalize(expr: &Arc<dyn PhysicalExpr>, schema: &Schema, cap: usize) -> D
     }
     if let Some(b) = any.downcast_ref::<BinaryExpr>() {
         return match b.op() {
-            Operator::And => {
-                normalize(b.left(), schema, cap).and(normalize(b.right(), schema, cap))
-            }
-            Operator::Or => {
-                normalize(b.left(), schema, cap).or(normalize(b.right(), schema, cap), cap)
-            }
-            op => comparison(b.left(), *op, b.right(), schema),
+            Operator::And => normalize(b.left(), schema, cap, null_may_pass).and(normalize(
+                b.right(),
+                schema,
+                cap,
+                null_may_pass,
+            )),
+            Operator::Or => normalize(b.left(), schema, cap, null_may_pass)
+                .or(normalize(b.right(), schema, cap, null_may_pass), cap),
+            op => comparison(b.left(), *op, b.right(), schema).allow_null(null_may_pass),
         };
     }
     if let Some(case) = any.downcast_ref::<CaseExpr>() {
         let mut out = match case.else_expr() {
-            Some(e) => normalize(e, schema, cap),
+            Some(e) => normalize(e, schema, cap, null_may_pass),
             None => Domains::none(), // missing ELSE is NULL: it adds nothing
         };
         for (_, then) in case.when_then_expr() {
-            out = out.or(normalize(then, schema, cap), cap);
+            out = out.or(normalize(then, schema, cap, null_may_pass), cap);
         }
         return out;
     }
@@ -259,7 +279,7 @@ pub fn normalize(expr: &Arc<dyn PhysicalExpr>, schema: &Schema, cap: usize) -> D
         return Domains::all();
     }
     if let Some(in_list) = any.downcast_ref::<InListExpr>() {
-        return in_list_domains(in_list, schema, cap);
+        return in_list_domains(in_list, schema, cap).allow_null(null_may_pass);
     }
     Domains::all()
 }
@@ -517,7 +537,25 @@ mod tests {
     }
 
     fn norm(e: &Arc<dyn PhysicalExpr>, cap: usize) -> String {
-        show(&normalize(e, &schema(), cap))
+        show(&normalize(e, &schema(), cap, false))
+    }
+
+    #[test]
+    fn null_may_pass_keeps_null_keys() {
+        // Case c04: a null-equal join's filter must not drop NULL probe keys.
+        let d = normalize(&bounds_and_set(1, 1, &[1]), &schema(), 150, true);
+        assert_eq!(show(&d), "#0: [1, 1] in {1} or null");
+        // An empty non-null intersection still lets NULL through; a false filter does not.
+        let e = bin(
+            bin(k(), Operator::Eq, lit(1)),
+            Operator::And,
+            bin(k(), Operator::Eq, lit(2)),
+        );
+        assert_eq!(
+            show(&normalize(&e, &schema(), 150, true)),
+            "#0: no value in {} or null"
+        );
+        assert_eq!(show(&normalize(&lit(false), &schema(), 150, true)), "false");
     }
 
     #[test]

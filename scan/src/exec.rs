@@ -388,13 +388,14 @@ struct TaskOpener {
 }
 
 impl TaskOpener {
-    /// Whether the dynamic filters, at their current value, rule this task's file out.
+    /// Whether the dynamic filters, at their current value, rule this task's file out. Their
+    /// domains keep NULL (not proven null-safe, case c04), so a file with NULL keys stays.
     fn pruned_by_dynamic_filters(&self, task: &FileScanTask) -> bool {
         if self.dynamic_filters.is_empty() {
             return false;
         }
         let domains = self.dynamic_filters.iter().fold(Domains::all(), |acc, f| {
-            acc.and(normalize(f, &self.schema, self.inlist_cap))
+            acc.and(normalize(f, &self.schema, self.inlist_cap, true))
         });
         if domains.columns.is_none() {
             return true;
