@@ -22,6 +22,16 @@ use iceberg::scan::FileScanTask;
 use iceberg::spec::{DataContentType, DataFile, Datum, PrimitiveLiteral, PrimitiveType};
 use iceberg::table::Table;
 
+/// Snapshots whose file index [`FileMetricsIndex::load_cached`] keeps.
+pub const INDEX_CACHE_ENTRIES: usize = 64;
+
+type IndexCache = std::sync::Mutex<HashMap<(uuid::Uuid, i64), Arc<FileMetricsIndex>>>;
+
+fn index_cache() -> &'static IndexCache {
+    static CACHE: std::sync::OnceLock<IndexCache> = std::sync::OnceLock::new();
+    CACHE.get_or_init(Default::default)
+}
+
 /// Data files of one snapshot, by path. Delete files are not indexed.
 #[derive(Debug, Default)]
 pub struct FileMetricsIndex {
@@ -53,6 +63,26 @@ impl FileMetricsIndex {
             }
         }
         Ok(Self { files })
+    }
+
+    /// [`Self::load`], memoised per (table uuid, snapshot id): a snapshot's manifests never change,
+    /// so each query after the first plans without re-reading them for statistics. At most
+    /// [`INDEX_CACHE_ENTRIES`] snapshots are kept (the cache is emptied when full).
+    pub async fn load_cached(table: &Table) -> iceberg::Result<Arc<Self>> {
+        let Some(snapshot) = table.metadata().current_snapshot() else {
+            return Ok(Arc::new(Self::default()));
+        };
+        let key = (table.metadata().uuid(), snapshot.snapshot_id());
+        if let Some(hit) = index_cache().lock().expect("index cache lock").get(&key) {
+            return Ok(Arc::clone(hit));
+        }
+        let index = Arc::new(Self::load(table).await?);
+        let mut cache = index_cache().lock().expect("index cache lock");
+        if cache.len() >= INDEX_CACHE_ENTRIES {
+            cache.clear();
+        }
+        cache.insert(key, Arc::clone(&index));
+        Ok(index)
     }
 
     /// Number of live data files in the snapshot.

@@ -161,7 +161,7 @@ impl TableProvider for IcebergTableProvider {
 
         let mut predicate = None;
         let mut tasks = Vec::new();
-        let index = FileMetricsIndex::load(&self.table)
+        let index = FileMetricsIndex::load_cached(&self.table)
             .await
             .map_err(external)?;
         if let Some(snapshot) = metadata.current_snapshot() {
