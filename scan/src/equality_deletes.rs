@@ -29,6 +29,8 @@ pub struct DeleteKeys {
     /// Equality field ids, in the order the key columns are encoded.
     pub field_ids: Vec<i32>,
     types: Vec<DataType>,
+    /// Row-format converter over `types`, built once and shared by every batch.
+    converter: RowConverter,
     keys: HashSet<Vec<u8>>,
 }
 
@@ -88,6 +90,7 @@ impl DeleteKeys {
         Ok(Self {
             field_ids: field_ids.to_vec(),
             types: types.to_vec(),
+            converter,
             keys,
         })
     }
@@ -119,7 +122,7 @@ impl DeleteKeys {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let rows = converter(&self.types)?.convert_columns(&columns)?;
+        let rows = self.converter.convert_columns(&columns)?;
         Ok(rows
             .iter()
             .map(|r| Some(!self.keys.contains(r.as_ref())))
@@ -192,11 +195,13 @@ mod tests {
     fn keys(values: Vec<Option<&str>>) -> DeleteKeys {
         let types = vec![DataType::Utf8];
         let col: ArrayRef = Arc::new(StringArray::from(values));
-        let rows = converter(&types).unwrap().convert_columns(&[col]).unwrap();
+        let converter = converter(&types).unwrap();
+        let rows = converter.convert_columns(&[col]).unwrap();
         DeleteKeys {
             field_ids: vec![2],
             types,
             keys: rows.iter().map(|r| r.as_ref().to_vec()).collect(),
+            converter,
         }
     }
 

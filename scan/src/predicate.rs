@@ -22,9 +22,7 @@
 //!   number, so `>`, `>=`, `<>` and `NOT IN` are never converted on them, nothing on them is
 //!   converted under `NOT`, and NaN / ±0.0 literals are never used.
 
-use std::sync::Arc;
-
-use arrow::datatypes::{DataType, Schema as ArrowSchema, TimeUnit};
+use arrow::datatypes::{DataType, Schema as ArrowSchema};
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::{Between, BinaryExpr, Expr, Like, Operator, expr::InList};
 use iceberg::expr::{Predicate, Reference};
@@ -303,33 +301,13 @@ pub fn scalar_to_datum(
     })
 }
 
-/// Whether [`scalar_to_datum`] could accept literals of this Arrow type at all (used to answer
-/// `supports_filters_pushdown` cheaply).
-pub fn is_convertible_type(arrow_type: &DataType) -> bool {
-    matches!(
-        arrow_type,
-        DataType::Boolean
-            | DataType::Int32
-            | DataType::Int64
-            | DataType::Float32
-            | DataType::Float64
-            | DataType::Decimal128(..)
-            | DataType::Utf8
-            | DataType::LargeUtf8
-            | DataType::Utf8View
-            | DataType::Date32
-            | DataType::Timestamp(TimeUnit::Microsecond, _)
-    )
-}
-
-/// Shared, immutable form of a converted predicate for display in plans.
-pub type SharedPredicate = Arc<Predicate>;
-
 #[cfg(test)]
 mod tests {
     use datafusion::logical_expr::{col, lit};
     use datafusion::prelude::Expr;
     use iceberg::spec::{NestedField, Schema};
+
+    use std::sync::Arc;
 
     use super::*;
 

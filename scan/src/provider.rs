@@ -70,6 +70,19 @@ impl IcebergTableProvider {
             })
     }
 
+    /// Converter for filters on this table: columns by name in the current schema, bound by field
+    /// id to the current snapshot's schema (what `TableScanBuilder::build` binds to).
+    fn predicate_converter(&self) -> PredicateConverter<'_> {
+        let metadata = self.table.metadata();
+        let current = metadata.current_schema();
+        let binding = metadata
+            .current_snapshot()
+            .and_then(|s| s.schema_id())
+            .and_then(|id| metadata.schema_by_id(id))
+            .unwrap_or(current);
+        PredicateConverter::new(current, binding, &self.schema)
+    }
+
     /// The partition spec a planned task's `partition` tuple belongs to. iceberg 0.10.1's
     /// `plan_files` leaves `FileScanTask.partition_spec` unset, so identity-partition constants
     /// (case c05) are only filled when we can name the spec: the table has a single spec, or
@@ -105,15 +118,7 @@ impl TableProvider for IcebergTableProvider {
         &self,
         filters: &[&Expr],
     ) -> Result<Vec<TableProviderFilterPushDown>> {
-        let current = self.table.metadata().current_schema();
-        let binding = self
-            .table
-            .metadata()
-            .current_snapshot()
-            .and_then(|s| s.schema_id())
-            .and_then(|id| self.table.metadata().schema_by_id(id))
-            .unwrap_or(current);
-        let conv = PredicateConverter::new(current, binding, &self.schema);
+        let conv = self.predicate_converter();
         Ok(filters
             .iter()
             .map(|f| {
@@ -165,12 +170,7 @@ impl TableProvider for IcebergTableProvider {
             .await
             .map_err(external)?;
         if let Some(snapshot) = metadata.current_snapshot() {
-            let binding = snapshot
-                .schema_id()
-                .and_then(|id| metadata.schema_by_id(id))
-                .unwrap_or_else(|| metadata.current_schema());
-            predicate = PredicateConverter::new(metadata.current_schema(), binding, &self.schema)
-                .convert_all(filters);
+            predicate = self.predicate_converter().convert_all(filters);
             let mut builder = self
                 .table
                 .scan()
