@@ -173,6 +173,43 @@ impl Domains {
         Self { columns: None }
     }
 
+    /// One line for EXPLAIN: `name in [lo, hi]`, `∩ {…}` (sets of up to 4 values, else their
+    /// size), `or NULL`, joined by `; `; `false` when nothing passes, `true` when unconstrained.
+    pub fn describe(&self, schema: &Schema) -> String {
+        let Some(cols) = &self.columns else {
+            return "false".into();
+        };
+        if cols.is_empty() {
+            return "true".into();
+        }
+        cols.iter()
+            .map(|(i, d)| {
+                let name = schema
+                    .fields()
+                    .get(*i)
+                    .map(|f| f.name().as_str())
+                    .unwrap_or("?");
+                let mut out = match &d.range {
+                    Some((lo, hi)) => format!("{name} in [{lo}, {hi}]"),
+                    None => format!("{name} no value"),
+                };
+                match &d.values {
+                    Some(vs) if vs.len() <= 4 => {
+                        let list: Vec<String> = vs.iter().map(ToString::to_string).collect();
+                        out.push_str(&format!(" ∩ {{{}}}", list.join(", ")));
+                    }
+                    Some(vs) => out.push_str(&format!(" ∩ {} values", vs.len())),
+                    None => {}
+                }
+                if d.null_allowed {
+                    out.push_str(" or NULL");
+                }
+                out
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
     /// With `yes`, lets NULL pass in every constrained column.
     fn allow_null(mut self, yes: bool) -> Self {
         if let (true, Some(cols)) = (yes, self.columns.as_mut()) {
@@ -346,7 +383,7 @@ fn comparison(
 }
 
 /// The smallest value of a type, for ranges open below.
-fn type_min(ty: &DataType) -> Option<ScalarValue> {
+pub(crate) fn type_min(ty: &DataType) -> Option<ScalarValue> {
     Some(match ty {
         DataType::Int8 => ScalarValue::Int8(Some(i8::MIN)),
         DataType::Int16 => ScalarValue::Int16(Some(i16::MIN)),
@@ -366,7 +403,7 @@ fn type_min(ty: &DataType) -> Option<ScalarValue> {
 }
 
 /// The largest value of a type, for ranges open above. Floats have none usable (NaN).
-fn type_max(ty: &DataType) -> Option<ScalarValue> {
+pub(crate) fn type_max(ty: &DataType) -> Option<ScalarValue> {
     Some(match ty {
         DataType::Int8 => ScalarValue::Int8(Some(i8::MAX)),
         DataType::Int16 => ScalarValue::Int16(Some(i16::MAX)),
@@ -544,27 +581,21 @@ mod tests {
     fn null_may_pass_keeps_null_keys() {
         // Case c04: a null-equal join's filter must not drop NULL probe keys.
         let d = normalize(&bounds_and_set(1, 1, &[1]), &schema(), 150, true);
-        assert_eq!(show(&d), "#0: [1, 1] in {1} or null");
+        insta::assert_snapshot!(show(&d), @"#0: [1, 1] in {1} or null");
         // An empty non-null intersection still lets NULL through; a false filter does not.
         let e = bin(
             bin(k(), Operator::Eq, lit(1)),
             Operator::And,
             bin(k(), Operator::Eq, lit(2)),
         );
-        assert_eq!(
-            show(&normalize(&e, &schema(), 150, true)),
-            "#0: no value in {} or null"
-        );
-        assert_eq!(show(&normalize(&lit(false), &schema(), 150, true)), "false");
+        insta::assert_snapshot!(show(&normalize(&e, &schema(), 150, true)), @"#0: no value in {} or null");
+        insta::assert_snapshot!(show(&normalize(&lit(false), &schema(), 150, true)), @"false");
     }
 
     #[test]
     fn collect_left_bounds_and_in_list() {
         // Duplicates in the build-side list are kept by DataFusion; the domain dedupes.
-        assert_eq!(
-            norm(&bounds_and_set(3, 1200, &[3, 5, 7, 5, 1200]), 150),
-            "#0: [3, 1200] in {3, 5, 7, 1200}"
-        );
+        insta::assert_snapshot!(norm(&bounds_and_set(3, 1200, &[3, 5, 7, 5, 1200]), 150), @"#0: [3, 1200] in {3, 5, 7, 1200}");
     }
 
     #[test]
@@ -581,7 +612,7 @@ mod tests {
             Operator::And,
             bin(k(), Operator::Eq, col("k2", &s).unwrap()),
         );
-        assert_eq!(norm(&e, 150), "#0: [0, 2793]");
+        insta::assert_snapshot!(norm(&e, 150), @"#0: [0, 2793]");
     }
 
     #[test]
@@ -597,9 +628,9 @@ mod tests {
             Some(lit(false)),
         )
         .unwrap();
-        assert_eq!(norm(&e, 150), "#0: [3, 1200] in {3, 5, 7, 1200}");
+        insta::assert_snapshot!(norm(&e, 150), @"#0: [3, 1200] in {3, 5, 7, 1200}");
         // A union over the cap keeps only the range.
-        assert_eq!(norm(&e, 3), "#0: [3, 1200]");
+        insta::assert_snapshot!(norm(&e, 3), @"#0: [3, 1200]");
         // ELSE true (e.g. a cancelled build partition) removes the constraint.
         let e = case(
             Some(routing.clone()),
@@ -607,7 +638,7 @@ mod tests {
             Some(lit(true)),
         )
         .unwrap();
-        assert_eq!(norm(&e, 150), "true");
+        insta::assert_snapshot!(norm(&e, 150), @"true");
         // A missing ELSE is NULL: it adds nothing.
         let e = case(
             Some(routing),
@@ -615,7 +646,7 @@ mod tests {
             None,
         )
         .unwrap();
-        assert_eq!(norm(&e, 150), "#0: [3, 7] in {3, 7}");
+        insta::assert_snapshot!(norm(&e, 150), @"#0: [3, 7] in {3, 7}");
     }
 
     #[test]
@@ -627,16 +658,13 @@ mod tests {
             Operator::Or,
             bin(v.clone(), Operator::Gt, lit(39970i64)),
         );
-        assert_eq!(
-            norm(&topk, 150),
-            format!("#2: [39970, {}] or null", i64::MAX)
-        );
+        insta::assert_snapshot!(norm(&topk, 150), @"#2: [39970, 9223372036854775807] or null");
         let agg = bin(
             bin(v, Operator::Lt, lit(0i64)),
             Operator::Or,
             bin(k(), Operator::Gt, lit(3999)),
         );
-        assert_eq!(norm(&agg, 150), "true");
+        insta::assert_snapshot!(norm(&agg, 150), @"true");
     }
 
     #[test]
@@ -646,15 +674,15 @@ mod tests {
             Operator::And,
             bin(k(), Operator::GtEq, lit(4)),
         );
-        assert_eq!(norm(&e, 150), "#0: [5, 9] in {5, 9}");
+        insta::assert_snapshot!(norm(&e, 150), @"#0: [5, 9] in {5, 9}");
         let e = bin(
             bin(k(), Operator::Eq, lit(1)),
             Operator::And,
             bin(k(), Operator::Eq, lit(2)),
         );
-        assert_eq!(norm(&e, 150), "false");
-        assert_eq!(norm(&lit(false), 150), "false");
-        assert_eq!(norm(&lit(ScalarValue::Boolean(None)), 150), "false");
+        insta::assert_snapshot!(norm(&e, 150), @"false");
+        insta::assert_snapshot!(norm(&lit(false), 150), @"false");
+        insta::assert_snapshot!(norm(&lit(ScalarValue::Boolean(None)), 150), @"false");
     }
 
     #[test]
@@ -662,39 +690,149 @@ mod tests {
         let s = schema();
         let f = col("f", &s).unwrap();
         // Literal of another type than the column.
-        assert_eq!(norm(&bin(k(), Operator::Eq, lit(3i64)), 150), "true");
+        insta::assert_snapshot!(norm(&bin(k(), Operator::Eq, lit(3i64)), 150), @"true");
         // NaN and ±0.0 literals; an IN list holding one is not used at all.
-        assert_eq!(
-            norm(&bin(f.clone(), Operator::Eq, lit(f64::NAN)), 150),
-            "true"
-        );
-        assert_eq!(
-            norm(&bin(f.clone(), Operator::LtEq, lit(-0.0f64)), 150),
-            "true"
-        );
+        insta::assert_snapshot!(norm(&bin(f.clone(), Operator::Eq, lit(f64::NAN)), 150), @"true");
+        insta::assert_snapshot!(norm(&bin(f.clone(), Operator::LtEq, lit(-0.0f64)), 150), @"true");
         let list = vec![lit(1.5f64), lit(f64::NAN)];
-        assert_eq!(
-            norm(&in_list(f.clone(), list, &false, &s).unwrap(), 150),
-            "true"
-        );
+        insta::assert_snapshot!(norm(&in_list(f.clone(), list, &false, &s).unwrap(), 150), @"true");
         // Floats have no usable upper bound (NaN sorts above every number): `>` constrains nothing.
-        assert_eq!(
-            norm(&bin(f.clone(), Operator::Gt, lit(2.5f64)), 150),
-            "true"
-        );
-        assert_eq!(
-            norm(&bin(f, Operator::Lt, lit(2.5f64)), 150),
-            "#3: [-inf, 2.5]"
-        );
+        insta::assert_snapshot!(norm(&bin(f.clone(), Operator::Gt, lit(2.5f64)), 150), @"true");
+        insta::assert_snapshot!(norm(&bin(f, Operator::Lt, lit(2.5f64)), 150), @"#3: [-inf, 2.5]");
         // NOT IN, and NULLs in an IN list (they never match).
-        assert_eq!(
-            norm(&in_list(k(), ints(&[1, 2]), &true, &s).unwrap(), 150),
-            "true"
-        );
+        insta::assert_snapshot!(norm(&in_list(k(), ints(&[1, 2]), &true, &s).unwrap(), 150), @"true");
         let list = vec![lit(3), lit(ScalarValue::Int32(None)), lit(9)];
-        assert_eq!(
-            norm(&in_list(k(), list, &false, &s).unwrap(), 150),
-            "#0: [3, 9] in {3, 9}"
+        insta::assert_snapshot!(norm(&in_list(k(), list, &false, &s).unwrap(), 150), @"#0: [3, 9] in {3, 9}");
+    }
+
+    /// `struct(k, k2) IN (...)`, as a CollectLeft join on two keys builds it (shape C).
+    fn struct_in(tuples: &[(i32, Option<i32>)]) -> Arc<dyn PhysicalExpr> {
+        use arrow::array::{Int32Array, StructArray};
+        use arrow::datatypes::Fields;
+        use datafusion::functions::core::r#struct;
+        let s = schema();
+        let func = r#struct();
+        let args = vec![k(), col("k2", &s).unwrap()];
+        let fields = Fields::from(vec![
+            Field::new("c0", DataType::Int32, true),
+            Field::new("c1", DataType::Int32, true),
+        ]);
+        let return_field = Arc::new(Field::new("struct", DataType::Struct(fields.clone()), true));
+        let expr: Arc<dyn PhysicalExpr> = Arc::new(ScalarFunctionExpr::new(
+            "struct",
+            func,
+            args,
+            return_field,
+            Arc::new(datafusion::common::config::ConfigOptions::default()),
+        ));
+        let list = tuples
+            .iter()
+            .map(|(a, b)| {
+                let arr = StructArray::new(
+                    fields.clone(),
+                    vec![
+                        Arc::new(Int32Array::from(vec![Some(*a)])),
+                        Arc::new(Int32Array::from(vec![*b])),
+                    ],
+                    None,
+                );
+                lit(ScalarValue::Struct(Arc::new(arr)))
+            })
+            .collect();
+        in_list(expr, list, &false, &s).unwrap()
+    }
+
+    #[test]
+    fn multi_column_keys_constrain_each_column() {
+        let e = struct_in(&[(3, Some(30)), (5, None), (7, Some(10))]);
+        insta::assert_snapshot!(norm(&e, 150), @"#0: [3, 7] in {3, 5, 7}; #1: [10, 30] in {10, 30}");
+        // With the bounds DataFusion puts in front.
+        let bounds = bin(
+            bin(k(), Operator::GtEq, lit(3)),
+            Operator::And,
+            bin(k(), Operator::LtEq, lit(7)),
         );
+        insta::assert_snapshot!(norm(&bin(bounds, Operator::And, e), 2), @"#0: [3, 7]; #1: [10, 30] in {10, 30}");
+    }
+
+    #[test]
+    fn range_routed_case_and_merged_or_of_cases() {
+        let s = schema();
+        // Range-routed: WHEN k2 < 100 THEN … WHEN k2 >= 100 THEN …, no ELSE.
+        let routed = case(
+            None,
+            vec![
+                (
+                    bin(col("k2", &s).unwrap(), Operator::Lt, lit(100)),
+                    bounds_and_set(1, 4, &[1, 4]),
+                ),
+                (
+                    bin(col("k2", &s).unwrap(), Operator::GtEq, lit(100)),
+                    bounds_and_set(10, 12, &[10, 12]),
+                ),
+            ],
+            None,
+        )
+        .unwrap();
+        insta::assert_snapshot!(norm(&routed, 150), @"#0: [1, 12] in {1, 4, 10, 12}");
+        // The merged distributed shape: an OR of per-task CASEs.
+        let routing = bin(col("k2", &s).unwrap(), Operator::Modulo, lit(2));
+        let task = |lo: i32, hi: i32| {
+            case(
+                Some(routing.clone()),
+                vec![(lit(0), bounds_and_set(lo, hi, &[lo, hi]))],
+                Some(lit(false)),
+            )
+            .unwrap()
+        };
+        let merged = bin(task(1, 2), Operator::Or, task(50, 60));
+        insta::assert_snapshot!(norm(&merged, 150), @"#0: [1, 60] in {1, 2, 50, 60}");
+        insta::assert_snapshot!(norm(&merged, 3), @"#0: [1, 60]");
+        // A branch without an IN list (a dropped hash lookup) keeps only the range.
+        let lookup = case(
+            Some(routing),
+            vec![
+                (lit(0), bounds_and_set(1, 2, &[1, 2])),
+                (
+                    lit(1),
+                    bin(
+                        bin(k(), Operator::GtEq, lit(20)),
+                        Operator::And,
+                        bin(k(), Operator::LtEq, lit(30)),
+                    ),
+                ),
+            ],
+            Some(lit(false)),
+        )
+        .unwrap();
+        insta::assert_snapshot!(norm(&lookup, 150), @"#0: [1, 30]");
+    }
+
+    #[test]
+    fn filters_under_not_or_next_to_unconstrained_branches_constrain_nothing() {
+        use datafusion::physical_expr::expressions::{DynamicFilterPhysicalExpr, not};
+        let s = Arc::new(schema());
+        let dynamic = Arc::new(DynamicFilterPhysicalExpr::new(vec![k()], lit(true)));
+        dynamic.update(bounds_and_set(3, 9, &[3, 9])).unwrap();
+        let d: Arc<dyn PhysicalExpr> = dynamic;
+        insta::assert_snapshot!(norm(&d, 150), @"#0: [3, 9] in {3, 9}");
+        insta::assert_snapshot!(norm(&not(Arc::clone(&d)).unwrap(), 150), @"true");
+        let other = bin(col("v", &s).unwrap(), Operator::Gt, lit(1i64));
+        insta::assert_snapshot!(norm(&bin(d, Operator::Or, other), 150), @"true");
+    }
+
+    #[test]
+    fn c02_float_ranges_never_bound_nan_out_wrongly() {
+        // `f > 100` must keep NaN rows (NaN sorts above every number): no upper bound exists.
+        let s = schema();
+        let f = col("f", &s).unwrap();
+        insta::assert_snapshot!(norm(&bin(f.clone(), Operator::Gt, lit(100.0f64)), 150), @"true");
+        // A float build side `f >= 1.0 AND f <= 2.0` keeps only its upper side.
+        let e = bin(
+            bin(f.clone(), Operator::GtEq, lit(1.0f64)),
+            Operator::And,
+            bin(f, Operator::LtEq, lit(2.0f64)),
+        );
+        insta::assert_snapshot!(norm(&e, 150), @"#3: [-inf, 2]");
     }
 }

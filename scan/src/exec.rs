@@ -1,15 +1,18 @@
 //! [`IcebergScanExec`]: our leaf operator reading planned Iceberg `FileScanTask`s.
 //!
 //! ```text
-//!   partition i ──► tasks[i] ──► (per task) iceberg ArrowReader ──► equality deletes (null-safe)
-//!                                  field-id projection,               ──► output schema
-//!                                  positional deletes,                ──► limit
-//!                                  partition constants, NULL for missing columns
+//!   partition i ──► bounded wait for incomplete dynamic filters (first task only)
+//!               ──► tasks[i], each when the stream reaches it:
+//!                     domains = static ∧ dynamic (domain_cache.rs, per generation)
+//!                     gate.rs: skip / manifest bounds / footer row groups / reader predicate
+//!               ──► iceberg ArrowReader (field-id projection, positional deletes, partition
+//!                   constants, NULL for missing columns) ──► equality deletes (null-safe)
+//!               ──► output schema ──► limit
 //! ```
 //!
 //! Tasks are planned by [`crate::IcebergTableProvider::scan`] and spread over the output
-//! partitions by size. Each task is opened only when the stream reaches it, so work that later
-//! issues add per task (dynamic filters) sees the newest state.
+//! partitions by size. Each task is opened only when the stream reaches it, so dynamic filters
+//! that complete later still prune later files.
 
 use std::any::Any;
 use std::fmt;
@@ -30,20 +33,27 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
 };
 use futures::{StreamExt, TryStreamExt, stream};
-use iceberg::expr::Predicate;
+use iceberg::expr::{Bind, Predicate};
 use iceberg::scan::FileScanTask;
 use iceberg::spec::DataContentType;
 use iceberg::table::Table;
 
 use crate::domain::{Domains, normalize};
+use crate::domain_cache::DomainCache;
 use crate::equality_deletes::{self, DeleteKeys, DeleteKeysCache};
-use crate::prune::{BoundsByFile, file_may_match};
+use crate::footer;
+use crate::gate::{Gate, GateColumn, ReaderUse};
+use crate::prune::{BoundsByFile, FileBounds, may_match};
+use crate::row_groups;
 use datafusion::common::config::ConfigOptions;
 use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr::expressions::DynamicFilterPhysicalExpr;
 use datafusion::physical_expr_common::physical_expr::is_dynamic_physical_expr;
 use datafusion::physical_plan::filter_pushdown::{
     ChildPushdownResult, FilterPushdownPhase, FilterPushdownPropagation, PushedDown,
 };
+use datafusion::physical_plan::metrics::Time;
+use std::time::{Duration, Instant};
 
 /// Reads Iceberg data files with iceberg's `ArrowReader`, one output partition per task group.
 ///
@@ -69,10 +79,24 @@ pub struct IcebergScanExec {
     /// Dynamic filters pushed by joins, TopK and aggregates (kept so their producers compute
     /// them: `HashJoinExec` checks `is_used()`), in output-schema column indices.
     dynamic_filters: Vec<Arc<dyn PhysicalExpr>>,
-    /// Prune files with `dynamic_filters` (`iceflight.scan.dynamic_filter_pruning`).
+    /// `dynamic_filters` as domains, cached per generation; shared by all partitions.
+    dynamic_domains: Option<Arc<DomainCache>>,
+    /// Prune with `dynamic_filters` (`iceflight.scan.dynamic_filter_pruning`).
     dynamic_pruning: bool,
+    /// `iceflight.scan.dynamic_filter_wait`.
+    dynamic_filter_wait: Duration,
+    /// Static filters pushed by the parent (answered `No`: still evaluated above).
+    static_filters: Vec<Arc<dyn PhysicalExpr>>,
+    /// `static_filters` as domains (SQL WHERE semantics: NULL never passes a comparison).
+    static_domains: Arc<Domains>,
+    /// Files dropped at planning because their manifest bounds fail `static_domains`.
+    files_pruned_statistics: usize,
+    /// Files `plan_files` returned (before `files_pruned_statistics`).
+    manifest_planned_files: usize,
     /// Value-set cap of domains = `hash_join_inlist_pushdown_max_distinct_values`.
     inlist_cap: usize,
+    /// Which domain parts reach which pruning layer.
+    gate: Arc<Gate>,
     /// Manifest bounds of the output columns, by data file path.
     file_bounds: Arc<BoundsByFile>,
     metrics: ExecutionPlanMetricsSet,
@@ -108,6 +132,12 @@ pub struct PlannedScan {
     pub file_bounds: BoundsByFile,
     /// `iceflight.scan.dynamic_filter_pruning`.
     pub dynamic_pruning: bool,
+    /// `iceflight.scan.dynamic_filter_wait`.
+    pub dynamic_filter_wait: Duration,
+    /// `iceflight.scan.reader_predicate`.
+    pub reader_predicate: bool,
+    /// Per output column: names, types and layout for the gate.
+    pub gate_columns: Vec<GateColumn>,
 }
 
 impl IcebergScanExec {
@@ -118,7 +148,7 @@ impl IcebergScanExec {
             Arc::clone(&plan.schema),
             partitions,
         ));
-        Self {
+        let mut exec = Self {
             table: plan.table,
             schema: plan.schema,
             field_ids: plan.field_ids,
@@ -132,12 +162,80 @@ impl IcebergScanExec {
             total_statistics: plan.total_statistics,
             delete_keys: Arc::new(DeleteKeysCache::default()),
             dynamic_filters: vec![],
+            dynamic_domains: None,
             dynamic_pruning: plan.dynamic_pruning,
-            inlist_cap: 150,
+            dynamic_filter_wait: plan.dynamic_filter_wait,
+            static_filters: vec![],
+            static_domains: Arc::new(Domains::all()),
+            files_pruned_statistics: 0,
+            manifest_planned_files: 0,
+            inlist_cap: DEFAULT_INLIST_CAP,
+            gate: Arc::new(Gate::new(
+                plan.gate_columns,
+                DEFAULT_INLIST_CAP,
+                plan.reader_predicate,
+            )),
             file_bounds: Arc::new(plan.file_bounds),
             metrics: ExecutionPlanMetricsSet::new(),
             cache,
+        };
+        exec.manifest_planned_files = exec.planned_files();
+        exec
+    }
+
+    /// Drops the tasks whose files' manifest bounds fail the static domains (all of them when
+    /// the domains are false): the scan is then empty and opens no file.
+    fn prune_statically(&mut self) {
+        let before = self.planned_files();
+        let domains = Arc::clone(&self.static_domains);
+        let bounds = Arc::clone(&self.file_bounds);
+        let groups: Vec<Vec<FileScanTask>> = self
+            .file_groups
+            .iter()
+            .map(|g| {
+                g.iter()
+                    .filter(|t| {
+                        domains.columns.is_some()
+                            && bounds
+                                .get(&t.data_file_path)
+                                .is_none_or(|b| may_match(&domains, b))
+                    })
+                    .cloned()
+                    .collect()
+            })
+            .collect();
+        self.file_groups = Arc::new(groups);
+        let pruned = before - self.planned_files();
+        if pruned > 0 {
+            self.files_pruned_statistics += pruned;
+            // The manifest statistics counted the dropped files.
+            self.statistics = Arc::new(
+                self.statistics
+                    .iter()
+                    .map(|s| s.clone().to_inexact())
+                    .collect(),
+            );
+            self.total_statistics = self.total_statistics.clone().to_inexact();
         }
+    }
+
+    /// The latest dynamic domains (after execution: what the last task saw).
+    fn latest_dynamic_domains(&self) -> Option<Arc<Domains>> {
+        self.dynamic_domains.as_ref().and_then(|c| c.latest())
+    }
+
+    /// `name: layout → decision` for each column constrained by `domains`, at plan level.
+    fn describe_gate(&self, domains: &Domains) -> String {
+        let columns = self.gate.gate_columns();
+        self.gate
+            .decide(domains, None, &[])
+            .iter()
+            .map(|(i, use_)| {
+                let c = &columns[*i];
+                format!("{}: {} → {use_}", self.schema.field(*i).name(), c.layout)
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
     }
 
     fn compute_properties(schema: SchemaRef, partitions: usize) -> PlanProperties {
@@ -201,13 +299,36 @@ impl DisplayAs for IcebergScanExec {
                 if let Some(l) = self.limit {
                     write!(f, ", limit={l}")?;
                 }
+                if !self.static_filters.is_empty() {
+                    write!(
+                        f,
+                        ", static_domains=[{}], gate=[{}]",
+                        self.static_domains.describe(&self.schema),
+                        self.describe_gate(&self.static_domains)
+                    )?;
+                    if self.files_pruned_statistics > 0 {
+                        write!(
+                            f,
+                            ", files_pruned_statistics={}",
+                            self.files_pruned_statistics
+                        )?;
+                    }
+                }
                 if !self.dynamic_filters.is_empty() {
                     let pruning = if self.dynamic_pruning { "on" } else { "off" };
                     write!(
                         f,
-                        ", dynamic_filters={} (file pruning {pruning})",
+                        ", dynamic_filters={} (pruning {pruning})",
                         self.dynamic_filters.len()
                     )?;
+                    if let Some(d) = self.latest_dynamic_domains() {
+                        write!(
+                            f,
+                            ", dynamic_domains=[{}], dynamic_gate=[{}]",
+                            d.describe(&self.schema),
+                            self.describe_gate(&d)
+                        )?;
+                    }
                 }
                 Ok(())
             }
@@ -258,6 +379,20 @@ impl ExecutionPlan for IcebergScanExec {
             return internal_err!("IcebergScanExec: invalid partition {partition}");
         };
         let metrics = ScanMetrics::new(&self.metrics, partition);
+        if partition == 0 {
+            metrics.files_pruned_manifest.add(
+                self.snapshot_files
+                    .saturating_sub(self.manifest_planned_files),
+            );
+            metrics
+                .files_pruned_statistics
+                .add(self.files_pruned_statistics);
+        }
+        let dynamic = self
+            .dynamic_domains
+            .as_ref()
+            .filter(|_| self.dynamic_pruning)
+            .cloned();
         let opener = Arc::new(TaskOpener {
             table: self.table.clone(),
             schema: Arc::clone(&self.schema),
@@ -265,19 +400,23 @@ impl ExecutionPlan for IcebergScanExec {
             field_types: Arc::clone(&self.field_types),
             batch_size: self.batch_size,
             delete_keys: Arc::clone(&self.delete_keys),
-            dynamic_filters: if self.dynamic_pruning {
-                self.dynamic_filters.clone()
-            } else {
-                vec![]
-            },
-            inlist_cap: self.inlist_cap,
+            dynamic,
+            dynamic_filters: self.dynamic_filters.clone(),
+            wait: self.dynamic_filter_wait,
+            static_domains: Arc::clone(&self.static_domains),
+            gate: Arc::clone(&self.gate),
             file_bounds: Arc::clone(&self.file_bounds),
             metrics: metrics.clone(),
         });
-        let batches = stream::iter(tasks)
-            .then(move |task| {
+        let batches = stream::iter(tasks.into_iter().enumerate())
+            .then(move |(i, task)| {
                 let opener = Arc::clone(&opener);
-                async move { opener.open(task).await }
+                async move {
+                    if i == 0 {
+                        opener.wait_for_dynamic_filters().await;
+                    }
+                    opener.open(task).await
+                }
             })
             .try_flatten();
         let limited = limit_stream(batches.boxed(), self.limit);
@@ -316,8 +455,10 @@ impl ExecutionPlan for IcebergScanExec {
     }
 
     /// Keeps every dynamic filter offered (their producers only compute filters someone holds)
-    /// and answers `No` to all filters: the scan only skips files with them; the operators above
-    /// still evaluate every filter.
+    /// and compacts the static ones into domains that prune files now (plan-time empty when
+    /// nothing can match) and row groups when tasks open. Answers `No` to every filter: the
+    /// operators above still evaluate them, so no row is filtered twice by us and the reader's
+    /// row filter only ever narrows what they see.
     fn handle_child_pushdown_result(
         &self,
         _phase: FilterPushdownPhase,
@@ -325,35 +466,67 @@ impl ExecutionPlan for IcebergScanExec {
         config: &ConfigOptions,
     ) -> Result<FilterPushdownPropagation<Arc<dyn ExecutionPlan>>> {
         let mut dynamic = vec![];
+        let mut fixed = vec![];
         let answers = child_pushdown_result
             .parent_filters
             .into_iter()
             .map(|f| {
                 if is_dynamic_physical_expr(&f.filter) {
                     dynamic.push(f.filter);
+                } else {
+                    fixed.push(f.filter);
                 }
                 PushedDown::No
             })
             .collect();
         let propagation = FilterPushdownPropagation::with_parent_pushdown_result(answers);
-        if dynamic.is_empty() {
+        let known: Vec<String> = self.static_filters.iter().map(|f| f.to_string()).collect();
+        fixed.retain(|f| !known.contains(&f.to_string()));
+        if dynamic.is_empty() && fixed.is_empty() {
             return Ok(propagation);
         }
-        let mut new = self.clone();
-        new.dynamic_filters.extend(dynamic);
-        new.inlist_cap = config
+        let cap = config
             .optimizer
             .hash_join_inlist_pushdown_max_distinct_values;
+        let mut new = self.clone();
+        new.inlist_cap = cap;
+        new.gate = Arc::new(self.gate.with_cap(cap));
+        if !fixed.is_empty() {
+            let domains = fixed.iter().fold((*self.static_domains).clone(), |acc, f| {
+                acc.and(normalize(f, &self.schema, cap, false))
+            });
+            new.static_filters.extend(fixed);
+            new.static_domains = Arc::new(domains);
+            new.prune_statically();
+        }
+        if !dynamic.is_empty() {
+            new.dynamic_filters.extend(dynamic);
+            new.dynamic_domains = Some(Arc::new(DomainCache::new(
+                new.dynamic_filters.clone(),
+                Arc::clone(&new.schema),
+                cap,
+                true,
+            )));
+        }
         new.metrics = ExecutionPlanMetricsSet::new();
         Ok(propagation.with_updated_node(Arc::new(new)))
     }
 }
 
+/// `hash_join_inlist_pushdown_max_distinct_values` default in DataFusion 53.1, used until the
+/// session's value arrives with the first pushed filter.
+const DEFAULT_INLIST_CAP: usize = 150;
+
 /// Counters of one output partition, shown by `EXPLAIN ANALYZE`.
 #[derive(Debug, Clone)]
 struct ScanMetrics {
     output_rows: Count,
+    files_pruned_manifest: Count,
+    files_pruned_statistics: Count,
     files_pruned_dynamic: Count,
+    row_groups_pruned: Count,
+    dynamic_filter_wait_time: Time,
+    predicate_build_time: Time,
     files_opened: Count,
     bytes_scanned: Count,
     equality_deleted_rows: Count,
@@ -363,6 +536,15 @@ impl ScanMetrics {
     fn new(set: &ExecutionPlanMetricsSet, partition: usize) -> Self {
         Self {
             output_rows: MetricBuilder::new(set).output_rows(partition),
+            files_pruned_manifest: MetricBuilder::new(set)
+                .counter("files_pruned_manifest", partition),
+            files_pruned_statistics: MetricBuilder::new(set)
+                .counter("files_pruned_statistics", partition),
+            row_groups_pruned: MetricBuilder::new(set).counter("row_groups_pruned", partition),
+            dynamic_filter_wait_time: MetricBuilder::new(set)
+                .subset_time("dynamic_filter_wait_time", partition),
+            predicate_build_time: MetricBuilder::new(set)
+                .subset_time("predicate_build_time", partition),
             files_pruned_dynamic: MetricBuilder::new(set)
                 .counter("files_pruned_dynamic", partition),
             files_opened: MetricBuilder::new(set).counter("files_opened", partition),
@@ -381,38 +563,128 @@ struct TaskOpener {
     field_types: Arc<Vec<(i32, DataType)>>,
     batch_size: usize,
     delete_keys: Arc<DeleteKeysCache>,
+    /// Dynamic domains, `None` when pruning is off or there is no dynamic filter.
+    dynamic: Option<Arc<DomainCache>>,
+    /// The dynamic filters themselves (for the bounded wait).
     dynamic_filters: Vec<Arc<dyn PhysicalExpr>>,
-    inlist_cap: usize,
+    wait: Duration,
+    static_domains: Arc<Domains>,
+    gate: Arc<Gate>,
     file_bounds: Arc<BoundsByFile>,
     metrics: ScanMetrics,
 }
 
+/// What the gate made of one task.
+enum Opened {
+    /// Nothing in the task can pass.
+    Skip,
+    /// Byte-range pieces of the task to read, with the reader's predicate set.
+    Read(Vec<FileScanTask>),
+}
+
 impl TaskOpener {
-    /// Whether the dynamic filters, at their current value, rule this task's file out. Their
-    /// domains keep NULL (not proven null-safe, case c04), so a file with NULL keys stays.
-    fn pruned_by_dynamic_filters(&self, task: &FileScanTask) -> bool {
-        if self.dynamic_filters.is_empty() {
-            return false;
+    /// Waits up to `wait` for the incomplete dynamic filters to complete (a join's build side
+    /// finishing). Filters that only complete when this scan ends (TopK, aggregates) cost the
+    /// full wait, hence a bound.
+    async fn wait_for_dynamic_filters(&self) {
+        if self.dynamic.is_none() || self.wait.is_zero() {
+            return;
         }
-        let domains = self.dynamic_filters.iter().fold(Domains::all(), |acc, f| {
-            acc.and(normalize(f, &self.schema, self.inlist_cap, true))
-        });
-        if domains.columns.is_none() {
-            return true;
+        let waits: Vec<_> = self
+            .dynamic_filters
+            .iter()
+            .filter_map(|f| {
+                let f = Arc::clone(f);
+                f.as_any().downcast_ref::<DynamicFilterPhysicalExpr>()?;
+                Some(async move {
+                    if let Some(d) = f.as_any().downcast_ref::<DynamicFilterPhysicalExpr>() {
+                        d.wait_complete().await;
+                    }
+                })
+            })
+            .collect();
+        if waits.is_empty() {
+            return;
         }
-        self.file_bounds
-            .get(&task.data_file_path)
-            .is_some_and(|bounds| !file_may_match(&domains, bounds))
+        let _timer = self.metrics.dynamic_filter_wait_time.timer();
+        let _ = tokio::time::timeout(self.wait, futures::future::join_all(waits)).await;
+    }
+
+    /// Applies the gate to `task`: skip it, or the pieces to read with their reader predicate.
+    async fn gate(&self, task: FileScanTask) -> Result<Opened> {
+        let started = Instant::now();
+        let dynamic = self.dynamic.as_ref().map(|c| c.current());
+        let domains = match &dynamic {
+            Some(d) => (*self.static_domains).clone().and((**d).clone()),
+            None => (*self.static_domains).clone(),
+        };
+        let no_bounds = FileBounds::new();
+        let bounds = self.file_bounds.get(&task.data_file_path);
+        if domains.columns.is_none() || bounds.is_some_and(|b| !may_match(&domains, b)) {
+            // Static domains alone were applied at planning: what rules the file out now is a
+            // dynamic filter.
+            self.metrics.files_pruned_dynamic.add(1);
+            self.metrics.predicate_build_time.add_elapsed(started);
+            return Ok(Opened::Skip);
+        }
+        let unconstrained = domains.columns.as_ref().is_some_and(|c| c.is_empty());
+        if unconstrained {
+            return Ok(Opened::Read(vec![task]));
+        }
+        let mut pieces = vec![task.clone()];
+        let mut row_group_layouts = vec![];
+        // Row groups from the footer; not for files with deletes (positions span the file).
+        if self.gate.wants_footer(&domains) && task.deletes.is_empty() {
+            let metadata = footer::load(
+                self.table.file_io(),
+                &task.data_file_path,
+                task.file_size_in_bytes,
+            )
+            .await
+            .map_err(external)?;
+            let selection =
+                row_groups::select(&metadata, &task, &domains, &self.schema, &self.field_ids);
+            self.metrics.row_groups_pruned.add(selection.pruned());
+            if selection.kept.is_empty() {
+                self.metrics.predicate_build_time.add_elapsed(started);
+                return Ok(Opened::Skip);
+            }
+            if selection.pruned() > 0 {
+                pieces = row_groups::split(&task, &metadata, &selection.kept);
+            }
+            row_group_layouts = selection.layouts;
+        }
+        let decisions = self.gate.decide(
+            &domains,
+            Some(bounds.unwrap_or(&no_bounds)),
+            &row_group_layouts,
+        );
+        if let Some(predicate) = self.gate.reader_predicate(&domains, &decisions) {
+            let bound = predicate
+                .bind(Arc::clone(&task.schema), task.case_sensitive)
+                .map_err(external)?;
+            for piece in &mut pieces {
+                piece.predicate = Some(bound.clone());
+            }
+        }
+        debug_assert!(
+            decisions.iter().all(
+                |(_, d)| !matches!(d, ReaderUse::Set(n) if *n > crate::gate::IN_PREDICATE_LIMIT)
+            )
+        );
+        self.metrics.predicate_build_time.add_elapsed(started);
+        Ok(Opened::Read(pieces))
     }
 
     async fn open(
         &self,
-        mut task: FileScanTask,
+        task: FileScanTask,
     ) -> Result<futures::stream::BoxStream<'static, Result<RecordBatch>>> {
-        if self.pruned_by_dynamic_filters(&task) {
-            self.metrics.files_pruned_dynamic.add(1);
-            return Ok(stream::empty().boxed());
-        }
+        let mut pieces = match self.gate(task).await? {
+            Opened::Skip => return Ok(stream::empty().boxed()),
+            Opened::Read(pieces) => pieces,
+        };
+        let mut task = pieces.remove(0);
         // Equality deletes are ours (null-safe); iceberg keeps the positional ones.
         let (equality, positional): (Vec<_>, Vec<_>) = std::mem::take(&mut task.deletes)
             .into_iter()
@@ -453,7 +725,10 @@ impl TaskOpener {
                 read_ids.push(*id);
             }
         }
-        task.project_field_ids = read_ids;
+        task.project_field_ids = read_ids.clone();
+        for piece in &mut pieces {
+            piece.project_field_ids = read_ids.clone();
+        }
 
         self.metrics.files_opened.add(1);
         let reader = self
@@ -462,7 +737,8 @@ impl TaskOpener {
             .with_batch_size(self.batch_size)
             .with_data_file_concurrency_limit(1)
             .build();
-        let task_stream = Box::pin(stream::once(async move { Ok(task) }));
+        let all = std::iter::once(task).chain(pieces).map(Ok);
+        let task_stream = Box::pin(stream::iter(all.collect::<Vec<_>>()));
         let result = reader.read(task_stream).map_err(external)?;
         let scan_metrics = result.metrics().clone();
         let bytes_scanned = self.metrics.bytes_scanned.clone();

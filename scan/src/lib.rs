@@ -8,16 +8,23 @@
 //! ```
 //!
 //! One concern per module: [`predicate`] (static filter conversion), [`metrics_index`] (manifest
-//! metrics and statistics), [`equality_deletes`], [`provider`], [`exec`]. See `README.md`.
+//! metrics and statistics), [`domain`] and [`domain_cache`] (filters as per-column domains),
+//! [`gate`] with [`layout`], [`prune`], [`footer`] and [`row_groups`] (what prunes where),
+//! [`equality_deletes`], [`provider`], [`exec`]. See `README.md`.
 
 pub mod domain;
+pub mod domain_cache;
 pub mod equality_deletes;
 pub mod exec;
+pub mod footer;
+pub mod gate;
+pub mod layout;
 pub mod metrics_index;
 pub mod options;
 pub mod predicate;
 pub mod provider;
 pub mod prune;
+pub mod row_groups;
 
 pub use exec::IcebergScanExec;
 pub use options::IceflightOptions;

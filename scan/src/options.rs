@@ -13,6 +13,14 @@ pub struct IceflightOptions {
     /// `iceflight.scan.dynamic_filter_pruning` (default true): use the dynamic filters of joins,
     /// TopK and aggregates to skip data files; false compares the same build without it.
     pub dynamic_filter_pruning: bool,
+    /// `iceflight.scan.dynamic_filter_wait` (like Trino's `iceberg.dynamic-filtering.wait-timeout`):
+    /// how long each output partition waits for incomplete dynamic filters before opening its
+    /// first file; never longer. Written `250ms`, `1s` or a number of milliseconds.
+    pub dynamic_filter_wait: std::time::Duration,
+    /// `iceflight.scan.reader_predicate` (default true): hand the domains of clustered columns
+    /// to the Parquet reader as a predicate (row filter); false keeps every predicate above the
+    /// scan (file and row-group pruning still apply).
+    pub reader_predicate: bool,
 }
 
 impl Default for IceflightOptions {
@@ -20,12 +28,32 @@ impl Default for IceflightOptions {
         Self {
             scan_batch_size: 0,
             dynamic_filter_pruning: true,
+            dynamic_filter_wait: DEFAULT_DYNAMIC_FILTER_WAIT,
+            reader_predicate: true,
         }
     }
 }
 
+/// Default of `iceflight.scan.dynamic_filter_wait`; chosen by measurement (`scan/README.md`).
+pub const DEFAULT_DYNAMIC_FILTER_WAIT: std::time::Duration = std::time::Duration::from_millis(0);
+
+/// Parses `250ms`, `1s`, `1.5s` or a plain number of milliseconds.
+fn parse_duration(value: &str) -> Option<std::time::Duration> {
+    let v = value.trim();
+    let (number, scale) = if let Some(ms) = v.strip_suffix("ms") {
+        (ms, 1e-3)
+    } else if let Some(s) = v.strip_suffix('s') {
+        (s, 1.0)
+    } else {
+        (v, 1e-3)
+    };
+    let n: f64 = number.trim().parse().ok()?;
+    (n.is_finite() && n >= 0.0 && n * scale <= 3600.0)
+        .then(|| std::time::Duration::from_secs_f64(n * scale))
+}
+
 impl IceflightOptions {
-    const KEYS: [(&'static str, &'static str); 2] = [
+    const KEYS: [(&'static str, &'static str); 4] = [
         (
             "scan.batch_size",
             "Rows per batch decoded by the Parquet reader; 0 uses datafusion.execution.batch_size",
@@ -33,6 +61,14 @@ impl IceflightOptions {
         (
             "scan.dynamic_filter_pruning",
             "Skip data files with the dynamic filters of joins, TopK and aggregates",
+        ),
+        (
+            "scan.dynamic_filter_wait",
+            "How long a partition waits for incomplete dynamic filters before its first file (e.g. 250ms, 1s; at most 1h)",
+        ),
+        (
+            "scan.reader_predicate",
+            "Hand domains of clustered columns to the Parquet reader as a row filter",
         ),
     ];
 }
@@ -72,6 +108,22 @@ impl ExtensionOptions for IceflightOptions {
                 })?;
                 Ok(())
             }
+            "scan.dynamic_filter_wait" => {
+                self.dynamic_filter_wait = parse_duration(value).ok_or_else(|| {
+                    DataFusionError::Configuration(format!(
+                        "iceflight.scan.dynamic_filter_wait must be a duration such as 250ms or 1s (at most 1h), got {value:?}"
+                    ))
+                })?;
+                Ok(())
+            }
+            "scan.reader_predicate" => {
+                self.reader_predicate = value.trim().parse().map_err(|_| {
+                    DataFusionError::Configuration(format!(
+                        "iceflight.scan.reader_predicate must be true or false, got {value:?}"
+                    ))
+                })?;
+                Ok(())
+            }
             _ => Err(DataFusionError::Configuration(format!(
                 "unknown setting iceflight.{key} (known: {})",
                 Self::KEYS.map(|(k, _)| format!("iceflight.{k}")).join(", ")
@@ -83,6 +135,8 @@ impl ExtensionOptions for IceflightOptions {
         let values = [
             self.scan_batch_size.to_string(),
             self.dynamic_filter_pruning.to_string(),
+            format!("{}ms", self.dynamic_filter_wait.as_millis()),
+            self.reader_predicate.to_string(),
         ];
         Self::KEYS
             .iter()
@@ -116,6 +170,23 @@ mod tests {
             .get::<IceflightOptions>()
             .unwrap();
         assert_eq!(opts.scan_batch_size, 1234);
+        ctx.sql("SET iceflight.scan.dynamic_filter_wait = '1.5s'")
+            .await
+            .unwrap();
+        let state = ctx.state();
+        let opts = state
+            .config_options()
+            .extensions
+            .get::<IceflightOptions>()
+            .unwrap();
+        assert_eq!(opts.dynamic_filter_wait.as_millis(), 1500);
+        for bad in ["-1ms", "soon", "2h"] {
+            let err = ctx
+                .sql(&format!("SET iceflight.scan.dynamic_filter_wait = '{bad}'"))
+                .await
+                .unwrap_err();
+            assert!(err.to_string().contains("must be a duration"), "{err}");
+        }
         let err = ctx.sql("SET iceflight.scan.nope = 1").await.unwrap_err();
         assert!(
             err.to_string()

@@ -28,9 +28,11 @@ use iceberg::table::Table;
 use parquet::arrow::PARQUET_FIELD_ID_META_KEY;
 
 use crate::exec::{IcebergScanExec, PlannedScan};
+use crate::gate::Gate;
+use crate::layout::{ColumnLayout, judge};
 use crate::metrics_index::{FileMetricsIndex, datum_to_scalar};
 use crate::predicate::PredicateConverter;
-use crate::prune::ColumnBounds;
+use crate::prune::{BoundsByFile, ColumnBounds};
 
 /// A DataFusion table backed by an iceberg [`Table`] (at its current snapshot, loaded by the
 /// catalog when the query is planned).
@@ -214,7 +216,7 @@ impl TableProvider for IcebergTableProvider {
         } else {
             statistics
         };
-        let file_bounds = file_groups
+        let file_bounds: BoundsByFile = file_groups
             .iter()
             .flatten()
             .filter_map(|t| {
@@ -238,9 +240,24 @@ impl TableProvider for IcebergTableProvider {
                 Some((t.data_file_path.clone(), bounds))
             })
             .collect();
+        let layouts: Vec<ColumnLayout> = (0..schema.fields().len())
+            .map(|i| {
+                let intervals: Vec<_> = file_bounds
+                    .values()
+                    .map(|b: &Vec<ColumnBounds>| {
+                        b.get(i).and_then(|c| c.min.clone().zip(c.max.clone()))
+                    })
+                    .collect();
+                judge(&intervals)
+            })
+            .collect();
+        let gate_columns = Gate::columns(&schema, &current_schema, &field_ids, &layouts);
         Ok(Arc::new(IcebergScanExec::new(PlannedScan {
             file_bounds,
             dynamic_pruning: options.dynamic_filter_pruning,
+            dynamic_filter_wait: options.dynamic_filter_wait,
+            reader_predicate: options.reader_predicate,
+            gate_columns,
             table: self.table.clone(),
             schema,
             field_ids,

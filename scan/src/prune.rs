@@ -35,8 +35,9 @@ pub type FileBounds = Vec<ColumnBounds>;
 /// Bounds by data file path.
 pub type BoundsByFile = HashMap<String, FileBounds>;
 
-/// Whether a file with `bounds` may hold a row passing `domains`.
-pub fn file_may_match(domains: &Domains, bounds: &FileBounds) -> bool {
+/// Whether a file (or row group) with `bounds` may hold a row passing `domains`. Bounds that
+/// do not compare with the domain's values (another type) never rule anything out.
+pub fn may_match(domains: &Domains, bounds: &FileBounds) -> bool {
     let Some(columns) = &domains.columns else {
         return false;
     };
@@ -45,18 +46,23 @@ pub fn file_may_match(domains: &Domains, bounds: &FileBounds) -> bool {
         .all(|(i, d)| bounds.get(*i).is_none_or(|b| column_may_match(d, b)))
 }
 
+/// `a < b`, false when they do not compare.
+fn lt(a: &ScalarValue, b: &ScalarValue) -> bool {
+    a.partial_cmp(b) == Some(std::cmp::Ordering::Less)
+}
+
 fn column_may_match(d: &ColumnDomain, b: &ColumnBounds) -> bool {
     let nulls_may_pass = d.null_allowed && b.null_count != Some(0);
     let values_may_pass = match (&d.range, &b.min, &b.max) {
         (None, _, _) => false,
-        (Some(_), None, _) | (Some(_), _, None) => true,
         (Some((lo, hi)), Some(fmin), Some(fmax)) => {
-            let overlap = !(fmax < lo || fmin > hi);
+            let overlap = !lt(fmax, lo) && !lt(hi, fmin);
             overlap
                 && d.values
                     .as_ref()
-                    .is_none_or(|vs| vs.iter().any(|v| v >= fmin && v <= fmax))
+                    .is_none_or(|vs| vs.iter().any(|v| !lt(v, fmin) && !lt(fmax, v)))
         }
+        _ => true,
     };
     nulls_may_pass || values_may_pass
 }
@@ -93,19 +99,29 @@ mod tests {
     #[test]
     fn ranges_sets_and_nulls() {
         let d = domain(Some((10, 20)), None, false);
-        assert!(file_may_match(&d, &file(15, 30, 0)));
-        assert!(!file_may_match(&d, &file(21, 30, 0)));
+        assert!(may_match(&d, &file(15, 30, 0)));
+        assert!(!may_match(&d, &file(21, 30, 0)));
         // A value set between the file's bounds but none inside them.
         let d = domain(Some((10, 50)), Some(vec![10, 50]), false);
-        assert!(!file_may_match(&d, &file(20, 40, 0)));
-        assert!(file_may_match(&d, &file(40, 60, 0)));
+        assert!(!may_match(&d, &file(20, 40, 0)));
+        assert!(may_match(&d, &file(40, 60, 0)));
         // NULL allowed: only a file known to have no NULL can be ruled out on that side.
         let d = domain(Some((10, 20)), None, true);
-        assert!(file_may_match(&d, &file(30, 40, 1)));
-        assert!(!file_may_match(&d, &file(30, 40, 0)));
+        assert!(may_match(&d, &file(30, 40, 1)));
+        assert!(!may_match(&d, &file(30, 40, 0)));
         // Unknown bounds or an unconstrained column never prune; a false filter prunes all.
-        assert!(file_may_match(&d, &vec![ColumnBounds::default()]));
-        assert!(file_may_match(&Domains::all(), &file(0, 1, 0)));
-        assert!(!file_may_match(&Domains::none(), &file(0, 1, 0)));
+        assert!(may_match(&d, &vec![ColumnBounds::default()]));
+        assert!(may_match(&Domains::all(), &file(0, 1, 0)));
+        assert!(!may_match(&Domains::none(), &file(0, 1, 0)));
+        // Bounds of another type never prune.
+        let other = vec![ColumnBounds {
+            min: Some(ScalarValue::Int64(Some(100))),
+            max: Some(ScalarValue::Int64(Some(200))),
+            null_count: Some(0),
+        }];
+        assert!(may_match(
+            &domain(Some((10, 20)), Some(vec![10]), false),
+            &other
+        ));
     }
 }
