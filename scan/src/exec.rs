@@ -247,6 +247,17 @@ impl IcebergScanExec {
         )
     }
 
+    /// The same scan without the dynamic-filter wait, or `None` when it has no wait to clear
+    /// (see [`crate::DynamicFilterWaitRule`]).
+    pub fn without_dynamic_filter_wait(&self) -> Option<Arc<dyn ExecutionPlan>> {
+        if self.dynamic_filter_wait.is_zero() || self.dynamic_filters.is_empty() {
+            return None;
+        }
+        let mut new = self.clone();
+        new.dynamic_filter_wait = Duration::ZERO;
+        Some(Arc::new(new))
+    }
+
     /// Tasks per output partition.
     pub fn file_groups(&self) -> &[Vec<FileScanTask>] {
         &self.file_groups
@@ -318,8 +329,9 @@ impl DisplayAs for IcebergScanExec {
                     let pruning = if self.dynamic_pruning { "on" } else { "off" };
                     write!(
                         f,
-                        ", dynamic_filters={} (pruning {pruning})",
-                        self.dynamic_filters.len()
+                        ", dynamic_filters={} (pruning {pruning}, wait {} ms)",
+                        self.dynamic_filters.len(),
+                        self.dynamic_filter_wait.as_millis()
                     )?;
                     if let Some(d) = self.latest_dynamic_domains() {
                         write!(

@@ -25,7 +25,9 @@ pub mod predicate;
 pub mod provider;
 pub mod prune;
 pub mod row_groups;
+pub mod wait_rule;
 
 pub use exec::IcebergScanExec;
 pub use options::IceflightOptions;
 pub use provider::IcebergTableProvider;
+pub use wait_rule::DynamicFilterWaitRule;

@@ -35,7 +35,7 @@ impl Default for IceflightOptions {
 }
 
 /// Default of `iceflight.scan.dynamic_filter_wait`; chosen by measurement (`scan/README.md`).
-pub const DEFAULT_DYNAMIC_FILTER_WAIT: std::time::Duration = std::time::Duration::from_millis(0);
+pub const DEFAULT_DYNAMIC_FILTER_WAIT: std::time::Duration = std::time::Duration::from_millis(1000);
 
 /// Parses `250ms`, `1s`, `1.5s` or a plain number of milliseconds.
 fn parse_duration(value: &str) -> Option<std::time::Duration> {

@@ -106,6 +106,7 @@ impl Engine {
             .with_config(config)
             .with_runtime_env(Arc::clone(&self.runtime))
             .with_default_features()
+            .with_physical_optimizer_rules(physical_optimizer_rules())
             .build();
         let ctx = SessionContext::new_with_state(state);
         self.catalogs.register(&ctx);
@@ -138,4 +139,13 @@ pub async fn run_sql(ctx: &SessionContext, sql: &str) -> Result<Vec<StatementRes
         out.push(StatementResult { schema, batches });
     }
     Ok(out)
+}
+
+/// DataFusion's physical optimizer rules, then iceflight's [`DynamicFilterWaitRule`] (it needs
+/// the dynamic filters in place, which the last filter-pushdown pass puts there).
+fn physical_optimizer_rules()
+-> Vec<Arc<dyn datafusion::physical_optimizer::PhysicalOptimizerRule + Send + Sync>> {
+    let mut rules = datafusion::physical_optimizer::optimizer::PhysicalOptimizer::new().rules;
+    rules.push(Arc::new(iceflight_scan::DynamicFilterWaitRule));
+    rules
 }
