@@ -240,12 +240,23 @@ impl TableProvider for IcebergTableProvider {
                 Some((t.data_file_path.clone(), bounds))
             })
             .collect();
-        let layouts: Vec<ColumnLayout> = (0..schema.fields().len())
-            .map(|i| {
-                let intervals: Vec<_> = file_bounds
-                    .values()
-                    .map(|b: &Vec<ColumnBounds>| {
-                        b.get(i).and_then(|c| c.min.clone().zip(c.max.clone()))
+        // Layout of the whole table (every live data file), not just the planned ones: a
+        // filter that planned one file says nothing about how the column is laid out.
+        let layouts: Vec<ColumnLayout> = schema
+            .fields()
+            .iter()
+            .zip(&field_ids)
+            .map(|(f, id)| {
+                let intervals: Vec<_> = index
+                    .paths()
+                    .filter_map(|p| index.get(p))
+                    .map(|file| {
+                        let lo = file.lower_bounds().get(id);
+                        let hi = file.upper_bounds().get(id);
+                        lo.zip(hi).and_then(|(lo, hi)| {
+                            datum_to_scalar(lo, f.data_type())
+                                .zip(datum_to_scalar(hi, f.data_type()))
+                        })
                     })
                     .collect();
                 judge(&intervals)

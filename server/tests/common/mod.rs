@@ -239,3 +239,31 @@ pub fn compare(batches: &[RecordBatch], answer: &Answer) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// Sum of a named metric over the scans of one table (by table name, e.g. `lineitem`).
+pub fn table_scan_metric(plan: &Arc<dyn ExecutionPlan>, table: &str, name: &str) -> usize {
+    scans(plan)
+        .iter()
+        .filter(|s| {
+            s.as_any()
+                .downcast_ref::<iceflight_scan::IcebergScanExec>()
+                .is_some_and(|e| e.table().identifier().name() == table)
+        })
+        .filter_map(|s| s.metrics())
+        .filter_map(|m| {
+            // `output_rows` is not a named counter: `sum_by_name` never matches it.
+            if name == "output_rows" {
+                m.output_rows()
+            } else {
+                m.sum_by_name(name).map(|v| v.as_usize())
+            }
+        })
+        .sum()
+}
+
+/// The plan as text, with metrics (what EXPLAIN ANALYZE shows).
+pub fn plan_text(plan: &Arc<dyn ExecutionPlan>) -> String {
+    datafusion::physical_plan::displayable(plan.as_ref())
+        .indent(true)
+        .to_string()
+}
