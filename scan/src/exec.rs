@@ -228,7 +228,7 @@ impl IcebergScanExec {
     fn describe_gate(&self, domains: &Domains) -> String {
         let columns = self.gate.gate_columns();
         self.gate
-            .decide(domains, None, &[])
+            .decide(domains, None, &[], true)
             .iter()
             .map(|(i, use_)| {
                 let c = &columns[*i];
@@ -645,6 +645,7 @@ impl TaskOpener {
         }
         let mut pieces = vec![task.clone()];
         let mut row_group_layouts = vec![];
+        let mut row_groups_selected = false;
         // Row groups from the footer; not for files with deletes (positions span the file).
         if self.gate.wants_footer(&domains) && task.deletes.is_empty() {
             let metadata = footer::load(
@@ -665,11 +666,13 @@ impl TaskOpener {
                 pieces = row_groups::split(&task, &metadata, &selection.kept);
             }
             row_group_layouts = selection.layouts;
+            row_groups_selected = true;
         }
         let decisions = self.gate.decide(
             &domains,
             Some(bounds.unwrap_or(&no_bounds)),
             &row_group_layouts,
+            row_groups_selected,
         );
         if let Some(predicate) = self.gate.reader_predicate(&domains, &decisions) {
             let bound = predicate

@@ -7,7 +7,8 @@
 //!     ├─ a constrained column clustered or unknown ───► footer (cached) → row groups (row_groups.rs)
 //!     └─ per column, to the reader's predicate only if
 //!          clustered (layout.rs)  and  present in the file (manifest bounds)
-//!            range        → col >= lo AND col <= hi       (type extremes left out)
+//!            range        → col >= lo AND col <= hi       (type extremes left out), only
+//!                           when our row-group selection did not run (files with deletes)
 //!            value set    → col IN (…) while ≤ min(cap, IN_PREDICATE_LIMIT)
 //!            NULL allowed → … OR col IS NULL
 //! ```
@@ -154,18 +155,24 @@ impl Gate {
     /// The decision for each constrained column of `domains`, for a file with `bounds` (`None`:
     /// at plan level, for no file in particular; an empty list: the file has no manifest bounds)
     /// and, for columns whose manifest layout is unknown, the layout of
-    /// the file's row groups (`row_group_layouts`, by output column).
+    /// the file's row groups (`row_group_layouts`, by output column). `row_groups_selected`: our
+    /// footer-based row-group selection ran for the task, so ranges are not handed over.
     pub fn decide(
         &self,
         domains: &Domains,
         bounds: Option<&FileBounds>,
         row_group_layouts: &[ColumnLayout],
+        row_groups_selected: bool,
     ) -> Vec<(usize, ReaderUse)> {
         let Some(cols) = &domains.columns else {
             return vec![];
         };
         cols.iter()
-            .map(|(i, d)| (*i, self.decide_column(*i, d, bounds, row_group_layouts)))
+            .map(|(i, d)| {
+                let decision =
+                    self.decide_column(*i, d, bounds, row_group_layouts, row_groups_selected);
+                (*i, decision)
+            })
             .collect()
     }
 
@@ -175,6 +182,7 @@ impl Gate {
         d: &ColumnDomain,
         bounds: Option<&FileBounds>,
         row_group_layouts: &[ColumnLayout],
+        row_groups_selected: bool,
     ) -> ReaderUse {
         let Some(col) = self.columns.get(index) else {
             return ReaderUse::Withheld("unknown column");
@@ -212,6 +220,11 @@ impl Gate {
         match (&d.range, &d.values) {
             (None, _) => ReaderUse::OnlyNull,
             (Some(_), Some(vs)) if vs.len() <= self.set_limit => ReaderUse::Set(vs.len()),
+            // Once our footer selection dropped the row groups outside the range, the range
+            // prunes nothing more and its row filter only costs (measured, scan/README.md).
+            (Some(_), _) if row_groups_selected => {
+                ReaderUse::Withheld("range: row groups already selected")
+            }
             (Some(_), _) => ReaderUse::Range,
         }
     }
@@ -330,7 +343,7 @@ mod tests {
     }
 
     fn show(g: &Gate, d: &Domains) -> String {
-        let decisions = g.decide(d, Some(&bounds()), &[]);
+        let decisions = g.decide(d, Some(&bounds()), &[], false);
         let p = g.reader_predicate(d, &decisions);
         format!(
             "{} => {}",
@@ -364,11 +377,19 @@ mod tests {
         insta::assert_snapshot!(show(&g, &domains((3, 9), None, false)), @"#0: not to reader: layout unknown => none");
         // Unknown from the manifest, clustered across the file's row groups.
         let d = domains((3, 9), None, false);
-        let decisions = g.decide(&d, Some(&bounds()), &[ColumnLayout::Clustered(0.2)]);
+        let decisions = g.decide(&d, Some(&bounds()), &[ColumnLayout::Clustered(0.2)], false);
         assert_eq!(decisions, vec![(0, ReaderUse::Range)]);
         // No bounds in the file (column added later): withheld.
         let g = gate(ColumnLayout::Clustered(0.0), 150);
-        let decisions = g.decide(&d, Some(&vec![ColumnBounds::default()]), &[]);
+        let decisions = g.decide(&d, Some(&vec![ColumnBounds::default()]), &[], false);
         assert!(matches!(decisions[0].1, ReaderUse::Withheld(_)));
+        // After our row-group selection a range is withheld; a small set still goes.
+        let decisions = g.decide(&d, Some(&bounds()), &[], true);
+        assert!(matches!(decisions[0].1, ReaderUse::Withheld(_)));
+        let set = domains((3, 9), Some(vec![3, 9]), false);
+        assert_eq!(
+            g.decide(&set, Some(&bounds()), &[], true),
+            vec![(0, ReaderUse::Set(2))]
+        );
     }
 }

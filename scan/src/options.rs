@@ -91,44 +91,38 @@ impl ExtensionOptions for IceflightOptions {
     }
 
     fn set(&mut self, key: &str, value: &str) -> Result<()> {
+        let invalid = |expected: &str| {
+            DataFusionError::Configuration(format!(
+                "iceflight.{key} must be {expected}, got {value:?}"
+            ))
+        };
+        let boolean = || {
+            value
+                .trim()
+                .parse::<bool>()
+                .map_err(|_| invalid("true or false"))
+        };
         match key {
             "scan.batch_size" => {
-                self.scan_batch_size = value.trim().parse().map_err(|_| {
-                    DataFusionError::Configuration(format!(
-                        "iceflight.scan.batch_size must be a non-negative integer, got {value:?}"
-                    ))
-                })?;
-                Ok(())
+                self.scan_batch_size = value
+                    .trim()
+                    .parse()
+                    .map_err(|_| invalid("a non-negative integer"))?;
             }
-            "scan.dynamic_filter_pruning" => {
-                self.dynamic_filter_pruning = value.trim().parse().map_err(|_| {
-                    DataFusionError::Configuration(format!(
-                        "iceflight.scan.dynamic_filter_pruning must be true or false, got {value:?}"
-                    ))
-                })?;
-                Ok(())
-            }
+            "scan.dynamic_filter_pruning" => self.dynamic_filter_pruning = boolean()?,
             "scan.dynamic_filter_wait" => {
-                self.dynamic_filter_wait = parse_duration(value).ok_or_else(|| {
-                    DataFusionError::Configuration(format!(
-                        "iceflight.scan.dynamic_filter_wait must be a duration such as 250ms or 1s (at most 1h), got {value:?}"
-                    ))
-                })?;
-                Ok(())
+                self.dynamic_filter_wait = parse_duration(value)
+                    .ok_or_else(|| invalid("a duration such as 250ms or 1s (at most 1h)"))?;
             }
-            "scan.reader_predicate" => {
-                self.reader_predicate = value.trim().parse().map_err(|_| {
-                    DataFusionError::Configuration(format!(
-                        "iceflight.scan.reader_predicate must be true or false, got {value:?}"
-                    ))
-                })?;
-                Ok(())
+            "scan.reader_predicate" => self.reader_predicate = boolean()?,
+            _ => {
+                return Err(DataFusionError::Configuration(format!(
+                    "unknown setting iceflight.{key} (known: {})",
+                    Self::KEYS.map(|(k, _)| format!("iceflight.{k}")).join(", ")
+                )));
             }
-            _ => Err(DataFusionError::Configuration(format!(
-                "unknown setting iceflight.{key} (known: {})",
-                Self::KEYS.map(|(k, _)| format!("iceflight.{k}")).join(", ")
-            ))),
         }
+        Ok(())
     }
 
     fn entries(&self) -> Vec<ConfigEntry> {
