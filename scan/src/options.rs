@@ -150,29 +150,24 @@ mod tests {
 
     use super::*;
 
+    /// Runs `SET statement` and returns the session's options afterwards.
+    async fn set(ctx: &SessionContext, statement: &str) -> IceflightOptions {
+        ctx.sql(statement).await.unwrap();
+        ctx.state()
+            .config_options()
+            .extensions
+            .get::<IceflightOptions>()
+            .unwrap()
+            .clone()
+    }
+
     #[tokio::test]
     async fn set_through_sql() {
         let config = SessionConfig::new().with_option_extension(IceflightOptions::default());
         let ctx = SessionContext::new_with_config(config);
-        ctx.sql("SET iceflight.scan.batch_size = 1234")
-            .await
-            .unwrap();
-        let state = ctx.state();
-        let opts = state
-            .config_options()
-            .extensions
-            .get::<IceflightOptions>()
-            .unwrap();
+        let opts = set(&ctx, "SET iceflight.scan.batch_size = 1234").await;
         assert_eq!(opts.scan_batch_size, 1234);
-        ctx.sql("SET iceflight.scan.dynamic_filter_wait = '1.5s'")
-            .await
-            .unwrap();
-        let state = ctx.state();
-        let opts = state
-            .config_options()
-            .extensions
-            .get::<IceflightOptions>()
-            .unwrap();
+        let opts = set(&ctx, "SET iceflight.scan.dynamic_filter_wait = '1.5s'").await;
         assert_eq!(opts.dynamic_filter_wait.as_millis(), 1500);
         for bad in ["-1ms", "soon", "2h"] {
             let err = ctx
