@@ -61,11 +61,6 @@ impl DomainCache {
         }
     }
 
-    /// Whether there is no filter (the domains are always "no constraint").
-    pub fn is_empty(&self) -> bool {
-        self.filters.is_empty()
-    }
-
     /// The filters' current domains.
     pub fn current(&self) -> Arc<Domains> {
         let generations = self.generations();
@@ -82,7 +77,8 @@ impl DomainCache {
     }
 
     /// How many times the domains were normalised (cache misses).
-    pub fn computations(&self) -> usize {
+    #[cfg(test)]
+    fn computations(&self) -> usize {
         self.computations.load(Ordering::Relaxed)
     }
 

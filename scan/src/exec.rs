@@ -42,7 +42,7 @@ use crate::domain::{Domains, normalize};
 use crate::domain_cache::DomainCache;
 use crate::equality_deletes::{self, DeleteKeys, DeleteKeysCache};
 use crate::footer;
-use crate::gate::{Gate, GateColumn, ReaderUse};
+use crate::gate::{Gate, GateColumn};
 use crate::prune::{BoundsByFile, FileBounds, may_match};
 use crate::row_groups;
 use datafusion::common::config::ConfigOptions;
@@ -93,8 +93,6 @@ pub struct IcebergScanExec {
     files_pruned_statistics: usize,
     /// Files `plan_files` returned (before `files_pruned_statistics`).
     manifest_planned_files: usize,
-    /// Value-set cap of domains = `hash_join_inlist_pushdown_max_distinct_values`.
-    inlist_cap: usize,
     /// Which domain parts reach which pruning layer.
     gate: Arc<Gate>,
     /// Manifest bounds of the output columns, by data file path.
@@ -169,7 +167,6 @@ impl IcebergScanExec {
             static_domains: Arc::new(Domains::all()),
             files_pruned_statistics: 0,
             manifest_planned_files: 0,
-            inlist_cap: DEFAULT_INLIST_CAP,
             gate: Arc::new(Gate::new(
                 plan.gate_columns,
                 DEFAULT_INLIST_CAP,
@@ -206,17 +203,8 @@ impl IcebergScanExec {
             .collect();
         self.file_groups = Arc::new(groups);
         let pruned = before - self.planned_files();
-        if pruned > 0 {
-            self.files_pruned_statistics += pruned;
-            // The manifest statistics counted the dropped files.
-            self.statistics = Arc::new(
-                self.statistics
-                    .iter()
-                    .map(|s| s.clone().to_inexact())
-                    .collect(),
-            );
-            self.total_statistics = self.total_statistics.clone().to_inexact();
-        }
+        // Statistics still count the dropped files; they are all `Inexact` (metrics_index.rs).
+        self.files_pruned_statistics += pruned;
     }
 
     /// The latest dynamic domains (after execution: what the last task saw).
@@ -501,7 +489,6 @@ impl ExecutionPlan for IcebergScanExec {
             .optimizer
             .hash_join_inlist_pushdown_max_distinct_values;
         let mut new = self.clone();
-        new.inlist_cap = cap;
         new.gate = Arc::new(self.gate.with_cap(cap));
         if !fixed.is_empty() {
             let domains = fixed.iter().fold((*self.static_domains).clone(), |acc, f| {
@@ -605,14 +592,14 @@ impl TaskOpener {
         let waits: Vec<_> = self
             .dynamic_filters
             .iter()
-            .filter_map(|f| {
+            .filter(|f| f.as_any().is::<DynamicFilterPhysicalExpr>())
+            .map(|f| {
                 let f = Arc::clone(f);
-                f.as_any().downcast_ref::<DynamicFilterPhysicalExpr>()?;
-                Some(async move {
+                async move {
                     if let Some(d) = f.as_any().downcast_ref::<DynamicFilterPhysicalExpr>() {
                         d.wait_complete().await;
                     }
-                })
+                }
             })
             .collect();
         if waits.is_empty() {
@@ -622,14 +609,21 @@ impl TaskOpener {
         let _ = tokio::time::timeout(self.wait, futures::future::join_all(waits)).await;
     }
 
+    /// The static domains AND the dynamic ones at their current generation.
+    fn domains(&self) -> Arc<Domains> {
+        let Some(dynamic) = self.dynamic.as_ref().map(|c| c.current()) else {
+            return Arc::clone(&self.static_domains);
+        };
+        match &self.static_domains.columns {
+            Some(c) if c.is_empty() => dynamic,
+            _ => Arc::new((*self.static_domains).clone().and((*dynamic).clone())),
+        }
+    }
+
     /// Applies the gate to `task`: skip it, or the pieces to read with their reader predicate.
     async fn gate(&self, task: FileScanTask) -> Result<Opened> {
         let started = Instant::now();
-        let dynamic = self.dynamic.as_ref().map(|c| c.current());
-        let domains = match &dynamic {
-            Some(d) => (*self.static_domains).clone().and((**d).clone()),
-            None => (*self.static_domains).clone(),
-        };
+        let domains = self.domains();
         let no_bounds = FileBounds::new();
         let bounds = self.file_bounds.get(&task.data_file_path);
         if domains.columns.is_none() || bounds.is_some_and(|b| !may_match(&domains, b)) {
@@ -643,7 +637,7 @@ impl TaskOpener {
         if unconstrained {
             return Ok(Opened::Read(vec![task]));
         }
-        let mut pieces = vec![task.clone()];
+        let mut pieces = None;
         let mut row_group_layouts = vec![];
         let mut row_groups_selected = false;
         // Row groups from the footer; not for files with deletes (positions span the file).
@@ -663,7 +657,7 @@ impl TaskOpener {
                 return Ok(Opened::Skip);
             }
             if selection.pruned() > 0 {
-                pieces = row_groups::split(&task, &metadata, &selection.kept);
+                pieces = Some(row_groups::split(&task, &metadata, &selection.kept));
             }
             row_group_layouts = selection.layouts;
             row_groups_selected = true;
@@ -674,19 +668,17 @@ impl TaskOpener {
             &row_group_layouts,
             row_groups_selected,
         );
-        if let Some(predicate) = self.gate.reader_predicate(&domains, &decisions) {
-            let bound = predicate
-                .bind(Arc::clone(&task.schema), task.case_sensitive)
-                .map_err(external)?;
-            for piece in &mut pieces {
-                piece.predicate = Some(bound.clone());
-            }
+        let predicate = match self.gate.reader_predicate(&domains, &decisions) {
+            Some(p) => Some(
+                p.bind(Arc::clone(&task.schema), task.case_sensitive)
+                    .map_err(external)?,
+            ),
+            None => None,
+        };
+        let mut pieces = pieces.unwrap_or_else(|| vec![task]);
+        for piece in &mut pieces {
+            piece.predicate.clone_from(&predicate);
         }
-        debug_assert!(
-            decisions.iter().all(
-                |(_, d)| !matches!(d, ReaderUse::Set(n) if *n > crate::gate::IN_PREDICATE_LIMIT)
-            )
-        );
         self.metrics.predicate_build_time.add_elapsed(started);
         Ok(Opened::Read(pieces))
     }

@@ -48,8 +48,39 @@ pub struct GateColumn {
     pub arrow_type: DataType,
     /// Iceberg type, for top-level primitive columns; `None` for nested and other columns.
     pub iceberg_type: Option<PrimitiveType>,
-    /// Layout judged from the manifest's per-file bounds of the planned files.
+    /// Layout judged from the manifest's per-file bounds of every live data file.
     pub layout: ColumnLayout,
+}
+
+impl GateColumn {
+    /// Builds the per-column description from the output schema, the current iceberg schema, the
+    /// output columns' field ids and their layouts.
+    pub fn for_scan(
+        schema: &SchemaRef,
+        current: &IcebergSchema,
+        field_ids: &[i32],
+        layouts: &[ColumnLayout],
+    ) -> Vec<Self> {
+        schema
+            .fields()
+            .iter()
+            .zip(field_ids)
+            .zip(layouts)
+            .map(|((f, id), layout)| {
+                let field = current.field_by_id(*id);
+                let iceberg_type = field.and_then(|nf| match nf.field_type.as_ref() {
+                    Type::Primitive(p) => Some(p.clone()),
+                    _ => None,
+                });
+                Self {
+                    name: field.map(|nf| nf.name.clone()).unwrap_or_default(),
+                    arrow_type: f.data_type().clone(),
+                    iceberg_type,
+                    layout: *layout,
+                }
+            })
+            .collect()
+    }
 }
 
 /// Per-scan gate decisions (built once at planning) applied to each task's domains.
@@ -95,35 +126,6 @@ impl Gate {
             set_limit: cap.min(IN_PREDICATE_LIMIT),
             reader_predicate,
         }
-    }
-
-    /// Builds the per-column description from the output schema, the current iceberg schema, the
-    /// output columns' field ids and their layouts.
-    pub fn columns(
-        schema: &SchemaRef,
-        current: &IcebergSchema,
-        field_ids: &[i32],
-        layouts: &[ColumnLayout],
-    ) -> Vec<GateColumn> {
-        schema
-            .fields()
-            .iter()
-            .zip(field_ids)
-            .zip(layouts)
-            .map(|((f, id), layout)| {
-                let field = current.field_by_id(*id);
-                let iceberg_type = field.and_then(|nf| match nf.field_type.as_ref() {
-                    Type::Primitive(p) => Some(p.clone()),
-                    _ => None,
-                });
-                GateColumn {
-                    name: field.map(|nf| nf.name.clone()).unwrap_or_default(),
-                    arrow_type: f.data_type().clone(),
-                    iceberg_type,
-                    layout: *layout,
-                }
-            })
-            .collect()
     }
 
     /// The same gate with value sets capped at `cap` (the session's

@@ -22,6 +22,9 @@ use iceberg::scan::FileScanTask;
 use iceberg::spec::{DataContentType, DataFile, Datum, PrimitiveLiteral, PrimitiveType};
 use iceberg::table::Table;
 
+use crate::layout::{ColumnLayout, judge};
+use crate::prune::ColumnBounds;
+
 /// Snapshots whose file index [`FileMetricsIndex::load_cached`] keeps.
 pub const INDEX_CACHE_ENTRIES: usize = 64;
 
@@ -36,6 +39,8 @@ fn index_cache() -> &'static IndexCache {
 #[derive(Debug, Default)]
 pub struct FileMetricsIndex {
     files: HashMap<String, DataFile>,
+    /// [`Self::layout`] per (field id, Arrow type), computed once per snapshot.
+    layouts: std::sync::Mutex<HashMap<(i32, DataType), ColumnLayout>>,
 }
 
 impl FileMetricsIndex {
@@ -62,7 +67,10 @@ impl FileMetricsIndex {
                 }
             }
         }
-        Ok(Self { files })
+        Ok(Self {
+            files,
+            layouts: Default::default(),
+        })
     }
 
     /// [`Self::load`], memoised per (table uuid, snapshot id): a snapshot's manifests never change,
@@ -103,6 +111,44 @@ impl FileMetricsIndex {
     /// Metrics of one data file, if indexed.
     pub fn get(&self, path: &str) -> Option<&DataFile> {
         self.files.get(path)
+    }
+
+    /// Manifest bounds of field `id` in `file`, as scalars of `data_type`.
+    pub fn bounds(file: &DataFile, id: i32, data_type: &DataType) -> ColumnBounds {
+        ColumnBounds {
+            min: file
+                .lower_bounds()
+                .get(&id)
+                .and_then(|d| datum_to_scalar(d, data_type)),
+            max: file
+                .upper_bounds()
+                .get(&id)
+                .and_then(|d| datum_to_scalar(d, data_type)),
+            null_count: file.null_value_counts().get(&id).copied(),
+        }
+    }
+
+    /// Layout of field `id` across every live data file of the snapshot (`layout.rs`), judged
+    /// once per (field id, Arrow type) and then memoised with the index.
+    pub fn layout(&self, id: i32, data_type: &DataType) -> ColumnLayout {
+        let key = (id, data_type.clone());
+        if let Some(hit) = self.layouts.lock().expect("layout memo").get(&key) {
+            return *hit;
+        }
+        let intervals: Vec<_> = self
+            .files
+            .values()
+            .map(|f| {
+                let b = Self::bounds(f, id, data_type);
+                b.min.zip(b.max)
+            })
+            .collect();
+        let layout = judge(&intervals);
+        self.layouts
+            .lock()
+            .expect("layout memo")
+            .insert(key, layout);
+        layout
     }
 
     /// Statistics for reading `tasks` with output `schema`, whose columns have the iceberg field

@@ -28,11 +28,11 @@ use iceberg::table::Table;
 use parquet::arrow::PARQUET_FIELD_ID_META_KEY;
 
 use crate::exec::{IcebergScanExec, PlannedScan};
-use crate::gate::Gate;
-use crate::layout::{ColumnLayout, judge};
-use crate::metrics_index::{FileMetricsIndex, datum_to_scalar};
+use crate::gate::GateColumn;
+use crate::layout::ColumnLayout;
+use crate::metrics_index::FileMetricsIndex;
 use crate::predicate::PredicateConverter;
-use crate::prune::{BoundsByFile, ColumnBounds};
+use crate::prune::BoundsByFile;
 
 /// A DataFusion table backed by an iceberg [`Table`] (at its current snapshot, loaded by the
 /// catalog when the query is planned).
@@ -225,17 +225,7 @@ impl TableProvider for IcebergTableProvider {
                     .fields()
                     .iter()
                     .zip(&field_ids)
-                    .map(|(f, id)| ColumnBounds {
-                        min: file
-                            .lower_bounds()
-                            .get(id)
-                            .and_then(|d| datum_to_scalar(d, f.data_type())),
-                        max: file
-                            .upper_bounds()
-                            .get(id)
-                            .and_then(|d| datum_to_scalar(d, f.data_type())),
-                        null_count: file.null_value_counts().get(id).copied(),
-                    })
+                    .map(|(f, id)| FileMetricsIndex::bounds(file, *id, f.data_type()))
                     .collect();
                 Some((t.data_file_path.clone(), bounds))
             })
@@ -246,23 +236,9 @@ impl TableProvider for IcebergTableProvider {
             .fields()
             .iter()
             .zip(&field_ids)
-            .map(|(f, id)| {
-                let intervals: Vec<_> = index
-                    .paths()
-                    .filter_map(|p| index.get(p))
-                    .map(|file| {
-                        let lo = file.lower_bounds().get(id);
-                        let hi = file.upper_bounds().get(id);
-                        lo.zip(hi).and_then(|(lo, hi)| {
-                            datum_to_scalar(lo, f.data_type())
-                                .zip(datum_to_scalar(hi, f.data_type()))
-                        })
-                    })
-                    .collect();
-                judge(&intervals)
-            })
+            .map(|(f, id)| index.layout(*id, f.data_type()))
             .collect();
-        let gate_columns = Gate::columns(&schema, &current_schema, &field_ids, &layouts);
+        let gate_columns = GateColumn::for_scan(&schema, &current_schema, &field_ids, &layouts);
         Ok(Arc::new(IcebergScanExec::new(PlannedScan {
             file_bounds,
             dynamic_pruning: options.dynamic_filter_pruning,
