@@ -189,9 +189,23 @@ impl Domains {
                     .get(*i)
                     .map(|f| f.name().as_str())
                     .unwrap_or("?");
-                let mut out = match &d.range {
-                    Some((lo, hi)) => format!("{name} in [{lo}, {hi}]"),
-                    None => format!("{name} no value"),
+                let ty = schema.fields().get(*i).map(|f| f.data_type());
+                // Bounds are inclusive (`<` is widened to `<=`); the type's extremes are open ends.
+                let open = |v: &ScalarValue, extreme: Option<ScalarValue>, sign: &str| {
+                    if extreme.as_ref() == Some(v) {
+                        format!("{sign}∞")
+                    } else {
+                        v.to_string()
+                    }
+                };
+                let mut out = match (&d.range, ty) {
+                    (Some((lo, hi)), Some(ty)) => format!(
+                        "{name} in [{}, {}]",
+                        open(lo, type_min(ty), "-"),
+                        open(hi, type_max(ty), "+")
+                    ),
+                    (Some((lo, hi)), None) => format!("{name} in [{lo}, {hi}]"),
+                    (None, _) => format!("{name} no value"),
                 };
                 match &d.values {
                     Some(vs) if vs.len() <= 4 => {
@@ -834,5 +848,17 @@ mod tests {
             bin(f, Operator::LtEq, lit(2.0f64)),
         );
         insta::assert_snapshot!(norm(&e, 150), @"#3: [-inf, 2]");
+    }
+
+    #[test]
+    fn describe_shows_open_ends_and_sets() {
+        let s = schema();
+        let e = bin(
+            bin(k(), Operator::Lt, lit(5)),
+            Operator::And,
+            bin(col("v", &s).unwrap(), Operator::GtEq, lit(7i64)),
+        );
+        insta::assert_snapshot!(normalize(&e, &s, 150, false).describe(&s), @"k in [-∞, 5]; v in [7, +∞]");
+        insta::assert_snapshot!(normalize(&bounds_and_set(1, 9, &[1, 3, 9]), &s, 150, true).describe(&s), @"k in [1, 9] ∩ {1, 3, 9} or NULL");
     }
 }

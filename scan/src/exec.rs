@@ -314,13 +314,17 @@ impl DisplayAs for IcebergScanExec {
                     }
                 }
                 if !self.dynamic_filters.is_empty() {
-                    let pruning = if self.dynamic_pruning { "on" } else { "off" };
-                    write!(
-                        f,
-                        ", dynamic_filters={} (pruning {pruning}, wait {} ms)",
-                        self.dynamic_filters.len(),
-                        self.dynamic_filter_wait.as_millis()
-                    )?;
+                    write!(f, ", dynamic_filters={}", self.dynamic_filters.len())?;
+                    if self.dynamic_pruning {
+                        // Pruning off skips the wait as well: nothing would use the filters.
+                        write!(
+                            f,
+                            " (pruning on, wait {})",
+                            crate::options::format_duration(self.dynamic_filter_wait)
+                        )?;
+                    } else {
+                        write!(f, " (pruning off)")?;
+                    }
                     if let Some(d) = self.latest_dynamic_domains() {
                         write!(
                             f,

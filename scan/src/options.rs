@@ -52,6 +52,16 @@ fn parse_duration(value: &str) -> Option<std::time::Duration> {
         .then(|| std::time::Duration::from_secs_f64(n * scale))
 }
 
+/// `1s`, `1.5s` or `250ms`: how [`parse_duration`] reads it back.
+pub fn format_duration(d: std::time::Duration) -> String {
+    let ms = d.as_millis();
+    if ms % 1000 == 0 && ms > 0 {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{ms}ms")
+    }
+}
+
 impl IceflightOptions {
     const KEYS: [(&'static str, &'static str); 4] = [
         (
@@ -129,7 +139,7 @@ impl ExtensionOptions for IceflightOptions {
         let values = [
             self.scan_batch_size.to_string(),
             self.dynamic_filter_pruning.to_string(),
-            format!("{}ms", self.dynamic_filter_wait.as_millis()),
+            format_duration(self.dynamic_filter_wait),
             self.reader_predicate.to_string(),
         ];
         Self::KEYS

@@ -67,7 +67,7 @@ async fn join_dynamic_filter_prunes_files_and_keeps_answers() {
         datafusion::physical_plan::displayable(on.plan.as_ref()).indent(true)
     );
     assert!(
-        plan.contains("dynamic_filters=1 (pruning on, wait 1000 ms)"),
+        plan.contains("dynamic_filters=1 (pruning on, wait 1s)"),
         "{plan}"
     );
 }

@@ -92,6 +92,7 @@ pub async fn serve(
             }
         }
     });
+    tracing::info!(address = %bound, "Flight SQL server listening");
     on_ready(bound);
     // TCP_NODELAY: small responses (SELECT 1, metadata) must not wait for delayed ACKs.
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));

@@ -165,6 +165,8 @@ pub fn encode<G: Send + 'static>(
         })
         .chain(
             futures::stream::once(async move {
+                // Reached only when the input ended: every batch went out.
+                log.finish();
                 drop(guard);
                 drop(log);
                 Err(FlightError::ProtocolError("end".into()))
@@ -191,7 +193,49 @@ pub fn encode_batch(batch: RecordBatch) -> FlightDataStream {
 
 #[cfg(test)]
 mod tests {
-    use super::QueryLog;
+    use std::sync::Arc;
+
+    use arrow::array::{Int32Array, RecordBatch};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+    use futures::StreamExt;
+
+    use super::{QueryLog, encode};
+
+    fn two_batches() -> datafusion::execution::SendableRecordBatchStream {
+        let schema = Arc::new(Schema::new(vec![Field::new("x", DataType::Int32, false)]));
+        let batch = RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![Arc::new(Int32Array::from(vec![1, 2]))],
+        )
+        .unwrap();
+        let batches = vec![Ok(batch.clone()), Ok(batch)];
+        Box::pin(RecordBatchStreamAdapter::new(
+            schema,
+            futures::stream::iter(batches),
+        ))
+    }
+
+    #[tokio::test]
+    async fn encoded_stream_logs_ok_only_when_drained() {
+        let log = QueryLog::start("u", "SELECT x");
+        let input = two_batches();
+        let schema = input.schema();
+        let stream = encode(input, schema, Arc::clone(&log), ());
+        let messages = stream.collect::<Vec<_>>().await;
+        assert!(messages.iter().all(Result::is_ok));
+        assert_eq!(log.status(), "ok");
+        assert_eq!(log.rows.load(std::sync::atomic::Ordering::Relaxed), 4);
+
+        // A client that stops after the first message leaves the query cancelled.
+        let log = QueryLog::start("u", "SELECT x");
+        let input = two_batches();
+        let schema = input.schema();
+        let mut stream = encode(input, schema, Arc::clone(&log), ());
+        assert!(stream.next().await.is_some());
+        drop(stream);
+        assert_eq!(log.status(), "cancelled");
+    }
 
     #[test]
     fn log_status() {

@@ -278,16 +278,24 @@ impl IceflightService {
             })
     }
 
-    /// Runs a statement that changes state (DDL, `SET`) to completion; returns rows affected.
-    async fn run_update(session: &Session, plan: LogicalPlan) -> Result<i64, Status> {
-        session
-            .ctx
-            .execute_logical_plan(plan)
-            .await
-            .map_err(to_status)?
-            .collect()
-            .await
-            .map_err(to_status)?;
+    /// Runs a statement that changes state (DDL, `SET`) to completion and logs it (`sql`);
+    /// returns rows affected.
+    async fn run_update(session: &Session, plan: LogicalPlan, sql: &str) -> Result<i64, Status> {
+        let log = QueryLog::start(&session.user, sql);
+        let result = async {
+            session
+                .ctx
+                .execute_logical_plan(plan)
+                .await?
+                .collect()
+                .await
+        }
+        .await;
+        if result.is_err() {
+            log.fail();
+        }
+        log.finish();
+        result.map_err(to_status)?;
         // Tables are read-only: DDL and SET change no rows.
         Ok(0)
     }
@@ -509,7 +517,7 @@ impl FlightSqlService for IceflightService {
         let plan = Self::plan_sql(&caller.session, &query.query).await?;
         let schema = if is_state_change(&plan) {
             // DDL and SET run now; the ticket then returns no rows.
-            Self::run_update(&caller.session, plan).await?;
+            Self::run_update(&caller.session, plan, &query.query).await?;
             Arc::new(Schema::empty())
         } else {
             flight_schema(&Arc::new(plan.schema().as_arrow().clone()))
@@ -561,7 +569,7 @@ impl FlightSqlService for IceflightService {
     ) -> Result<i64, Status> {
         let caller = self.caller(&request)?;
         let plan = Self::plan_sql(&caller.session, &command.query).await?;
-        Self::run_update(&caller.session, plan).await
+        Self::run_update(&caller.session, plan, &command.query).await
     }
 
     // Prepared statements
@@ -603,7 +611,7 @@ impl FlightSqlService for IceflightService {
         let plan = Self::bound_plan(&prepared)?;
         let schema = if is_state_change(&plan) {
             // DDL and SET run when executed (ADBC's execute never fetches them); DoGet is empty.
-            Self::run_update(&caller.session, plan).await?;
+            Self::run_update(&caller.session, plan, &prepared.sql).await?;
             Arc::new(Schema::empty())
         } else {
             flight_schema(&Arc::new(plan.schema().as_arrow().clone()))
@@ -703,7 +711,7 @@ impl FlightSqlService for IceflightService {
         let caller = self.caller(&request)?;
         let (_, prepared) = Self::prepared(&caller.session, &cmd.prepared_statement_handle)?;
         let plan = Self::bound_plan(&prepared)?;
-        Self::run_update(&caller.session, plan).await
+        Self::run_update(&caller.session, plan, &prepared.sql).await
     }
 
     async fn do_action_close_prepared_statement(
