@@ -18,6 +18,8 @@
 //! - Unconvertible parts (hash lookups, casts, NOT, column against column, literals of another
 //!   type, float NaN / ±0.0 literals, IN lists holding any such) constrain nothing.
 //! - `struct(a, b) IN (...)` gives one constraint per column (wider than the tuples).
+//! - A column is what [`ColumnResolver`] resolves: an output column, or a struct leaf reached by
+//!   `get_field` (`s.a`, `s['a']['b']`) — the same rules apply to both.
 //! - Value sets larger than the cap keep only their range. The cap is
 //!   `datafusion.optimizer.hash_join_inlist_pushdown_max_distinct_values` (150 by default).
 
@@ -25,14 +27,16 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arrow::array::Array;
-use arrow::datatypes::{DataType, Schema};
+use arrow::datatypes::DataType;
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::Operator;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_expr::ScalarFunctionExpr;
 use datafusion::physical_expr::expressions::{
-    BinaryExpr, CaseExpr, Column, DynamicFilterPhysicalExpr, InListExpr, IsNullExpr, Literal,
+    BinaryExpr, CaseExpr, DynamicFilterPhysicalExpr, InListExpr, IsNullExpr, Literal,
 };
+
+use crate::columns::ColumnResolver;
 
 /// The values of one column that may pass a filter.
 #[derive(Debug, Clone, PartialEq)]
@@ -156,7 +160,8 @@ fn max<'a>(a: &'a ScalarValue, b: &'a ScalarValue) -> &'a ScalarValue {
 /// pass); a column absent from the map is unconstrained.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Domains {
-    /// Domains by column index in the scan's output schema; `None` = no row passes.
+    /// Domains by column index ([`ColumnResolver`]: for a scan, its output columns, then its
+    /// nested struct leaves, `columns.rs`); `None` = no row passes.
     pub columns: Option<BTreeMap<usize, ColumnDomain>>,
 }
 
@@ -175,7 +180,7 @@ impl Domains {
 
     /// One line for EXPLAIN: `name in [lo, hi]`, `∩ {…}` (sets of up to 4 values, else their
     /// size), `or NULL`, joined by `; `; `false` when nothing passes, `true` when unconstrained.
-    pub fn describe(&self, schema: &Schema) -> String {
+    pub fn describe(&self, columns: &dyn ColumnResolver) -> String {
         let Some(cols) = &self.columns else {
             return "false".into();
         };
@@ -184,12 +189,10 @@ impl Domains {
         }
         cols.iter()
             .map(|(i, d)| {
-                let name = schema
-                    .fields()
-                    .get(*i)
-                    .map(|f| f.name().as_str())
-                    .unwrap_or("?");
-                let ty = schema.fields().get(*i).map(|f| f.data_type());
+                let (name, ty) = match columns.describe(*i) {
+                    Some((name, ty)) => (name, Some(ty)),
+                    None => ("?", None),
+                };
                 // Bounds are inclusive (`<` is widened to `<=`); the type's extremes are open ends.
                 let open = |v: &ScalarValue, extreme: Option<ScalarValue>, sign: &str| {
                     if extreme.as_ref() == Some(v) {
@@ -282,7 +285,7 @@ impl Domains {
 /// null-safe, so their domains keep NULL.
 pub fn normalize(
     expr: &Arc<dyn PhysicalExpr>,
-    schema: &Schema,
+    schema: &dyn ColumnResolver,
     cap: usize,
     null_may_pass: bool,
 ) -> Domains {
@@ -335,10 +338,8 @@ pub fn normalize(
     Domains::all()
 }
 
-fn column(expr: &Arc<dyn PhysicalExpr>, schema: &Schema) -> Option<(usize, DataType)> {
-    let c = expr.as_any().downcast_ref::<Column>()?;
-    let field = schema.fields().get(c.index())?;
-    Some((c.index(), field.data_type().clone()))
+fn column(expr: &Arc<dyn PhysicalExpr>, columns: &dyn ColumnResolver) -> Option<(usize, DataType)> {
+    columns.resolve(expr)
 }
 
 /// A literal usable in a domain of a column of type `ty`: same type, not NULL, not NaN or ±0.0.
@@ -358,7 +359,7 @@ fn comparison(
     left: &Arc<dyn PhysicalExpr>,
     op: Operator,
     right: &Arc<dyn PhysicalExpr>,
-    schema: &Schema,
+    schema: &dyn ColumnResolver,
 ) -> Domains {
     let (col, lit, op) = match (
         column(left, schema),
@@ -431,7 +432,7 @@ pub(crate) fn type_max(ty: &DataType) -> Option<ScalarValue> {
     })
 }
 
-fn in_list_domains(in_list: &InListExpr, schema: &Schema, cap: usize) -> Domains {
+fn in_list_domains(in_list: &InListExpr, schema: &dyn ColumnResolver, cap: usize) -> Domains {
     if in_list.negated() {
         return Domains::all();
     }
@@ -509,7 +510,7 @@ fn in_list_domains(in_list: &InListExpr, schema: &Schema, cap: usize) -> Domains
 
 #[cfg(test)]
 mod tests {
-    use arrow::datatypes::Field;
+    use arrow::datatypes::{Field, Schema};
     use datafusion::physical_expr::expressions::{case, col, in_list, is_null, lit};
 
     use super::*;

@@ -16,10 +16,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use arc_swap::ArcSwapOption;
-use arrow::datatypes::SchemaRef;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_expr_common::physical_expr::snapshot_generation;
 
+use crate::columns::ColumnResolver;
 use crate::domain::{Domains, normalize};
 
 /// Domains computed from one set of filter generations.
@@ -34,7 +34,7 @@ struct Cached {
 #[derive(Debug)]
 pub struct DomainCache {
     filters: Vec<Arc<dyn PhysicalExpr>>,
-    schema: SchemaRef,
+    columns: Arc<dyn ColumnResolver>,
     cap: usize,
     null_may_pass: bool,
     cached: ArcSwapOption<Cached>,
@@ -42,18 +42,18 @@ pub struct DomainCache {
 }
 
 impl DomainCache {
-    /// A cache over `filters` (expressions over rows of `schema`); `cap` bounds value sets
+    /// A cache over `filters` (their columns resolved by `columns`); `cap` bounds value sets
     /// (`hash_join_inlist_pushdown_max_distinct_values`); `null_may_pass` as in
     /// [`normalize`].
     pub fn new(
         filters: Vec<Arc<dyn PhysicalExpr>>,
-        schema: SchemaRef,
+        columns: Arc<dyn ColumnResolver>,
         cap: usize,
         null_may_pass: bool,
     ) -> Self {
         Self {
             filters,
-            schema,
+            columns,
             cap,
             null_may_pass,
             cached: ArcSwapOption::empty(),
@@ -95,7 +95,7 @@ impl DomainCache {
     fn compute(&self) -> Domains {
         self.computations.fetch_add(1, Ordering::Relaxed);
         self.filters.iter().fold(Domains::all(), |acc, f| {
-            acc.and(normalize(f, &self.schema, self.cap, self.null_may_pass))
+            acc.and(normalize(f, self.columns.as_ref(), self.cap, self.null_may_pass))
         })
     }
 
@@ -130,18 +130,21 @@ mod tests {
 
     use super::*;
 
+    fn schema() -> Schema {
+        Schema::new(vec![Field::new("k", DataType::Int32, true)])
+    }
+
     fn setup() -> (Arc<DynamicFilterPhysicalExpr>, DomainCache) {
-        let schema = Arc::new(Schema::new(vec![Field::new("k", DataType::Int32, true)]));
-        let k = col("k", &schema).unwrap();
+        let k = col("k", &schema()).unwrap();
         let filter = Arc::new(DynamicFilterPhysicalExpr::new(vec![k], lit(true)));
         let as_expr: Arc<dyn PhysicalExpr> = Arc::clone(&filter) as _;
-        let cache = DomainCache::new(vec![as_expr], schema, 150, false);
+        let cache = DomainCache::new(vec![as_expr], Arc::new(schema()), 150, false);
         (filter, cache)
     }
 
-    fn k_at_least(schema: &Schema, v: i32) -> Arc<dyn PhysicalExpr> {
+    fn k_at_least(v: i32) -> Arc<dyn PhysicalExpr> {
         Arc::new(BinaryExpr::new(
-            col("k", schema).unwrap(),
+            col("k", &schema()).unwrap(),
             Operator::GtEq,
             lit(v),
         ))
@@ -153,7 +156,7 @@ mod tests {
         assert_eq!(cache.current().columns.as_ref().unwrap().len(), 0);
         assert_eq!(cache.current().columns.as_ref().unwrap().len(), 0);
         assert_eq!(cache.computations(), 1);
-        filter.update(k_at_least(&cache.schema, 5)).unwrap();
+        filter.update(k_at_least(5)).unwrap();
         let d = cache.current();
         assert_eq!(d.columns.as_ref().unwrap().len(), 1);
         cache.current();
@@ -167,7 +170,7 @@ mod tests {
         let stale_generations = cache.generations();
         let stale = cache.compute();
         // Meanwhile the filter is updated and another caller publishes the newer domains.
-        filter.update(k_at_least(&cache.schema, 7)).unwrap();
+        filter.update(k_at_least(7)).unwrap();
         let fresh = cache.current();
         assert_eq!(fresh.columns.as_ref().unwrap().len(), 1);
         // The delayed caller gets the newer domains back and does not overwrite them.

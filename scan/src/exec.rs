@@ -38,6 +38,7 @@ use iceberg::scan::FileScanTask;
 use iceberg::spec::DataContentType;
 use iceberg::table::Table;
 
+use crate::columns::{ColumnResolver, ScanColumns};
 use crate::domain::{Domains, normalize};
 use crate::domain_cache::DomainCache;
 use crate::equality_deletes::{self, DeleteKeys, DeleteKeysCache};
@@ -93,9 +94,11 @@ pub struct IcebergScanExec {
     files_pruned_statistics: usize,
     /// Files `plan_files` returned (before `files_pruned_statistics`).
     manifest_planned_files: usize,
+    /// The columns filters can constrain: output columns, then nested struct leaves.
+    columns: Arc<ScanColumns>,
     /// Which domain parts reach which pruning layer.
     gate: Arc<Gate>,
-    /// Manifest bounds of the output columns, by data file path.
+    /// Manifest bounds of the constrainable columns, by data file path.
     file_bounds: Arc<BoundsByFile>,
     metrics: ExecutionPlanMetricsSet,
     cache: Arc<PlanProperties>,
@@ -134,7 +137,9 @@ pub struct PlannedScan {
     pub dynamic_filter_wait: Duration,
     /// `iceflight.scan.reader_predicate`.
     pub reader_predicate: bool,
-    /// Per output column: names, types and layout for the gate.
+    /// The columns filters can constrain (`columns.rs`).
+    pub columns: ScanColumns,
+    /// Per column of `columns`: names, types and layout for the gate.
     pub gate_columns: Vec<GateColumn>,
 }
 
@@ -173,6 +178,7 @@ impl IcebergScanExec {
                 plan.reader_predicate,
             )),
             file_bounds: Arc::new(plan.file_bounds),
+            columns: Arc::new(plan.columns),
             metrics: ExecutionPlanMetricsSet::new(),
             cache,
         };
@@ -220,7 +226,7 @@ impl IcebergScanExec {
             .iter()
             .map(|(i, use_)| {
                 let c = &columns[*i];
-                format!("{}: {} → {use_}", self.schema.field(*i).name(), c.layout)
+                format!("{}: {} → {use_}", c.column.name, c.layout)
             })
             .collect::<Vec<_>>()
             .join("; ")
@@ -302,7 +308,7 @@ impl DisplayAs for IcebergScanExec {
                     write!(
                         f,
                         ", static_domains=[{}], gate=[{}]",
-                        self.static_domains.describe(&self.schema),
+                        self.static_domains.describe(self.columns.as_ref()),
                         self.describe_gate(&self.static_domains)
                     )?;
                     if self.files_pruned_statistics > 0 {
@@ -329,7 +335,7 @@ impl DisplayAs for IcebergScanExec {
                         write!(
                             f,
                             ", dynamic_domains=[{}], dynamic_gate=[{}]",
-                            d.describe(&self.schema),
+                            d.describe(self.columns.as_ref()),
                             self.describe_gate(&d)
                         )?;
                     }
@@ -496,7 +502,7 @@ impl ExecutionPlan for IcebergScanExec {
         new.gate = Arc::new(self.gate.with_cap(cap));
         if !fixed.is_empty() {
             let domains = fixed.iter().fold((*self.static_domains).clone(), |acc, f| {
-                acc.and(normalize(f, &self.schema, cap, false))
+                acc.and(normalize(f, self.columns.as_ref(), cap, false))
             });
             new.static_filters.extend(fixed);
             new.static_domains = Arc::new(domains);
@@ -506,7 +512,7 @@ impl ExecutionPlan for IcebergScanExec {
             new.dynamic_filters.extend(dynamic);
             new.dynamic_domains = Some(Arc::new(DomainCache::new(
                 new.dynamic_filters.clone(),
-                Arc::clone(&new.schema),
+                Arc::clone(&new.columns) as Arc<dyn ColumnResolver>,
                 cap,
                 true,
             )));
@@ -654,7 +660,7 @@ impl TaskOpener {
             .await
             .map_err(external)?;
             let selection =
-                row_groups::select(&metadata, &task, &domains, &self.schema, &self.field_ids);
+                row_groups::select(&metadata, &task, &domains, self.gate.gate_columns());
             self.metrics.row_groups_pruned.add(selection.pruned());
             if selection.kept.is_empty() {
                 self.metrics.predicate_build_time.add_elapsed(started);

@@ -6,7 +6,8 @@
 //!     ├─ manifest bounds + null counts (prune.rs) ────► skip the file, no footer read
 //!     ├─ a constrained column clustered or unknown ───► footer (cached) → row groups (row_groups.rs)
 //!     └─ per column, to the reader's predicate only if
-//!          clustered (layout.rs)  and  present in the file (manifest bounds)
+//!          top-level (nested struct leaves stop at the footer: iceberg's row filter rejects them)
+//!          and  clustered (layout.rs)  and  present in the file (manifest bounds)
 //!            range        → col >= lo AND col <= hi       (type extremes left out), only
 //!                           when our row-group selection did not run (files with deletes)
 //!            value set    → col IN (…) while ≤ min(cap, IN_PREDICATE_LIMIT)
@@ -24,11 +25,11 @@
 
 use std::fmt;
 
-use arrow::datatypes::{DataType, SchemaRef};
+use arrow::datatypes::DataType;
 use datafusion::common::ScalarValue;
 use iceberg::expr::{Predicate, Reference};
-use iceberg::spec::{PrimitiveType, Schema as IcebergSchema, Type};
 
+use crate::columns::{ScanColumn, ScanColumns};
 use crate::domain::{ColumnDomain, Domains};
 use crate::layout::ColumnLayout;
 use crate::predicate::scalar_to_datum;
@@ -39,45 +40,25 @@ use crate::prune::FileBounds;
 /// row-group and page pruning but still runs as a row filter.
 pub const IN_PREDICATE_LIMIT: usize = 200;
 
-/// What the gate does with one output column of the scan.
+/// What the gate does with one constrainable column of the scan (`columns.rs`).
 #[derive(Debug, Clone)]
 pub struct GateColumn {
-    /// Column name in the table's current schema (the reader's predicate binds to it).
-    pub name: String,
-    /// Arrow type of the output column (the type of domain literals).
-    pub arrow_type: DataType,
-    /// Iceberg type, for top-level primitive columns; `None` for nested and other columns.
-    pub iceberg_type: Option<PrimitiveType>,
+    /// Name, field id and types (an output column or a nested struct leaf).
+    pub column: ScanColumn,
     /// Layout judged from the manifest's per-file bounds of every live data file.
     pub layout: ColumnLayout,
 }
 
 impl GateColumn {
-    /// Builds the per-column description from the output schema, the current iceberg schema, the
-    /// output columns' field ids and their layouts.
-    pub fn for_scan(
-        schema: &SchemaRef,
-        current: &IcebergSchema,
-        field_ids: &[i32],
-        layouts: &[ColumnLayout],
-    ) -> Vec<Self> {
-        schema
-            .fields()
+    /// Pairs every column of `columns` with its layout (`layouts`, same order).
+    pub fn for_scan(columns: &ScanColumns, layouts: &[ColumnLayout]) -> Vec<Self> {
+        columns
+            .columns()
             .iter()
-            .zip(field_ids)
             .zip(layouts)
-            .map(|((f, id), layout)| {
-                let field = current.field_by_id(*id);
-                let iceberg_type = field.and_then(|nf| match nf.field_type.as_ref() {
-                    Type::Primitive(p) => Some(p.clone()),
-                    _ => None,
-                });
-                Self {
-                    name: field.map(|nf| nf.name.clone()).unwrap_or_default(),
-                    arrow_type: f.data_type().clone(),
-                    iceberg_type,
-                    layout: *layout,
-                }
+            .map(|(c, layout)| Self {
+                column: c.clone(),
+                layout: *layout,
             })
             .collect()
     }
@@ -138,7 +119,7 @@ impl Gate {
         }
     }
 
-    /// The column descriptions, by output column index.
+    /// The column descriptions, by column index (`columns.rs`).
     pub fn gate_columns(&self) -> &[GateColumn] {
         &self.columns
     }
@@ -194,8 +175,13 @@ impl Gate {
         if !self.reader_predicate {
             return ReaderUse::Withheld("iceflight.scan.reader_predicate = false");
         }
-        if col.iceberg_type.is_none() {
-            return ReaderUse::Withheld("not a top-level primitive column");
+        if col.column.nested {
+            // iceberg 0.10.1's row filter rejects a leaf that is not a root column
+            // (upstream-apis.md §0.7); footer and manifest pruning still use it.
+            return ReaderUse::Withheld("nested field");
+        }
+        if col.column.iceberg_type.is_none() {
+            return ReaderUse::Withheld("not a primitive column");
         }
         let layout = match col.layout {
             ColumnLayout::Unknown => row_group_layouts
@@ -254,6 +240,10 @@ impl Gate {
 }
 
 fn column_predicate(col: &GateColumn, d: &ColumnDomain, decision: &ReaderUse) -> Option<Predicate> {
+    let col = &col.column;
+    if col.nested {
+        return None;
+    }
     let ty = col.iceberg_type.as_ref()?;
     let reference = || Reference::new(col.name.clone());
     let datum = |v: &ScalarValue| scalar_to_datum(v, &col.arrow_type, ty);
@@ -305,15 +295,21 @@ fn is_extreme(v: &ScalarValue, ty: &DataType, upper: bool) -> bool {
 mod tests {
     use std::collections::BTreeMap;
 
+    use iceberg::spec::PrimitiveType;
+
     use super::*;
     use crate::prune::ColumnBounds;
 
     fn gate(layout: ColumnLayout, cap: usize) -> Gate {
         Gate::new(
             vec![GateColumn {
-                name: "k".into(),
-                arrow_type: DataType::Int32,
-                iceberg_type: Some(PrimitiveType::Int),
+                column: ScanColumn {
+                    name: "k".into(),
+                    field_id: 1,
+                    arrow_type: DataType::Int32,
+                    iceberg_type: Some(PrimitiveType::Int),
+                    nested: false,
+                },
                 layout,
             }],
             cap,

@@ -12,6 +12,7 @@
 //! [`gate`] with [`layout`], [`prune`], [`footer`] and [`row_groups`] (what prunes where),
 //! [`equality_deletes`], [`provider`], [`exec`]. See `README.md`.
 
+pub mod columns;
 pub mod domain;
 pub mod domain_cache;
 pub mod equality_deletes;

@@ -27,6 +27,7 @@ use iceberg::spec::PartitionSpec;
 use iceberg::table::Table;
 use parquet::arrow::PARQUET_FIELD_ID_META_KEY;
 
+use crate::columns::ScanColumns;
 use crate::exec::{IcebergScanExec, PlannedScan};
 use crate::gate::GateColumn;
 use crate::layout::ColumnLayout;
@@ -216,35 +217,42 @@ impl TableProvider for IcebergTableProvider {
         } else {
             statistics
         };
+        let columns = ScanColumns::new(&schema, &current_schema);
         let file_bounds: BoundsByFile = file_groups
             .iter()
             .flatten()
             .filter_map(|t| {
                 let file = index.get(&t.data_file_path)?;
-                let bounds = schema
-                    .fields()
+                let bounds = columns
+                    .columns()
                     .iter()
-                    .zip(&field_ids)
-                    .map(|(f, id)| FileMetricsIndex::bounds(file, *id, f.data_type()))
+                    .map(|c| {
+                        let mut b = FileMetricsIndex::bounds(file, c.field_id, &c.arrow_type);
+                        if c.nested {
+                            // A leaf's null count need not count NULL parents (case c01).
+                            b.null_count = None;
+                        }
+                        b
+                    })
                     .collect();
                 Some((t.data_file_path.clone(), bounds))
             })
             .collect();
         // Layout of the whole table (every live data file), not just the planned ones: a
         // filter that planned one file says nothing about how the column is laid out.
-        let layouts: Vec<ColumnLayout> = schema
-            .fields()
+        let layouts: Vec<ColumnLayout> = columns
+            .columns()
             .iter()
-            .zip(&field_ids)
-            .map(|(f, id)| index.layout(*id, f.data_type()))
+            .map(|c| index.layout(c.field_id, &c.arrow_type))
             .collect();
-        let gate_columns = GateColumn::for_scan(&schema, &current_schema, &field_ids, &layouts);
+        let gate_columns = GateColumn::for_scan(&columns, &layouts);
         Ok(Arc::new(IcebergScanExec::new(PlannedScan {
             file_bounds,
             dynamic_pruning: options.dynamic_filter_pruning,
             dynamic_filter_wait: options.dynamic_filter_wait,
             reader_predicate: options.reader_predicate,
             gate_columns,
+            columns,
             table: self.table.clone(),
             schema,
             field_ids,

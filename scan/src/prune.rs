@@ -18,7 +18,7 @@ use datafusion::common::ScalarValue;
 
 use crate::domain::{ColumnDomain, Domains};
 
-/// Manifest bounds of one output column in one data file.
+/// Manifest bounds of one column (or row-group statistics) in one data file.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ColumnBounds {
     /// Lower bound of the non-null values (NaN excluded), if recorded.
@@ -29,7 +29,7 @@ pub struct ColumnBounds {
     pub null_count: Option<u64>,
 }
 
-/// Bounds of every output column (by output column index) of one data file.
+/// Bounds of every constrainable column (by column index, `columns.rs`) of one data file.
 pub type FileBounds = Vec<ColumnBounds>;
 
 /// Bounds by data file path.

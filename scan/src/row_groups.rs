@@ -3,8 +3,9 @@
 //!
 //! ```text
 //!   footer ──► row groups of the task (iceberg's midpoint rule on 4 + Σ compressed_size)
-//!          ──► per constrained column: row-group min / max / null count (StatisticsConverter,
-//!              leaf found by field id) ──► prune.rs against the domains
+//!          ──► per constrained column: row-group min / max / null count, found by field id
+//!              (top-level: StatisticsConverter; nested struct leaf: the SchemaDescriptor leaf
+//!              and its column chunk statistics, null count unused) ──► prune.rs
 //!          ──► contiguous runs of kept row groups ──► one FileScanTask [start, end) per run
 //! ```
 //!
@@ -15,14 +16,16 @@
 use std::sync::Arc;
 
 use arrow::compute::cast;
-use arrow::datatypes::{DataType, Schema, SchemaRef};
+use arrow::datatypes::{DataType, Schema, TimeUnit};
 use datafusion::common::ScalarValue;
 use iceberg::scan::FileScanTask;
 use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
 use parquet::arrow::{PARQUET_FIELD_ID_META_KEY, parquet_to_arrow_schema};
 use parquet::file::metadata::ParquetMetaData;
+use parquet::file::statistics::{Statistics, ValueStatistics};
 
 use crate::domain::Domains;
+use crate::gate::GateColumn;
 use crate::layout::{ColumnLayout, judge};
 use crate::prune::{ColumnBounds, FileBounds, may_match};
 
@@ -33,7 +36,7 @@ pub struct Selection {
     pub candidates: Vec<usize>,
     /// The subset of `candidates` that may hold a passing row.
     pub kept: Vec<usize>,
-    /// Layout of each output column across the file's row groups (`Unknown` where not computed).
+    /// Layout of each column across the file's row groups (`Unknown` where not computed).
     pub layouts: Vec<ColumnLayout>,
 }
 
@@ -59,15 +62,14 @@ fn offsets(metadata: &ParquetMetaData) -> Vec<(u64, u64)> {
         .collect()
 }
 
-/// Selects the row groups of `task` that may hold a row passing `domains`. `schema` is the scan's
-/// output schema and `field_ids` its columns' iceberg field ids; columns the domains do not
-/// constrain are not read from the footer.
+/// Selects the row groups of `task` that may hold a row passing `domains`, whose column indices
+/// are those of `columns` (`columns.rs`: output columns, then nested struct leaves). Columns the
+/// domains do not constrain are not read from the footer.
 pub fn select(
     metadata: &ParquetMetaData,
     task: &FileScanTask,
     domains: &Domains,
-    schema: &SchemaRef,
-    field_ids: &[i32],
+    columns: &[GateColumn],
 ) -> Selection {
     let end = task.start + task.length;
     let candidates: Vec<usize> = offsets(metadata)
@@ -79,33 +81,40 @@ pub fn select(
         })
         .map(|(i, _)| i)
         .collect();
-    let mut layouts = vec![ColumnLayout::Unknown; schema.fields().len()];
-    let Some(columns) = &domains.columns else {
+    let mut layouts = vec![ColumnLayout::Unknown; columns.len()];
+    let Some(constrained) = &domains.columns else {
         return Selection {
             candidates,
             kept: vec![],
             layouts,
         };
     };
-    // Bounds per candidate row group, per output column (default = unknown).
+    // Bounds per candidate row group, per column (default = unknown).
     let mut bounds: Vec<FileBounds> =
-        vec![vec![ColumnBounds::default(); schema.fields().len()]; candidates.len()];
+        vec![vec![ColumnBounds::default(); columns.len()]; candidates.len()];
     let file_schema = parquet_to_arrow_schema(
         metadata.file_metadata().schema_descr(),
         metadata.file_metadata().key_value_metadata(),
     )
     .ok();
-    for &index in columns.keys() {
-        let (Some(field), Some(id), Some(file_schema)) = (
-            schema.fields().get(index),
-            field_ids.get(index),
-            &file_schema,
-        ) else {
+    for &index in constrained.keys() {
+        let Some(col) = columns.get(index).map(|c| &c.column) else {
             continue;
         };
-        let Some(column) =
-            column_bounds(metadata, file_schema, *id, field.data_type(), &candidates)
-        else {
+        let column = if col.nested {
+            leaf_bounds(metadata, col.field_id, &col.arrow_type, &candidates)
+        } else {
+            file_schema.as_ref().and_then(|file_schema| {
+                column_bounds(
+                    metadata,
+                    file_schema,
+                    col.field_id,
+                    &col.arrow_type,
+                    &candidates,
+                )
+            })
+        };
+        let Some(column) = column else {
             continue;
         };
         layouts[index] = judge(
@@ -168,6 +177,96 @@ fn column_bounds(
             })
             .collect(),
     )
+}
+
+/// Row-group bounds of the nested struct leaf with field id `id` (parquet's
+/// `StatisticsConverter` only finds root columns, upstream-apis.md §0.6), found in the file's
+/// `SchemaDescriptor` by field id and only outside repeated groups. The null count is never
+/// reported: a leaf's count need not include rows whose parent struct is NULL (case c01), so
+/// `IS NULL` on a leaf never prunes. `None` when the file has no such leaf (added by schema
+/// evolution: read as NULL, so nothing may be ruled out).
+fn leaf_bounds(
+    metadata: &ParquetMetaData,
+    id: i32,
+    data_type: &DataType,
+    row_groups: &[usize],
+) -> Option<Vec<ColumnBounds>> {
+    let descr = metadata.file_metadata().schema_descr();
+    let leaf = descr.columns().iter().position(|c| {
+        let info = c.self_type().get_basic_info();
+        info.has_id() && info.id() == id && c.max_rep_level() == 0
+    })?;
+    Some(
+        row_groups
+            .iter()
+            .map(|&rg| {
+                let stats = metadata.row_group(rg).column(leaf).statistics();
+                let (min, max) = stats
+                    .map(|s| (stat_scalar(s, true, data_type), stat_scalar(s, false, data_type)))
+                    .unwrap_or_default();
+                ColumnBounds {
+                    min,
+                    max,
+                    null_count: None,
+                }
+            })
+            .collect(),
+    )
+}
+
+/// The min (`lower`) or max of a leaf's Parquet statistics as a value of `data_type`, for the
+/// types iceberg writes (int, long, date, timestamp µs, float, double, decimal, string, boolean);
+/// `None` for anything else, which then prunes nothing.
+fn stat_scalar(stats: &Statistics, lower: bool, data_type: &DataType) -> Option<ScalarValue> {
+    fn pick<T>(s: &ValueStatistics<T>, lower: bool) -> Option<&T> {
+        if lower { s.min_opt() } else { s.max_opt() }
+    }
+    let decimal = |v: i128, p: u8, sc: i8| ScalarValue::Decimal128(Some(v), p, sc);
+    Some(match (stats, data_type) {
+        (Statistics::Boolean(s), DataType::Boolean) => ScalarValue::Boolean(Some(*pick(s, lower)?)),
+        (Statistics::Int32(s), DataType::Int32) => ScalarValue::Int32(Some(*pick(s, lower)?)),
+        (Statistics::Int32(s), DataType::Date32) => ScalarValue::Date32(Some(*pick(s, lower)?)),
+        (Statistics::Int64(s), DataType::Int64) => ScalarValue::Int64(Some(*pick(s, lower)?)),
+        (Statistics::Int64(s), DataType::Timestamp(TimeUnit::Microsecond, tz)) => {
+            ScalarValue::TimestampMicrosecond(Some(*pick(s, lower)?), tz.clone())
+        }
+        (Statistics::Float(s), DataType::Float32) => ScalarValue::Float32(Some(*pick(s, lower)?)),
+        (Statistics::Double(s), DataType::Float64) => {
+            ScalarValue::Float64(Some(*pick(s, lower)?))
+        }
+        (Statistics::Int32(s), DataType::Decimal128(p, sc)) => {
+            decimal(i128::from(*pick(s, lower)?), *p, *sc)
+        }
+        (Statistics::Int64(s), DataType::Decimal128(p, sc)) => {
+            decimal(i128::from(*pick(s, lower)?), *p, *sc)
+        }
+        (Statistics::FixedLenByteArray(s), DataType::Decimal128(p, sc)) => {
+            decimal(be_i128(pick(s, lower)?.data())?, *p, *sc)
+        }
+        (Statistics::ByteArray(s), DataType::Decimal128(p, sc)) => {
+            decimal(be_i128(pick(s, lower)?.data())?, *p, *sc)
+        }
+        (Statistics::ByteArray(s), DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View) => {
+            let v = pick(s, lower)?.as_utf8().ok()?.to_string();
+            match data_type {
+                DataType::Utf8 => ScalarValue::Utf8(Some(v)),
+                DataType::LargeUtf8 => ScalarValue::LargeUtf8(Some(v)),
+                _ => ScalarValue::Utf8View(Some(v)),
+            }
+        }
+        _ => return None,
+    })
+}
+
+/// A big-endian two's-complement integer of at most 16 bytes (Parquet's decimal encoding).
+fn be_i128(bytes: &[u8]) -> Option<i128> {
+    if bytes.is_empty() || bytes.len() > 16 {
+        return None;
+    }
+    let fill = if bytes[0] & 0x80 != 0 { 0xff } else { 0 };
+    let mut buf = [fill; 16];
+    buf[16 - bytes.len()..].copy_from_slice(bytes);
+    Some(i128::from_be_bytes(buf))
 }
 
 /// Splits `task` into one byte-range task per contiguous run of `kept` row groups (sorted
