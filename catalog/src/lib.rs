@@ -1,5 +1,5 @@
 //! iceflight's catalogs: connects the configured Iceberg catalogs (embedded SQL, REST) and
-//! exposes them to DataFusion; also loads generated TPC-H data into them.
+//! exposes them to DataFusion; also loads generated data (TPC-H, the nested-field table) into them.
 //!
 //! ```text
 //!   [[catalog]] config ──► connect ──► Arc<dyn iceberg::Catalog>
@@ -11,6 +11,7 @@ pub mod config;
 pub mod connect;
 pub mod error;
 pub mod load;
+pub mod nested;
 pub mod provider;
 pub mod tpch;
 

@@ -16,6 +16,7 @@ use arrow::array::RecordBatch;
 use arrow::compute::{SortColumn, concat_batches, lexsort_to_indices, take_record_batch};
 use arrow::datatypes::SchemaRef;
 use iceberg::spec::DataFileFormat;
+use iceberg::table::Table;
 use iceberg::transaction::{ApplyTransactionAction, Transaction};
 use iceberg::writer::base_writer::data_file_writer::DataFileWriterBuilder;
 use iceberg::writer::file_writer::ParquetWriterBuilder;
@@ -30,6 +31,7 @@ use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 
 use crate::error::CatalogError;
+use crate::nested::{self, NestedLayout};
 use crate::tpch;
 
 /// Layout options of a load.
@@ -95,8 +97,60 @@ pub async fn load_tpch(
             "row group rows and target file size must be positive".into(),
         ));
     }
+    create_namespace(catalog, namespace, options.replace).await?;
+    let loaded = load_tables(catalog, namespace, options).await;
+    drop_on_error(catalog, namespace, loaded).await
+}
+
+/// Loads the nested-field table `nested` (`nested.rs`: `rows` rows in `layout` order) into
+/// `namespace`, with the same namespace rules as [`load_tpch`] (`options.scale` and
+/// `options.sort` are not used).
+///
+/// Errors: as [`load_tpch`]; [`CatalogError::Config`] for zero rows.
+pub async fn load_nested(
+    catalog: &Arc<dyn Catalog>,
+    namespace: &NamespaceIdent,
+    rows: usize,
+    layout: NestedLayout,
+    options: &LoadOptions,
+) -> Result<LoadReport, CatalogError> {
+    if rows == 0 || options.row_group_rows == 0 || options.target_file_size == 0 {
+        return Err(CatalogError::Config(
+            "rows, row group rows and target file size must be positive".into(),
+        ));
+    }
+    create_namespace(catalog, namespace, options.replace).await?;
+    let loaded = async {
+        let creation = TableCreation::builder()
+            .name(nested::TABLE.to_string())
+            .schema(nested::schema())
+            .build();
+        let table = catalog.create_table(namespace, creation).await?;
+        let arrow_schema: SchemaRef = Arc::new(iceberg::arrow::schema_to_arrow_schema(
+            table.metadata().current_schema(),
+        )?);
+        let batch = nested::generate(&arrow_schema, rows, layout)
+            .map_err(|e| CatalogError::Load(format!("generating {}: {e}", nested::TABLE)))?;
+        let mut writer = data_file_writer(&table, nested::TABLE, options).await?;
+        let chunk = options.row_group_rows.clamp(1024, 64 * 1024);
+        write_chunked(&mut writer, batch, chunk).await?;
+        let files = commit(catalog, &table, writer).await?;
+        Ok(LoadReport {
+            tables: vec![(nested::TABLE.to_string(), rows as u64, files)],
+        })
+    }
+    .await;
+    drop_on_error(catalog, namespace, loaded).await
+}
+
+/// Creates `namespace`, first dropping an existing one when `replace` is set.
+async fn create_namespace(
+    catalog: &Arc<dyn Catalog>,
+    namespace: &NamespaceIdent,
+    replace: bool,
+) -> Result<(), CatalogError> {
     if catalog.namespace_exists(namespace).await? {
-        if !options.replace {
+        if !replace {
             return Err(CatalogError::AlreadyExists(format!(
                 "namespace {} already exists; pass --replace to overwrite it",
                 namespace.join(".")
@@ -105,15 +159,21 @@ pub async fn load_tpch(
         drop_namespace(catalog, namespace).await?;
     }
     catalog.create_namespace(namespace, HashMap::new()).await?;
-    match load_tables(catalog, namespace, options).await {
-        Ok(report) => Ok(report),
-        Err(e) => {
-            if let Err(cleanup) = drop_namespace(catalog, namespace).await {
-                tracing::error!(error = %cleanup, "cleanup after a failed load failed");
-            }
-            Err(e)
-        }
+    Ok(())
+}
+
+/// Passes `loaded` through; on error first drops what the load created.
+async fn drop_on_error(
+    catalog: &Arc<dyn Catalog>,
+    namespace: &NamespaceIdent,
+    loaded: Result<LoadReport, CatalogError>,
+) -> Result<LoadReport, CatalogError> {
+    if loaded.is_err()
+        && let Err(cleanup) = drop_namespace(catalog, namespace).await
+    {
+        tracing::error!(error = %cleanup, "cleanup after a failed load failed");
     }
+    loaded
 }
 
 async fn load_tables(
@@ -139,26 +199,7 @@ async fn load_tables(
             tpch::estimated_rows(name, options.scale),
         );
         let sort = options.sort.get(name).cloned().unwrap_or_default();
-        let props = WriterProperties::builder()
-            .set_compression(Compression::ZSTD(
-                ZstdLevel::try_new(1).expect("valid level"),
-            ))
-            .set_statistics_enabled(EnabledStatistics::Page)
-            .set_max_row_group_row_count(Some(options.row_group_rows))
-            .build();
-        let parquet = ParquetWriterBuilder::new(props, table.metadata().current_schema().clone());
-        let rolling = RollingFileWriterBuilder::new(
-            parquet,
-            options.target_file_size,
-            table.file_io().clone(),
-            DefaultLocationGenerator::new(table.metadata())?,
-            DefaultFileNameGenerator::new(
-                format!("{name}-{}", uuid::Uuid::new_v4()),
-                None,
-                DataFileFormat::Parquet,
-            ),
-        );
-        let mut writer = DataFileWriterBuilder::new(rolling).build(None).await?;
+        let mut writer = data_file_writer(&table, name, options).await?;
 
         // Generation runs on a blocking thread while this task encodes and writes Parquet.
         let (sender, mut receiver) = tokio::sync::mpsc::channel::<RecordBatch>(4);
@@ -193,15 +234,55 @@ async fn load_tables(
                 write_chunked(&mut writer, batch, chunk).await?;
             }
         }
-        let files = writer.close().await?;
-        let n_files = files.len();
-        let tx = Transaction::new(&table);
-        let tx = tx.fast_append().add_data_files(files).apply(tx)?;
-        tx.commit(catalog.as_ref()).await?;
+        let n_files = commit(catalog, &table, writer).await?;
         bar.finish_with_message(format!("{name}: {rows} rows, {n_files} files"));
         report.tables.push((name.to_string(), rows, n_files));
     }
     Ok(report)
+}
+
+/// A rolling data-file writer for `table`: ZSTD(1), page-level statistics (page index on),
+/// `row_group_rows` rows per row group, a new file past `target_file_size`.
+async fn data_file_writer(
+    table: &Table,
+    name: &str,
+    options: &LoadOptions,
+) -> Result<impl IcebergWriter, CatalogError> {
+    let props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(
+            ZstdLevel::try_new(1).expect("valid level"),
+        ))
+        .set_statistics_enabled(EnabledStatistics::Page)
+        .set_max_row_group_row_count(Some(options.row_group_rows))
+        .build();
+    let parquet = ParquetWriterBuilder::new(props, table.metadata().current_schema().clone());
+    let rolling = RollingFileWriterBuilder::new(
+        parquet,
+        options.target_file_size,
+        table.file_io().clone(),
+        DefaultLocationGenerator::new(table.metadata())?,
+        DefaultFileNameGenerator::new(
+            format!("{name}-{}", uuid::Uuid::new_v4()),
+            None,
+            DataFileFormat::Parquet,
+        ),
+    );
+    Ok(DataFileWriterBuilder::new(rolling).build(None).await?)
+}
+
+/// Closes `writer` and commits its data files to `table` in one fast append; returns the
+/// number of data files.
+async fn commit(
+    catalog: &Arc<dyn Catalog>,
+    table: &Table,
+    mut writer: impl IcebergWriter,
+) -> Result<usize, CatalogError> {
+    let files = writer.close().await?;
+    let n_files = files.len();
+    let tx = Transaction::new(table);
+    let tx = tx.fast_append().add_data_files(files).apply(tx)?;
+    tx.commit(catalog.as_ref()).await?;
+    Ok(n_files)
 }
 
 async fn write_chunked(

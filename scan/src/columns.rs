@@ -280,7 +280,11 @@ mod tests {
         assert_eq!(names["s.addr.city"], (6, true));
         assert_eq!(names["s.addr.zip"], (7, true));
         assert_eq!(names["x.y"], (3, false));
-        assert!(!names.keys().any(|n| n.starts_with("tags.") || n.starts_with("attrs.")));
+        assert!(
+            !names
+                .keys()
+                .any(|n| n.starts_with("tags.") || n.starts_with("attrs."))
+        );
     }
 
     #[test]
@@ -296,7 +300,11 @@ mod tests {
             Some(("s.a".into(), DataType::Int32))
         );
         let flat = get_field(&arrow, Arc::clone(&s), &["addr", "city"]);
-        let chained = get_field(&arrow, get_field(&arrow, Arc::clone(&s), &["addr"]), &["city"]);
+        let chained = get_field(
+            &arrow,
+            get_field(&arrow, Arc::clone(&s), &["addr"]),
+            &["city"],
+        );
         assert_eq!(name(&flat), Some(("s.addr.city".into(), DataType::Utf8)));
         assert_eq!(name(&flat), name(&chained));
         // The struct itself is a column (IS NULL on it is a top-level domain), a struct-valued

@@ -95,7 +95,12 @@ impl DomainCache {
     fn compute(&self) -> Domains {
         self.computations.fetch_add(1, Ordering::Relaxed);
         self.filters.iter().fold(Domains::all(), |acc, f| {
-            acc.and(normalize(f, self.columns.as_ref(), self.cap, self.null_may_pass))
+            acc.and(normalize(
+                f,
+                self.columns.as_ref(),
+                self.cap,
+                self.null_may_pass,
+            ))
         })
     }
 

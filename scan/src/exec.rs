@@ -538,6 +538,7 @@ struct ScanMetrics {
     predicate_build_time: Time,
     files_opened: Count,
     bytes_scanned: Count,
+    footer_bytes_read: Count,
     equality_deleted_rows: Count,
 }
 
@@ -558,6 +559,7 @@ impl ScanMetrics {
                 .counter("files_pruned_dynamic", partition),
             files_opened: MetricBuilder::new(set).counter("files_opened", partition),
             bytes_scanned: MetricBuilder::new(set).counter("bytes_scanned", partition),
+            footer_bytes_read: MetricBuilder::new(set).counter("footer_bytes_read", partition),
             equality_deleted_rows: MetricBuilder::new(set)
                 .counter("equality_deleted_rows", partition),
         }
@@ -652,13 +654,14 @@ impl TaskOpener {
         let mut row_groups_selected = false;
         // Row groups from the footer; not for files with deletes (positions span the file).
         if self.gate.wants_footer(&domains) && task.deletes.is_empty() {
-            let metadata = footer::load(
+            let (metadata, footer_bytes) = footer::load(
                 self.table.file_io(),
                 &task.data_file_path,
                 task.file_size_in_bytes,
             )
             .await
             .map_err(external)?;
+            self.metrics.footer_bytes_read.add(footer_bytes as usize);
             let selection =
                 row_groups::select(&metadata, &task, &domains, self.gate.gate_columns());
             self.metrics.row_groups_pruned.add(selection.pruned());

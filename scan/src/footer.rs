@@ -36,20 +36,25 @@ fn cache() -> &'static Cache {
     CACHE.get_or_init(Default::default)
 }
 
-/// The footer of the Parquet file at `path` (`size` bytes, from the manifest). Errors when the
-/// file cannot be read or its footer does not parse.
+/// The footer of the Parquet file at `path` (`size` bytes, from the manifest) and the bytes read
+/// to get it (0 on a cache hit). Errors when the file cannot be read or its footer does not
+/// parse.
 pub async fn load(
     file_io: &FileIO,
     path: &str,
     size: u64,
-) -> iceberg::Result<Arc<ParquetMetaData>> {
+) -> iceberg::Result<(Arc<ParquetMetaData>, u64)> {
     if let Some(hit) = cache().lock().expect("footer cache").get(path) {
-        return Ok(Arc::clone(hit));
+        return Ok((Arc::clone(hit), 0));
     }
     let reader = file_io.new_input(path)?.reader().await?;
+    let mut fetch = Fetch {
+        reader,
+        bytes_read: 0,
+    };
     let metadata = ParquetMetaDataReader::new()
         .with_prefetch_hint(Some(PREFETCH))
-        .load_and_finish(Fetch(reader), size)
+        .load_and_finish(&mut fetch, size)
         .await
         .map_err(|e| {
             iceberg::Error::new(
@@ -64,19 +69,30 @@ pub async fn load(
         cache.clear();
     }
     cache.insert(path.to_string(), Arc::clone(&metadata));
-    Ok(metadata)
+    Ok((metadata, fetch.bytes_read))
 }
 
-/// Adapts iceberg's `FileRead` to parquet's `MetadataFetch`.
-struct Fetch(Box<dyn FileRead>);
+/// Empties the footer cache (benchmarks measure cold footer reads with it).
+pub fn clear_cache() {
+    cache().lock().expect("footer cache").clear();
+}
 
-impl MetadataFetch for Fetch {
+/// Adapts iceberg's `FileRead` to parquet's `MetadataFetch`, counting the bytes fetched.
+struct Fetch {
+    reader: Box<dyn FileRead>,
+    bytes_read: u64,
+}
+
+impl MetadataFetch for &mut Fetch {
     fn fetch(&mut self, range: Range<u64>) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
         async move {
-            self.0
+            let bytes = self
+                .reader
                 .read(range)
                 .await
-                .map_err(|e| ParquetError::External(Box::new(e)))
+                .map_err(|e| ParquetError::External(Box::new(e)))?;
+            self.bytes_read += bytes.len() as u64;
+            Ok(bytes)
         }
         .boxed()
     }

@@ -202,7 +202,12 @@ fn leaf_bounds(
             .map(|&rg| {
                 let stats = metadata.row_group(rg).column(leaf).statistics();
                 let (min, max) = stats
-                    .map(|s| (stat_scalar(s, true, data_type), stat_scalar(s, false, data_type)))
+                    .map(|s| {
+                        (
+                            stat_scalar(s, true, data_type),
+                            stat_scalar(s, false, data_type),
+                        )
+                    })
                     .unwrap_or_default();
                 ColumnBounds {
                     min,
@@ -231,9 +236,7 @@ fn stat_scalar(stats: &Statistics, lower: bool, data_type: &DataType) -> Option<
             ScalarValue::TimestampMicrosecond(Some(*pick(s, lower)?), tz.clone())
         }
         (Statistics::Float(s), DataType::Float32) => ScalarValue::Float32(Some(*pick(s, lower)?)),
-        (Statistics::Double(s), DataType::Float64) => {
-            ScalarValue::Float64(Some(*pick(s, lower)?))
-        }
+        (Statistics::Double(s), DataType::Float64) => ScalarValue::Float64(Some(*pick(s, lower)?)),
         (Statistics::Int32(s), DataType::Decimal128(p, sc)) => {
             decimal(i128::from(*pick(s, lower)?), *p, *sc)
         }

@@ -6,10 +6,12 @@
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand};
 use iceberg::NamespaceIdent;
-use iceflight_catalog::load::{LoadOptions, load_tpch, parse_size};
+use iceflight_catalog::load::{LoadOptions, load_nested, load_tpch, parse_size};
+use iceflight_catalog::nested::NestedLayout;
 
 use crate::config::Config;
 use crate::output::{self, Format};
@@ -108,6 +110,33 @@ pub struct SqlArgs {
 pub enum LoadCommand {
     /// TPC-H, generated in process (the same rows as dbgen / tpchgen-cli).
     Tpch(TpchArgs),
+    /// The nested-field table `nested` (a wide struct and a flat control column).
+    Nested(NestedArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct NestedArgs {
+    /// Rows (every key 0..rows once).
+    #[arg(long, default_value_t = 400_000)]
+    pub rows: usize,
+    /// Row order: clustered (by s.key), zorder (s.key with s.addr.zip) or random.
+    #[arg(long, default_value = "clustered")]
+    pub layout: NestedLayout,
+    /// Namespace to create (dots make a multi-level namespace).
+    #[arg(long)]
+    pub namespace: String,
+    /// Catalog to write into [default: the default catalog].
+    #[arg(long, env = "ICEFLIGHT_DEFAULT_CATALOG")]
+    pub catalog: Option<String>,
+    /// Roll to a new data file past this size (e.g. 4MiB).
+    #[arg(long, default_value = "512MiB")]
+    pub target_file_size: String,
+    /// Rows per Parquet row group.
+    #[arg(long, default_value_t = 10_000)]
+    pub row_group_rows: usize,
+    /// Replace an existing namespace.
+    #[arg(long)]
+    pub replace: bool,
 }
 
 #[derive(Debug, Args)]
@@ -179,6 +208,7 @@ pub async fn run(cli: Cli, out: &mut dyn Write) -> Result<(), CliError> {
     match cli.command {
         Command::Sql(args) => run_sql_command(config, args, out).await,
         Command::Load(LoadCommand::Tpch(args)) => run_load(config, args, out).await,
+        Command::Load(LoadCommand::Nested(args)) => run_load_nested(config, args, out).await,
         Command::Serve(args) => run_serve(config, args, out).await,
         Command::Demo(args) => run_demo(config, args, out).await,
         Command::HashPassword { password } => {
@@ -363,19 +393,9 @@ async fn run_load(config: Config, args: TpchArgs, out: &mut dyn Write) -> Result
     let engine = Engine::connect(config)
         .await
         .map_err(CliError::from_display)?;
-    let catalog_name = match &args.catalog {
-        Some(c) => c.clone(),
-        None => engine
-            .config()
-            .effective_default_catalog()
-            .map_err(CliError::from_display)?,
-    };
-    let catalog = engine
-        .catalogs()
-        .get(&catalog_name)
-        .map_err(CliError::from_display)?;
+    let (catalog_name, catalog) = load_target(&engine, args.catalog.as_deref())?;
     let started = std::time::Instant::now();
-    let report = load_tpch(catalog, &namespace, &options)
+    let report = load_tpch(&catalog, &namespace, &options)
         .await
         .map_err(CliError::from_display)?;
     for (table, rows, files) in &report.tables {
@@ -394,5 +414,58 @@ async fn run_load(config: Config, args: TpchArgs, out: &mut dyn Write) -> Result
         started.elapsed().as_secs_f64()
     )
     .map_err(CliError::from_display)?;
+    Ok(())
+}
+
+/// The catalog a load writes into: `--catalog`, else the default catalog.
+fn load_target(
+    engine: &Engine,
+    catalog: Option<&str>,
+) -> Result<(String, Arc<dyn iceberg::Catalog>), CliError> {
+    let name = match catalog {
+        Some(c) => c.to_string(),
+        None => engine
+            .config()
+            .effective_default_catalog()
+            .map_err(CliError::from_display)?,
+    };
+    let catalog = engine
+        .catalogs()
+        .get(&name)
+        .map_err(CliError::from_display)?;
+    Ok((name, Arc::clone(catalog)))
+}
+
+async fn run_load_nested(
+    config: Config,
+    args: NestedArgs,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    let options = LoadOptions {
+        target_file_size: parse_size(&args.target_file_size).map_err(CliError::from_display)?,
+        row_group_rows: args.row_group_rows,
+        replace: args.replace,
+        ..LoadOptions::default()
+    };
+    let namespace =
+        NamespaceIdent::from_strs(args.namespace.split('.')).map_err(CliError::from_display)?;
+    let engine = Engine::connect(config)
+        .await
+        .map_err(CliError::from_display)?;
+    let (catalog_name, catalog) = load_target(&engine, args.catalog.as_deref())?;
+    let started = std::time::Instant::now();
+    let report = load_nested(&catalog, &namespace, args.rows, args.layout, &options)
+        .await
+        .map_err(CliError::from_display)?;
+    for (table, rows, files) in &report.tables {
+        writeln!(
+            out,
+            "loaded {catalog_name}.{}.{table}: {rows} rows ({:?} layout) in {files} data files in {:.1} s",
+            args.namespace,
+            args.layout,
+            started.elapsed().as_secs_f64()
+        )
+        .map_err(CliError::from_display)?;
+    }
     Ok(())
 }
