@@ -19,7 +19,6 @@ use std::fmt;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
-use arrow::compute::cast;
 use arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::{DataFusionError, Result, Statistics, internal_err};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
@@ -46,6 +45,7 @@ use crate::footer;
 use crate::gate::{Gate, GateColumn};
 use crate::prune::{BoundsByFile, FileBounds, may_match};
 use crate::row_groups;
+use crate::struct_evolution;
 use datafusion::common::config::ConfigOptions;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_expr::expressions::DynamicFilterPhysicalExpr;
@@ -749,6 +749,32 @@ impl TaskOpener {
         for piece in &mut pieces {
             piece.project_field_ids = read_ids.clone();
         }
+        // A struct child added after the file was written: read the file's own shape of the
+        // struct and let `to_output` add the child as NULL (struct_evolution.rs).
+        let reads_struct = self
+            .field_types
+            .iter()
+            .any(|(id, ty)| matches!(ty, DataType::Struct(_)) && read_ids.contains(id));
+        if reads_struct {
+            let (metadata, footer_bytes) = footer::load(
+                self.table.file_io(),
+                &task.data_file_path,
+                task.file_size_in_bytes,
+            )
+            .await
+            .map_err(external)?;
+            self.metrics.footer_bytes_read.add(footer_bytes as usize);
+            let present = struct_evolution::file_field_ids(&metadata);
+            if let Some(schema) =
+                struct_evolution::schema_for_file(&task.schema, &read_ids, &present)?
+            {
+                let schema = Arc::new(schema);
+                task.schema = Arc::clone(&schema);
+                for piece in &mut pieces {
+                    piece.schema = Arc::clone(&schema);
+                }
+            }
+        }
 
         self.metrics.files_opened.add(1);
         let reader = self
@@ -796,11 +822,7 @@ fn to_output(batch: RecordBatch, schema: &SchemaRef) -> Result<Option<RecordBatc
         .iter()
         .zip(batch.columns())
         .map(|(field, col)| {
-            Ok(if col.data_type() == field.data_type() {
-                Arc::clone(col)
-            } else {
-                cast(col, field.data_type())?
-            })
+            struct_evolution::align(col, field.data_type())
         })
         .collect::<Result<Vec<ArrayRef>>>()?;
     let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));

@@ -26,6 +26,7 @@ pub mod predicate;
 pub mod provider;
 pub mod prune;
 pub mod row_groups;
+pub mod struct_evolution;
 pub mod wait_rule;
 
 pub use exec::IcebergScanExec;
