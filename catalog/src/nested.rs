@@ -142,7 +142,10 @@ pub fn generate(
         ],
         None,
     )?;
-    let s_valid = NullBuffer::from_iter(keys.iter().map(|k| *k as usize % NULL_STRUCT_EVERY != 0));
+    let s_valid = NullBuffer::from_iter(
+        keys.iter()
+            .map(|k| !(*k as usize).is_multiple_of(NULL_STRUCT_EVERY)),
+    );
     let s = StructArray::try_new(
         s_fields,
         vec![

@@ -61,6 +61,11 @@ impl DomainCache {
         }
     }
 
+    /// The value-set cap the domains are computed with.
+    pub fn cap(&self) -> usize {
+        self.cap
+    }
+
     /// The filters' current domains.
     pub fn current(&self) -> Arc<Domains> {
         let generations = self.generations();

@@ -82,6 +82,9 @@ pub struct IcebergScanExec {
     dynamic_filters: Vec<Arc<dyn PhysicalExpr>>,
     /// `dynamic_filters` as domains, cached per generation; shared by all partitions.
     dynamic_domains: Option<Arc<DomainCache>>,
+    /// Whether NULL passes the dynamic domains (true unless [`crate::DynamicFilterRule`]
+    /// proved every producer a null-rejecting inner hash join; case c04).
+    dynamic_null_may_pass: bool,
     /// Prune with `dynamic_filters` (`iceflight.scan.dynamic_filter_pruning`).
     dynamic_pruning: bool,
     /// `iceflight.scan.dynamic_filter_wait`.
@@ -166,6 +169,7 @@ impl IcebergScanExec {
             delete_keys: Arc::new(DeleteKeysCache::default()),
             dynamic_filters: vec![],
             dynamic_domains: None,
+            dynamic_null_may_pass: true,
             dynamic_pruning: plan.dynamic_pruning,
             dynamic_filter_wait: plan.dynamic_filter_wait,
             static_filters: vec![],
@@ -242,13 +246,33 @@ impl IcebergScanExec {
     }
 
     /// The same scan without the dynamic-filter wait, or `None` when it has no wait to clear
-    /// (see [`crate::DynamicFilterWaitRule`]).
+    /// (see [`crate::DynamicFilterRule`]).
     pub fn without_dynamic_filter_wait(&self) -> Option<Arc<dyn ExecutionPlan>> {
         if self.dynamic_filter_wait.is_zero() || self.dynamic_filters.is_empty() {
             return None;
         }
         let mut new = self.clone();
         new.dynamic_filter_wait = Duration::ZERO;
+        Some(Arc::new(new))
+    }
+
+    /// The same scan with dynamic domains that reject NULL, for a scan whose dynamic filters
+    /// [`crate::DynamicFilterRule`] proved to come only from null-rejecting inner hash joins;
+    /// `None` when there is nothing to change.
+    pub fn with_null_rejecting_dynamic_filters(&self) -> Option<Arc<dyn ExecutionPlan>> {
+        let cache = self.dynamic_domains.as_ref()?;
+        if !self.dynamic_null_may_pass {
+            return None;
+        }
+        let mut new = self.clone();
+        new.dynamic_null_may_pass = false;
+        new.dynamic_domains = Some(Arc::new(DomainCache::new(
+            new.dynamic_filters.clone(),
+            Arc::clone(&new.columns) as Arc<dyn ColumnResolver>,
+            cache.cap(),
+            false,
+        )));
+        new.metrics = ExecutionPlanMetricsSet::new();
         Some(Arc::new(new))
     }
 
@@ -514,7 +538,7 @@ impl ExecutionPlan for IcebergScanExec {
                 new.dynamic_filters.clone(),
                 Arc::clone(&new.columns) as Arc<dyn ColumnResolver>,
                 cap,
-                true,
+                new.dynamic_null_may_pass,
             )));
         }
         new.metrics = ExecutionPlanMetricsSet::new();
@@ -654,14 +678,17 @@ impl TaskOpener {
         let mut row_groups_selected = false;
         // Row groups from the footer; not for files with deletes (positions span the file).
         if self.gate.wants_footer(&domains) && task.deletes.is_empty() {
-            let (metadata, footer_bytes) = footer::load(
+            let footer = footer::load(
                 self.table.file_io(),
                 &task.data_file_path,
                 task.file_size_in_bytes,
             )
             .await
             .map_err(external)?;
-            self.metrics.footer_bytes_read.add(footer_bytes as usize);
+            self.metrics
+                .footer_bytes_read
+                .add(footer.bytes_read as usize);
+            let metadata = footer.metadata;
             let selection =
                 row_groups::select(&metadata, &task, &domains, self.gate.gate_columns());
             self.metrics.row_groups_pruned.add(selection.pruned());
@@ -756,15 +783,17 @@ impl TaskOpener {
             .iter()
             .any(|(id, ty)| matches!(ty, DataType::Struct(_)) && read_ids.contains(id));
         if reads_struct {
-            let (metadata, footer_bytes) = footer::load(
+            let footer = footer::load(
                 self.table.file_io(),
                 &task.data_file_path,
                 task.file_size_in_bytes,
             )
             .await
             .map_err(external)?;
-            self.metrics.footer_bytes_read.add(footer_bytes as usize);
-            let present = struct_evolution::file_field_ids(&metadata);
+            self.metrics
+                .footer_bytes_read
+                .add(footer.bytes_read as usize);
+            let present = struct_evolution::file_field_ids(&footer.metadata);
             if let Some(schema) =
                 struct_evolution::schema_for_file(&task.schema, &read_ids, &present)?
             {
@@ -777,12 +806,16 @@ impl TaskOpener {
         }
 
         self.metrics.files_opened.add(1);
-        let reader = self
+        let mut builder = self
             .table
             .reader_builder()
             .with_batch_size(self.batch_size)
-            .with_data_file_concurrency_limit(1)
-            .build();
+            .with_data_file_concurrency_limit(1);
+        // With our footer in hand, iceberg's reader fetches exactly the footer's bytes.
+        if let Some(tail_len) = footer::cached_tail_len(&task.data_file_path) {
+            builder = builder.with_metadata_size_hint(tail_len);
+        }
+        let reader = builder.build();
         let all = std::iter::once(task).chain(pieces).map(Ok);
         let task_stream = Box::pin(stream::iter(all.collect::<Vec<_>>()));
         let result = reader.read(task_stream).map_err(external)?;
@@ -821,9 +854,7 @@ fn to_output(batch: RecordBatch, schema: &SchemaRef) -> Result<Option<RecordBatc
         .fields()
         .iter()
         .zip(batch.columns())
-        .map(|(field, col)| {
-            struct_evolution::align(col, field.data_type())
-        })
+        .map(|(field, col)| struct_evolution::align(col, field.data_type()))
         .collect::<Result<Vec<ArrayRef>>>()?;
     let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
     Ok(Some(RecordBatch::try_new_with_options(

@@ -15,6 +15,7 @@
 pub mod columns;
 pub mod domain;
 pub mod domain_cache;
+pub mod dynamic_filter_rule;
 pub mod equality_deletes;
 pub mod exec;
 pub mod footer;
@@ -27,9 +28,8 @@ pub mod provider;
 pub mod prune;
 pub mod row_groups;
 pub mod struct_evolution;
-pub mod wait_rule;
 
+pub use dynamic_filter_rule::DynamicFilterRule;
 pub use exec::IcebergScanExec;
 pub use options::IceflightOptions;
 pub use provider::IcebergTableProvider;
-pub use wait_rule::DynamicFilterWaitRule;

@@ -38,7 +38,10 @@ pub fn file_field_ids(metadata: &ParquetMetaData) -> HashSet<i32> {
         }
     }
     let mut out = HashSet::new();
-    walk(metadata.file_metadata().schema_descr().root_schema(), &mut out);
+    walk(
+        metadata.file_metadata().schema_descr().root_schema(),
+        &mut out,
+    );
     out
 }
 
@@ -122,10 +125,9 @@ pub fn align(array: &ArrayRef, target: &DataType) -> Result<ArrayRef> {
     if array.data_type() == target {
         return Ok(Arc::clone(array));
     }
-    let (DataType::Struct(target_fields), Some(source)) = (
-        target,
-        array.as_any().downcast_ref::<StructArray>(),
-    ) else {
+    let (DataType::Struct(target_fields), Some(source)) =
+        (target, array.as_any().downcast_ref::<StructArray>())
+    else {
         return Ok(cast(array, target)?);
     };
     let DataType::Struct(source_fields) = source.data_type() else {
@@ -194,9 +196,21 @@ mod tests {
         assert!(pruned.field_by_id(3).is_some());
         // A file holding every child, a struct not projected, or a struct the file lacks
         // entirely (the reader adds it as NULL) need no change.
-        assert!(schema_for_file(&current(), &[1, 2], &[1, 2, 3, 4].into()).unwrap().is_none());
-        assert!(schema_for_file(&current(), &[1], &old_file).unwrap().is_none());
-        assert!(schema_for_file(&current(), &[1, 2], &[1].into()).unwrap().is_none());
+        assert!(
+            schema_for_file(&current(), &[1, 2], &[1, 2, 3, 4].into())
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            schema_for_file(&current(), &[1], &old_file)
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            schema_for_file(&current(), &[1, 2], &[1].into())
+                .unwrap()
+                .is_none()
+        );
     }
 
     #[test]

@@ -141,11 +141,11 @@ pub async fn run_sql(ctx: &SessionContext, sql: &str) -> Result<Vec<StatementRes
     Ok(out)
 }
 
-/// DataFusion's physical optimizer rules, then iceflight's [`DynamicFilterWaitRule`] (it needs
+/// DataFusion's physical optimizer rules, then iceflight's [`DynamicFilterRule`] (it needs
 /// the dynamic filters in place, which the last filter-pushdown pass puts there).
 fn physical_optimizer_rules()
 -> Vec<Arc<dyn datafusion::physical_optimizer::PhysicalOptimizerRule + Send + Sync>> {
     let mut rules = datafusion::physical_optimizer::optimizer::PhysicalOptimizer::new().rules;
-    rules.push(Arc::new(iceflight_scan::DynamicFilterWaitRule));
+    rules.push(Arc::new(iceflight_scan::DynamicFilterRule));
     rules
 }

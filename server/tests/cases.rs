@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{column, execute, make_case_fixtures, query, rows, scan_metric, scans};
+use common::{column, execute, make_case_fixtures, plan_text, query, rows, scan_metric, scans};
 use datafusion::prelude::SessionContext;
 use iceflight::session::Engine;
 
@@ -126,6 +126,24 @@ async fn cases_and_scan_behaviour() {
     assert_eq!(
         column(&ctx, "SELECT a FROM c04_t1 INTERSECT SELECT b FROM c04_t2").await,
         ["NULL"]
+    );
+    // The null-equal join's dynamic domain lets NULL through; the `=` join's is proven
+    // null-rejecting (dynamic_filter_rule.rs), so t2's file (b: 2 and NULL) is never opened.
+    let null_equal = execute(
+        &ctx,
+        "SELECT * FROM c04_t1 JOIN c04_t2 ON a IS NOT DISTINCT FROM b",
+    )
+    .await
+    .unwrap();
+    assert!(plan_text(&null_equal.plan).contains("dynamic_domains=[b in [1, 1] ∩ {1} or NULL]"));
+    let equal = execute(&ctx, "SELECT * FROM c04_t1 JOIN c04_t2 ON a = b")
+        .await
+        .unwrap();
+    assert!(plan_text(&equal.plan).contains("dynamic_domains=[b in [1, 1] ∩ {1}]"));
+    assert_eq!(
+        scan_metric(&equal.plan, "files_opened"),
+        1,
+        "only t1's file"
     );
 
     // c01: nested struct fields read correctly (pruning on them is a later issue).

@@ -1,0 +1,127 @@
+//! What the plan above a scan proves about its dynamic filters: whether waiting for them can
+//! help (`iceflight.scan.dynamic_filter_wait`) and whether they reject NULL.
+//!
+//! ```text
+//!   TopK / AggregateExec (no GROUP BY)   ← their filters complete only after the scan below ends
+//!     HashJoinExec (Inner)               ← its filter completes when the build side is done
+//!       build: …                            (independent of the probe scan)
+//!       probe: IcebergScanExec           ← waiting here helps: later rows are pruned
+//! ```
+//!
+//! A scan keeps its wait only when it sits on the probe side of an inner hash join (the only
+//! join type with a dynamic filter in DataFusion 53.1) and no TopK or min/max aggregate above it
+//! can push a filter to it: waiting on a filter whose producer reads this very scan would always
+//! last the whole timeout. The rule runs after DataFusion's physical optimizer rules.
+//!
+//! **NULL.** A dynamic filter does not say whether its join is null-equal (`IS NOT DISTINCT
+//! FROM`, where a NULL probe key must reach the join, case c04), so by default dynamic domains let
+//! NULL pass. Where the same position is proven — every producer that can reach the scan is an
+//! inner hash join, and no hash join above it is null-equal — a NULL key can never join, and the
+//! scan's dynamic domains reject NULL. This matters most for nested join keys, whose leaf null
+//! counts are never trusted (case c01): a domain that lets NULL pass could prune nothing there.
+
+use std::sync::Arc;
+
+use datafusion::common::Result;
+use datafusion::common::config::ConfigOptions;
+use datafusion::common::{JoinType, NullEquality};
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::aggregates::AggregateExec;
+use datafusion::physical_plan::joins::HashJoinExec;
+use datafusion::physical_plan::sorts::sort::SortExec;
+
+use crate::IcebergScanExec;
+
+/// Clears the dynamic-filter wait of scans that cannot profit from it and marks the dynamic
+/// filters of scans fed only by null-rejecting inner hash joins as rejecting NULL (see the
+/// module docs).
+#[derive(Debug, Default)]
+pub struct DynamicFilterRule;
+
+impl PhysicalOptimizerRule for DynamicFilterRule {
+    fn optimize(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+        _config: &ConfigOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        visit(plan, Above::default())
+    }
+
+    fn name(&self) -> &str {
+        "iceflight_dynamic_filters"
+    }
+
+    fn schema_check(&self) -> bool {
+        true
+    }
+}
+
+/// What the operators between the root and a node can do to the node's dynamic filters.
+#[derive(Debug, Clone, Copy, Default)]
+struct Above {
+    /// On the probe side of an inner hash join.
+    join_probe: bool,
+    /// Under a TopK or a min/max aggregate (filters fed by the scan itself).
+    scan_fed_filter: bool,
+    /// Under a null-equal hash join (`IS NOT DISTINCT FROM`).
+    null_equal_join: bool,
+}
+
+fn visit(plan: Arc<dyn ExecutionPlan>, above: Above) -> Result<Arc<dyn ExecutionPlan>> {
+    if let Some(scan) = plan.as_any().downcast_ref::<IcebergScanExec>() {
+        let only_joins = above.join_probe && !above.scan_fed_filter;
+        let mut scan = match scan.without_dynamic_filter_wait().filter(|_| !only_joins) {
+            Some(changed) => changed,
+            None => Arc::clone(&plan),
+        };
+        if only_joins && !above.null_equal_join {
+            let exec = scan
+                .as_any()
+                .downcast_ref::<IcebergScanExec>()
+                .expect("an IcebergScanExec");
+            if let Some(changed) = exec.with_null_rejecting_dynamic_filters() {
+                scan = changed;
+            }
+        }
+        return Ok(scan);
+    }
+    let any = plan.as_any();
+    let fed = above.scan_fed_filter
+        || any
+            .downcast_ref::<SortExec>()
+            .is_some_and(|s| s.fetch().is_some())
+        || any.downcast_ref::<AggregateExec>().is_some_and(|a| {
+            // DataFusion 53.1 builds an aggregate filter only for min/max without GROUP BY.
+            a.group_expr().is_empty()
+                && a.aggr_expr()
+                    .iter()
+                    .all(|e| matches!(e.fun().name(), "min" | "max"))
+        });
+    let join = any.downcast_ref::<HashJoinExec>();
+    let inner_join = join.is_some_and(|j| *j.join_type() == JoinType::Inner);
+    let null_equal = above.null_equal_join
+        || join.is_some_and(|j| j.null_equality() == NullEquality::NullEqualsNull);
+    let children: Vec<Arc<dyn ExecutionPlan>> =
+        plan.children().into_iter().map(Arc::clone).collect();
+    if children.is_empty() {
+        return Ok(plan);
+    }
+    let mut changed = false;
+    let mut new_children = Vec::with_capacity(children.len());
+    for (i, child) in children.iter().enumerate() {
+        let child_above = Above {
+            join_probe: above.join_probe || (inner_join && i == 1),
+            scan_fed_filter: fed,
+            null_equal_join: null_equal,
+        };
+        let new = visit(Arc::clone(child), child_above)?;
+        changed |= !Arc::ptr_eq(&new, child);
+        new_children.push(new);
+    }
+    if changed {
+        plan.with_new_children(new_children)
+    } else {
+        Ok(plan)
+    }
+}
