@@ -4,6 +4,9 @@
 //! lineitem data files read (a) through our Iceberg scan (iceberg's `ArrowReader`) and (b) through
 //! DataFusion's own Parquet reader (`ListingTable` over the data files), with DataFusion's row
 //! filter off and on. Rounds alternate the order; prints per-path median/min/max in ms.
+//!
+//! `nested` — bytes read by nested struct-field predicates in three layouts beside a flat control
+//! column (`nested.rs`).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -60,9 +63,29 @@ enum Command {
         #[arg(long, default_value_t = 1000)]
         calls: usize,
     },
+    /// Bytes read by nested-field predicates as % of a full scan, three layouts, flat control.
+    Nested {
+        /// Data directory of the embedded catalog (namespaces nested_clustered, nested_zorder,
+        /// nested_random).
+        #[arg(long, default_value = "./iceflight-data")]
+        data_dir: std::path::PathBuf,
+        /// Rows per layout.
+        #[arg(long, default_value_t = 400_000)]
+        rows: usize,
+        /// Rows per Parquet row group.
+        #[arg(long, default_value_t = 10_000)]
+        row_group_rows: usize,
+        /// Target data file size.
+        #[arg(long, default_value = "8MiB")]
+        target_file_size: String,
+        /// (Re)load the three layouts first.
+        #[arg(long)]
+        load: bool,
+    },
 }
 
 mod flight;
+mod nested;
 
 const Q6: &str = "SELECT sum(l_extendedprice * l_discount) AS revenue FROM {t} \
     WHERE l_shipdate >= DATE '1994-01-01' AND l_shipdate < DATE '1995-01-01' \
@@ -83,6 +106,22 @@ async fn main() -> datafusion::common::Result<()> {
             rounds,
             calls,
         } => flight::run(data_dir, &namespace, rounds, calls).await,
+        Command::Nested {
+            data_dir,
+            rows,
+            row_group_rows,
+            target_file_size,
+            load,
+        } => {
+            nested::run(nested::Args {
+                data_dir,
+                rows,
+                row_group_rows,
+                target_file_size,
+                load,
+            })
+            .await
+        }
     }
 }
 
