@@ -35,7 +35,10 @@ pub struct Args {
 
 const LAYOUTS: [(&str, NestedLayout); 3] = [
     ("clustered on the nested field", NestedLayout::Clustered),
-    ("zone-ordered (Z-order of s.key, s.addr.zip)", NestedLayout::Zorder),
+    (
+        "zone-ordered (Z-order of s.key, s.addr.zip)",
+        NestedLayout::Zorder,
+    ),
     ("randomly distributed", NestedLayout::Random),
 ];
 

@@ -36,6 +36,7 @@ use iceberg::expr::{Bind, Predicate};
 use iceberg::scan::FileScanTask;
 use iceberg::spec::DataContentType;
 use iceberg::table::Table;
+use parquet::file::metadata::ParquetMetaData;
 
 use crate::columns::{ColumnResolver, ScanColumns};
 use crate::domain::{Domains, normalize};
@@ -656,6 +657,21 @@ impl TaskOpener {
         }
     }
 
+    /// The footer of `task`'s data file (cached), counting what reading it cost.
+    async fn footer(&self, task: &FileScanTask) -> Result<Arc<ParquetMetaData>> {
+        let footer = footer::load(
+            self.table.file_io(),
+            &task.data_file_path,
+            task.file_size_in_bytes,
+        )
+        .await
+        .map_err(external)?;
+        self.metrics
+            .footer_bytes_read
+            .add(footer.bytes_read as usize);
+        Ok(footer.metadata)
+    }
+
     /// Applies the gate to `task`: skip it, or the pieces to read with their reader predicate.
     async fn gate(&self, task: FileScanTask) -> Result<Opened> {
         let started = Instant::now();
@@ -678,17 +694,7 @@ impl TaskOpener {
         let mut row_groups_selected = false;
         // Row groups from the footer; not for files with deletes (positions span the file).
         if self.gate.wants_footer(&domains) && task.deletes.is_empty() {
-            let footer = footer::load(
-                self.table.file_io(),
-                &task.data_file_path,
-                task.file_size_in_bytes,
-            )
-            .await
-            .map_err(external)?;
-            self.metrics
-                .footer_bytes_read
-                .add(footer.bytes_read as usize);
-            let metadata = footer.metadata;
+            let metadata = self.footer(&task).await?;
             let selection =
                 row_groups::select(&metadata, &task, &domains, self.gate.gate_columns());
             self.metrics.row_groups_pruned.add(selection.pruned());
@@ -783,17 +789,7 @@ impl TaskOpener {
             .iter()
             .any(|(id, ty)| matches!(ty, DataType::Struct(_)) && read_ids.contains(id));
         if reads_struct {
-            let footer = footer::load(
-                self.table.file_io(),
-                &task.data_file_path,
-                task.file_size_in_bytes,
-            )
-            .await
-            .map_err(external)?;
-            self.metrics
-                .footer_bytes_read
-                .add(footer.bytes_read as usize);
-            let present = struct_evolution::file_field_ids(&footer.metadata);
+            let present = struct_evolution::file_field_ids(&*self.footer(&task).await?);
             if let Some(schema) =
                 struct_evolution::schema_for_file(&task.schema, &read_ids, &present)?
             {
