@@ -7,7 +7,7 @@
 //!   nested leaves   4 = s.a (field id 3)    5 = s.addr.city (field id 6)
 //!                   (nothing under tags: a list element is refused)
 //!
-//!   s@1                                  → column 1 (the struct itself, never pruned on)
+//!   s@1                                  → column 1 (the struct: only `s IS NULL`, no bounds)
 //!   get_field(s@1, a)                    → column 4
 //!   get_field(get_field(s@1, addr), city)
 //!   get_field(s@1, addr, city)           → column 5
@@ -166,7 +166,8 @@ impl ScanColumns {
 impl ColumnResolver for ScanColumns {
     fn resolve(&self, expr: &Arc<dyn PhysicalExpr>) -> Option<(usize, DataType)> {
         if let Some(c) = expr.as_any().downcast_ref::<Column>() {
-            let col = self.columns.get(c.index())?;
+            // Only output columns: indices past them belong to nested leaves.
+            let col = self.columns.get(c.index()).filter(|c| !c.nested)?;
             return Some((c.index(), col.arrow_type.clone()));
         }
         let field = self.resolve_path(expr)?;

@@ -14,11 +14,20 @@
 //! last the whole timeout. The rule runs after DataFusion's physical optimizer rules.
 //!
 //! **NULL.** A dynamic filter does not say whether its join is null-equal (`IS NOT DISTINCT
-//! FROM`, where a NULL probe key must reach the join, case c04), so by default dynamic domains let
-//! NULL pass. Where the same position is proven — every producer that can reach the scan is an
-//! inner hash join, and no hash join above it is null-equal — a NULL key can never join, and the
-//! scan's dynamic domains reject NULL. This matters most for nested join keys, whose leaf null
-//! counts are never trusted (case c01): a domain that lets NULL pass could prune nothing there.
+//! FROM`, where a NULL probe key must reach the join, case c04; DataFusion 53.1 still builds
+//! `false` for an all-NULL build side). So the rule decides per scan ([`DynamicNulls`]):
+//! - a null-aware anti join above (`NOT IN (subquery)`, where one NULL key empties the result):
+//!   the scan uses none of its pushed filters, static ones included (DataFusion pushes parent
+//!   filters on the key into the subquery side);
+//! - a null-equal hash join above: the dynamic filters prune nothing (unproven);
+//! - only inner `=` hash joins above and only they can push to it: a NULL key never joins, NULL
+//!   is rejected;
+//! - otherwise (TopK, min/max aggregates, other joins above): NULL passes every comparison and
+//!   IN list.
+//!
+//! A scan the rule never saw uses no dynamic filter. Rejecting NULL matters most for nested join
+//! keys, whose leaf null counts are never trusted (case c01): a domain that lets NULL pass could
+//! prune nothing there.
 
 use std::sync::Arc;
 
@@ -32,10 +41,10 @@ use datafusion::physical_plan::joins::HashJoinExec;
 use datafusion::physical_plan::sorts::sort::SortExec;
 
 use crate::IcebergScanExec;
+use crate::exec::DynamicNulls;
 
-/// Clears the dynamic-filter wait of scans that cannot profit from it and marks the dynamic
-/// filters of scans fed only by null-rejecting inner hash joins as rejecting NULL (see the
-/// module docs).
+/// Clears the dynamic-filter wait of scans that cannot profit from it and sets what each scan's
+/// dynamic filters may assume about NULL (see the module docs).
 #[derive(Debug, Default)]
 pub struct DynamicFilterRule;
 
@@ -66,23 +75,37 @@ struct Above {
     scan_fed_filter: bool,
     /// Under a null-equal hash join (`IS NOT DISTINCT FROM`).
     null_equal_join: bool,
+    /// Under a hash join that is not an inner `=` join (its filters' NULL handling is not the
+    /// join's).
+    other_join: bool,
+    /// Under a null-aware anti join (`NOT IN (subquery)`): a NULL key anywhere below changes the
+    /// result, so no pushed filter may drop one.
+    null_aware_join: bool,
 }
 
 fn visit(plan: Arc<dyn ExecutionPlan>, above: Above) -> Result<Arc<dyn ExecutionPlan>> {
     if let Some(scan) = plan.as_any().downcast_ref::<IcebergScanExec>() {
+        if above.null_aware_join {
+            return Ok(scan.without_pushed_filters().unwrap_or(plan));
+        }
         let only_joins = above.join_probe && !above.scan_fed_filter;
         let mut scan = match scan.without_dynamic_filter_wait().filter(|_| !only_joins) {
             Some(changed) => changed,
             None => Arc::clone(&plan),
         };
-        if only_joins && !above.null_equal_join {
-            let exec = scan
-                .as_any()
-                .downcast_ref::<IcebergScanExec>()
-                .expect("an IcebergScanExec");
-            if let Some(changed) = exec.with_null_rejecting_dynamic_filters() {
-                scan = changed;
-            }
+        let nulls = if above.null_equal_join {
+            DynamicNulls::Unproven
+        } else if only_joins && !above.other_join {
+            DynamicNulls::Rejected
+        } else {
+            DynamicNulls::MayPass
+        };
+        let exec = scan
+            .as_any()
+            .downcast_ref::<IcebergScanExec>()
+            .expect("an IcebergScanExec");
+        if let Some(changed) = exec.with_dynamic_nulls(nulls) {
+            scan = changed;
         }
         return Ok(scan);
     }
@@ -94,14 +117,17 @@ fn visit(plan: Arc<dyn ExecutionPlan>, above: Above) -> Result<Arc<dyn Execution
         || any.downcast_ref::<AggregateExec>().is_some_and(|a| {
             // DataFusion 53.1 builds an aggregate filter only for min/max without GROUP BY.
             a.group_expr().is_empty()
-                && a.aggr_expr()
-                    .iter()
-                    .all(|e| matches!(e.fun().name(), "min" | "max"))
+                && a.aggr_expr().iter().all(|e| {
+                    let name = e.fun().name();
+                    name.eq_ignore_ascii_case("min") || name.eq_ignore_ascii_case("max")
+                })
         });
     let join = any.downcast_ref::<HashJoinExec>();
     let inner_join = join.is_some_and(|j| *j.join_type() == JoinType::Inner);
     let null_equal = above.null_equal_join
         || join.is_some_and(|j| j.null_equality() == NullEquality::NullEqualsNull);
+    let other_join = above.other_join || (join.is_some() && !inner_join);
+    let null_aware = above.null_aware_join || join.is_some_and(|j| j.null_aware);
     let children: Vec<Arc<dyn ExecutionPlan>> =
         plan.children().into_iter().map(Arc::clone).collect();
     if children.is_empty() {
@@ -114,6 +140,8 @@ fn visit(plan: Arc<dyn ExecutionPlan>, above: Above) -> Result<Arc<dyn Execution
             join_probe: above.join_probe || (inner_join && i == 1),
             scan_fed_filter: fed,
             null_equal_join: null_equal,
+            other_join,
+            null_aware_join: null_aware,
         };
         let new = visit(Arc::clone(child), child_above)?;
         changed |= !Arc::ptr_eq(&new, child);

@@ -69,6 +69,8 @@ pub struct IcebergScanExec {
     /// Arrow types of every top-level field of the current schema, by field id (for delete keys).
     field_types: Arc<Vec<(i32, DataType)>>,
     file_groups: Arc<Vec<Vec<FileScanTask>>>,
+    /// `file_groups` as planned, before static domains dropped files.
+    unpruned_file_groups: Arc<Vec<Vec<FileScanTask>>>,
     /// The static predicate used for manifest and partition pruning (display only).
     predicate: Option<Arc<Predicate>>,
     /// Live data files in the snapshot before planning.
@@ -83,9 +85,8 @@ pub struct IcebergScanExec {
     dynamic_filters: Vec<Arc<dyn PhysicalExpr>>,
     /// `dynamic_filters` as domains, cached per generation; shared by all partitions.
     dynamic_domains: Option<Arc<DomainCache>>,
-    /// Whether NULL passes the dynamic domains (true unless [`crate::DynamicFilterRule`]
-    /// proved every producer a null-rejecting inner hash join; case c04).
-    dynamic_null_may_pass: bool,
+    /// What the plan above proves about NULL in `dynamic_filters` (case c04).
+    dynamic_nulls: DynamicNulls,
     /// Prune with `dynamic_filters` (`iceflight.scan.dynamic_filter_pruning`).
     dynamic_pruning: bool,
     /// `iceflight.scan.dynamic_filter_wait`.
@@ -160,6 +161,7 @@ impl IcebergScanExec {
             schema: plan.schema,
             field_ids: plan.field_ids,
             field_types: Arc::new(plan.field_types),
+            unpruned_file_groups: Arc::new(plan.file_groups.clone()),
             file_groups: Arc::new(plan.file_groups),
             predicate: plan.predicate.map(Arc::new),
             snapshot_files: plan.snapshot_files,
@@ -170,7 +172,7 @@ impl IcebergScanExec {
             delete_keys: Arc::new(DeleteKeysCache::default()),
             dynamic_filters: vec![],
             dynamic_domains: None,
-            dynamic_null_may_pass: true,
+            dynamic_nulls: DynamicNulls::Unproven,
             dynamic_pruning: plan.dynamic_pruning,
             dynamic_filter_wait: plan.dynamic_filter_wait,
             static_filters: vec![],
@@ -257,22 +259,44 @@ impl IcebergScanExec {
         Some(Arc::new(new))
     }
 
-    /// The same scan with dynamic domains that reject NULL, for a scan whose dynamic filters
-    /// [`crate::DynamicFilterRule`] proved to come only from null-rejecting inner hash joins;
-    /// `None` when there is nothing to change.
-    pub fn with_null_rejecting_dynamic_filters(&self) -> Option<Arc<dyn ExecutionPlan>> {
+    /// The same scan with `nulls` proven for its dynamic filters (by
+    /// [`crate::DynamicFilterRule`]); `None` when it has none or nothing changes.
+    pub fn with_dynamic_nulls(&self, nulls: DynamicNulls) -> Option<Arc<dyn ExecutionPlan>> {
         let cache = self.dynamic_domains.as_ref()?;
-        if !self.dynamic_null_may_pass {
+        if self.dynamic_nulls == nulls {
             return None;
         }
         let mut new = self.clone();
-        new.dynamic_null_may_pass = false;
+        new.dynamic_nulls = nulls;
         new.dynamic_domains = Some(Arc::new(DomainCache::new(
             new.dynamic_filters.clone(),
             Arc::clone(&new.columns) as Arc<dyn ColumnResolver>,
             cache.cap(),
-            false,
+            nulls != DynamicNulls::Rejected,
         )));
+        if nulls == DynamicNulls::Unproven {
+            new.dynamic_filter_wait = Duration::ZERO;
+        }
+        new.metrics = ExecutionPlanMetricsSet::new();
+        Some(Arc::new(new))
+    }
+
+    /// The same scan using none of its pushed filters: static domains reset (the files they
+    /// dropped restored) and dynamic filters unused; `None` when it has none. For scans whose
+    /// rows NULL keys matter to beyond the filters' SQL semantics (under a null-aware anti join,
+    /// where one NULL in `NOT IN`'s subquery empties the result; [`crate::DynamicFilterRule`]).
+    /// The filters are still evaluated above: every pushed filter was answered `No`.
+    pub fn without_pushed_filters(&self) -> Option<Arc<dyn ExecutionPlan>> {
+        if self.static_filters.is_empty() && self.dynamic_filters.is_empty() {
+            return None;
+        }
+        let mut new = self.clone();
+        new.file_groups = Arc::clone(&self.unpruned_file_groups);
+        new.static_filters.clear();
+        new.static_domains = Arc::new(Domains::all());
+        new.files_pruned_statistics = 0;
+        new.dynamic_nulls = DynamicNulls::Unproven;
+        new.dynamic_filter_wait = Duration::ZERO;
         new.metrics = ExecutionPlanMetricsSet::new();
         Some(Arc::new(new))
     }
@@ -346,15 +370,17 @@ impl DisplayAs for IcebergScanExec {
                 }
                 if !self.dynamic_filters.is_empty() {
                     write!(f, ", dynamic_filters={}", self.dynamic_filters.len())?;
-                    if self.dynamic_pruning {
-                        // Pruning off skips the wait as well: nothing would use the filters.
+                    // Pruning off (or unproven) skips the wait as well: nothing uses the filters.
+                    if !self.dynamic_pruning {
+                        write!(f, " (pruning off)")?;
+                    } else if self.dynamic_nulls == DynamicNulls::Unproven {
+                        write!(f, " (not used: NULL handling not proven, case c04)")?;
+                    } else {
                         write!(
                             f,
                             " (pruning on, wait {})",
                             crate::options::format_duration(self.dynamic_filter_wait)
                         )?;
-                    } else {
-                        write!(f, " (pruning off)")?;
                     }
                     if let Some(d) = self.latest_dynamic_domains() {
                         write!(
@@ -426,7 +452,7 @@ impl ExecutionPlan for IcebergScanExec {
         let dynamic = self
             .dynamic_domains
             .as_ref()
-            .filter(|_| self.dynamic_pruning)
+            .filter(|_| self.dynamic_pruning && self.dynamic_nulls != DynamicNulls::Unproven)
             .cloned();
         let opener = Arc::new(TaskOpener {
             table: self.table.clone(),
@@ -534,17 +560,35 @@ impl ExecutionPlan for IcebergScanExec {
             new.prune_statically();
         }
         if !dynamic.is_empty() {
+            // New producers: what was proven about NULL no longer covers them.
+            new.dynamic_nulls = DynamicNulls::Unproven;
             new.dynamic_filters.extend(dynamic);
             new.dynamic_domains = Some(Arc::new(DomainCache::new(
                 new.dynamic_filters.clone(),
                 Arc::clone(&new.columns) as Arc<dyn ColumnResolver>,
                 cap,
-                new.dynamic_null_may_pass,
+                new.dynamic_nulls != DynamicNulls::Rejected,
             )));
         }
         new.metrics = ExecutionPlanMetricsSet::new();
         Ok(propagation.with_updated_node(Arc::new(new)))
     }
+}
+
+/// What the plan above a scan proves about NULL in its dynamic filters
+/// ([`crate::DynamicFilterRule`]; case c04: a null-equal join's filter, e.g. `false` for an
+/// all-NULL build side, would drop probe rows that join).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DynamicNulls {
+    /// Nothing proven (a null-equal hash join is above, or the rule did not run): the dynamic
+    /// filters prune nothing.
+    Unproven,
+    /// Producers may include TopK or min/max aggregates (SQL semantics, NULL handled in the
+    /// expression): NULL passes every comparison and IN list of the dynamic domains.
+    MayPass,
+    /// Every producer is an inner hash join with `=` keys: a NULL key never joins, so NULL
+    /// passes no dynamic domain.
+    Rejected,
 }
 
 /// `hash_join_inlist_pushdown_max_distinct_values` default in DataFusion 53.1, used until the

@@ -38,10 +38,6 @@ const FOOTER_SIZE: usize = 8;
 pub struct Footer {
     /// The decoded footer (no page index).
     pub metadata: Arc<ParquetMetaData>,
-    /// Bytes at the end of the file holding it: metadata length + 8 (length and magic). Handed
-    /// to iceberg's reader as its metadata size hint, so it fetches exactly the footer instead
-    /// of its default 512 KiB tail (most of a small file).
-    pub tail_len: usize,
     /// Bytes read to get it: 0 when it came from the cache.
     pub bytes_read: u64,
 }
@@ -56,10 +52,9 @@ fn cache() -> &'static Cache {
 /// The footer of the Parquet file at `path` (`size` bytes, from the manifest). Errors when the
 /// file cannot be read or its footer does not parse.
 pub async fn load(file_io: &FileIO, path: &str, size: u64) -> iceberg::Result<Footer> {
-    if let Some((metadata, tail_len)) = cache().lock().expect("footer cache").get(path) {
+    if let Some((metadata, _)) = cache().lock().expect("footer cache").get(path) {
         return Ok(Footer {
             metadata: Arc::clone(metadata),
-            tail_len: *tail_len,
             bytes_read: 0,
         });
     }
@@ -90,12 +85,13 @@ pub async fn load(file_io: &FileIO, path: &str, size: u64) -> iceberg::Result<Fo
     cache.insert(path.to_string(), (Arc::clone(&metadata), tail_len));
     Ok(Footer {
         metadata,
-        tail_len,
         bytes_read: fetch.bytes_read,
     })
 }
 
-/// The footer size (metadata length + 8) of `path`, when its footer is cached.
+/// The footer size (metadata length + 8: length and magic) of `path`, when its footer is cached.
+/// Handed to iceberg's reader as its metadata size hint, so it fetches exactly the footer instead
+/// of its default 512 KiB tail (most of a small file).
 pub fn cached_tail_len(path: &str) -> Option<usize> {
     cache()
         .lock()

@@ -99,7 +99,7 @@ impl fmt::Display for ReaderUse {
 }
 
 impl Gate {
-    /// A gate over the output columns `columns`; `cap` =
+    /// A gate over the scan's columns `columns` (`columns.rs`); `cap` =
     /// `hash_join_inlist_pushdown_max_distinct_values`.
     pub fn new(columns: Vec<GateColumn>, cap: usize, reader_predicate: bool) -> Self {
         Self {
@@ -141,7 +141,7 @@ impl Gate {
     /// The decision for each constrained column of `domains`, for a file with `bounds` (`None`:
     /// at plan level, for no file in particular; an empty list: the file has no manifest bounds)
     /// and, for columns whose manifest layout is unknown, the layout of
-    /// the file's row groups (`row_group_layouts`, by output column). `row_groups_selected`: our
+    /// the file's row groups (`row_group_layouts`, by column index). `row_groups_selected`: our
     /// footer-based row-group selection ran for the task, so ranges are not handed over.
     pub fn decide(
         &self,

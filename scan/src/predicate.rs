@@ -18,9 +18,9 @@
 //!   stripped and literals never change type. Anything else is not converted.
 //! - Only conjuncts at **positive** polarity may be dropped (`a AND <unconvertible>` → `a`); under
 //!   `NOT` every part must convert exactly, and `OR` needs both sides.
-//! - Float columns (case c02): iceberg bounds leave NaN out, and DataFusion orders NaN above every
-//!   number, so `>`, `>=`, `<>` and `NOT IN` are never converted on them, nothing on them is
-//!   converted under `NOT`, and NaN / ±0.0 literals are never used.
+//! - Float columns (case c02): iceberg bounds leave NaN out, and Arrow orders NaN above every
+//!   number and a negative NaN (x86's `0.0 / 0.0`) below -∞, so only `=` and `IN` are converted
+//!   on them, nothing on them is converted under `NOT`, and NaN / ±0.0 literals are never used.
 
 use arrow::datatypes::{DataType, Schema as ArrowSchema};
 use datafusion::common::ScalarValue;
@@ -116,8 +116,8 @@ impl<'a> PredicateConverter<'a> {
                 high,
             }) => {
                 let col = self.column(expr)?;
-                // `NOT BETWEEN` is `< low OR > high`: a `>` on a float column.
-                if col.is_float() && (*negated || !positive) {
+                // A range on a float column: NaN sorts outside every range (case c02).
+                if col.is_float() {
                     return None;
                 }
                 let low = self.literal(&col, low)?;
@@ -177,8 +177,9 @@ impl<'a> PredicateConverter<'a> {
         };
         let col = self.column(col_expr)?;
         if col.is_float() {
-            let nan_unsafe = matches!(op, Operator::Gt | Operator::GtEq | Operator::NotEq);
-            if nan_unsafe || !positive {
+            // Only `=`: Arrow orders NaN above every number and a negative NaN (x86's
+            // `0.0 / 0.0`) below -∞, while bounds leave NaN out (case c02).
+            if op != Operator::Eq || !positive {
                 return None;
             }
         }
@@ -408,7 +409,7 @@ mod tests {
                 col("a").eq(lit(1i32)).or(col("s").eq(lit("x"))),
                 "(a_old = 1) OR (s = \"x\")",
             ),
-            (col("f").lt(lit(2.5f64)), "f < 2.5"),
+            (col("f").eq(lit(2.5f64)), "f = 2.5"),
             (
                 col("dt").gt(lit(ScalarValue::Date32(Some(10)))),
                 "dt > 1970-01-11",
@@ -427,6 +428,9 @@ mod tests {
     #[test]
     fn refused_shapes() {
         let cases: Vec<Expr> = vec![
+            // Float ranges: Arrow orders a negative NaN below -∞ (case c02).
+            col("f").lt(lit(2.5f64)),
+            col("f").between(lit(1.0f64), lit(2.0f64)),
             // Casts are never stripped.
             Expr::Cast(datafusion::logical_expr::Cast::new(
                 Box::new(col("a")),

@@ -4,7 +4,7 @@
 //! ```text
 //!   domains (domain.rs) ─┐
 //!                        ├─► may the file hold a passing row? ── no ──► skip the task
-//!   manifest bounds ─────┘     (lower/upper bounds, null counts, by output column)
+//!   manifest bounds ─────┘     (lower/upper bounds, null counts, by column index)
 //! ```
 //!
 //! A column rules a file out when neither its non-null part (the domain's range / value set

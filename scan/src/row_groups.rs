@@ -21,8 +21,10 @@ use datafusion::common::ScalarValue;
 use iceberg::scan::FileScanTask;
 use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
 use parquet::arrow::{PARQUET_FIELD_ID_META_KEY, parquet_to_arrow_schema};
+use parquet::basic::{LogicalType, TimeUnit as ParquetTimeUnit};
 use parquet::file::metadata::ParquetMetaData;
 use parquet::file::statistics::{Statistics, ValueStatistics};
+use parquet::schema::types::ColumnDescriptor;
 
 use crate::domain::Domains;
 use crate::gate::GateColumn;
@@ -196,11 +198,19 @@ fn leaf_bounds(
         let info = c.self_type().get_basic_info();
         info.has_id() && info.id() == id && c.max_rep_level() == 0
     })?;
+    let column = descr.column(leaf);
+    if !comparable(&column, data_type) {
+        return None;
+    }
     Some(
         row_groups
             .iter()
             .map(|&rg| {
-                let stats = metadata.row_group(rg).column(leaf).statistics();
+                let stats = metadata
+                    .row_group(rg)
+                    .column(leaf)
+                    .statistics()
+                    .filter(|s| !s.is_min_max_deprecated());
                 let (min, max) = stats
                     .map(|s| {
                         (
@@ -217,6 +227,32 @@ fn leaf_bounds(
             })
             .collect(),
     )
+}
+
+/// Whether the leaf's Parquet statistics order values as `data_type` does: not for unsigned
+/// integers (stored in signed physical types) and, for 64-bit integers read as timestamps, only
+/// when the file's unit is microseconds.
+fn comparable(column: &ColumnDescriptor, data_type: &DataType) -> bool {
+    let logical = column.logical_type_ref();
+    if let Some(LogicalType::Integer {
+        is_signed: false, ..
+    }) = logical
+    {
+        return false;
+    }
+    match data_type {
+        DataType::Timestamp(unit, _) => {
+            *unit == TimeUnit::Microsecond
+                && matches!(
+                    logical,
+                    Some(LogicalType::Timestamp {
+                        unit: ParquetTimeUnit::MICROS,
+                        ..
+                    })
+                )
+        }
+        _ => true,
+    }
 }
 
 /// The min (`lower`) or max of a leaf's Parquet statistics as a value of `data_type`, for the

@@ -63,17 +63,17 @@ pub fn schema_for_file(
         .iter()
         .map(|f| {
             if !projected.contains(&f.id) || !present.contains(&f.id) {
-                return Arc::clone(f);
+                return Ok(Arc::clone(f));
             }
-            match prune(f, present) {
+            Ok(match prune(f, present)? {
                 Some(pruned) => {
                     changed = true;
                     pruned
                 }
                 None => Arc::clone(f),
-            }
+            })
         })
-        .collect();
+        .collect::<Result<_>>()?;
     if !changed {
         return Ok(None);
     }
@@ -87,34 +87,51 @@ pub fn schema_for_file(
 }
 
 /// `f` without the struct children missing from `present`, or `None` when nothing is missing.
-fn prune(f: &NestedFieldRef, present: &HashSet<i32>) -> Option<NestedFieldRef> {
+///
+/// Errors (not supported rather than a guessed row): a missing child with an `initial-default`
+/// (format v3: it must read as that value, not NULL), or a struct the file holds with none of
+/// its current children (whether each value is NULL could not be read).
+fn prune(f: &NestedFieldRef, present: &HashSet<i32>) -> Result<Option<NestedFieldRef>> {
     let Type::Struct(st) = f.field_type.as_ref() else {
-        return None;
+        return Ok(None);
     };
     let mut changed = false;
-    let children: Vec<NestedFieldRef> = st
-        .fields()
-        .iter()
-        .filter_map(|c| {
-            if !present.contains(&c.id) {
-                changed = true;
-                return None;
+    let mut children: Vec<NestedFieldRef> = Vec::with_capacity(st.fields().len());
+    for c in st.fields() {
+        if !present.contains(&c.id) {
+            if c.initial_default.is_some() {
+                return not_supported(format!(
+                    "struct field {} (id {}) was added with an initial default after a data file                      was written",
+                    c.name, c.id
+                ));
             }
-            Some(match prune(c, present) {
-                Some(p) => {
-                    changed = true;
-                    p
-                }
-                None => Arc::clone(c),
-            })
-        })
-        .collect();
+            changed = true;
+            continue;
+        }
+        children.push(match prune(c, present)? {
+            Some(p) => {
+                changed = true;
+                p
+            }
+            None => Arc::clone(c),
+        });
+    }
     if !changed {
-        return None;
+        return Ok(None);
+    }
+    if children.is_empty() {
+        return not_supported(format!(
+            "a data file holds struct {} (id {}) with none of its current fields",
+            f.name, f.id
+        ));
     }
     let mut pruned: NestedField = f.as_ref().clone();
     pruned.field_type = Box::new(Type::Struct(StructType::new(children)));
-    Some(Arc::new(pruned))
+    Ok(Some(Arc::new(pruned)))
+}
+
+fn not_supported<T>(what: String) -> Result<T> {
+    Err(datafusion::common::DataFusionError::NotImplemented(what))
 }
 
 /// `array` as `target`: struct children matched by field id (by name when a side has none),

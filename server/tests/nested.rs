@@ -246,6 +246,33 @@ async fn join_on_a_nested_key_gets_a_dynamic_domain() {
     assert_eq!(rows(&run_off.batches), rows(&run.batches));
     assert_eq!(scan_metric(&run_off.plan, "files_pruned_dynamic"), 0);
     assert_eq!(scan_metric(&run_off.plan, "row_groups_pruned"), 0);
+
+    // A null-equal join whose build side is only NULL: DataFusion's filter is `false`, yet the
+    // NULL keys join (case c04); the scan must not use it.
+    let null_equal = execute(
+        &ctx,
+        "SELECT count(*) FROM nested a JOIN (VALUES (CAST(NULL AS BIGINT))) v(k) \
+         ON a.s.key IS NOT DISTINCT FROM v.k",
+    )
+    .await
+    .unwrap();
+    let nulls = (0..ROWS as i64).filter(|k| null_struct(*k)).count();
+    assert_eq!(rows(&null_equal.batches), [[nulls.to_string()]]);
+    assert!(plan_text(&null_equal.plan).contains("(not used: NULL handling not proven, case c04)"));
+
+    // NOT IN over a subquery holding a NULL key is empty, with an inner join above it.
+    assert!((15_001..ROWS as i64).any(null_struct));
+    assert_eq!(
+        column(
+            &ctx,
+            "SELECT count(*) FROM (VALUES (CAST(5000 AS BIGINT)), (5001)) c(k) \
+             JOIN (SELECT flat_key AS k FROM nested \
+                   WHERE flat_key NOT IN (SELECT s.key FROM nested WHERE flat_key > 15000)) x \
+             ON x.k = c.k"
+        )
+        .await,
+        ["0"]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
