@@ -149,6 +149,19 @@ async fn create_namespace(
     namespace: &NamespaceIdent,
     replace: bool,
 ) -> Result<(), CatalogError> {
+    if namespace.iter().any(|part| part.trim().is_empty()) {
+        return Err(CatalogError::Config(format!(
+            "invalid namespace {:?}: every dot-separated part must be non-empty",
+            namespace.join(".")
+        )));
+    }
+    // Parents of a multi-level namespace first (`a` for `a.b`), so listings can reach it.
+    for depth in 1..namespace.len() {
+        let parent = NamespaceIdent::from_vec(namespace.iter().take(depth).cloned().collect())?;
+        if !catalog.namespace_exists(&parent).await? {
+            catalog.create_namespace(&parent, HashMap::new()).await?;
+        }
+    }
     if catalog.namespace_exists(namespace).await? {
         if !replace {
             return Err(CatalogError::AlreadyExists(format!(

@@ -9,7 +9,7 @@
 //!
 //!   row with key k (0 ≤ k < rows, every key once):
 //!     flat_key = s.key = k        (the flat control column holds the nested field's values)
-//!     s.name = "user-<k>", s.score = (k·37 mod 1000) / 10, s.addr.city = one of 50 by k / (rows/50),
+//!     s.name = "user-<k>", s.score = (k·37 mod 1000) / 10, s.addr.city = "city-NN", NN = k / ⌈rows/50⌉,
 //!     s.addr.zip uniform in [10000, 99999], s.noteN 16 random hex digits (wide, incompressible);
 //!     every 97th row has s = NULL (so s.key, flat_key stay set: flat_key = k)
 //! ```

@@ -460,9 +460,9 @@ async fn run_load_nested(
     for (table, rows, files) in &report.tables {
         writeln!(
             out,
-            "loaded {catalog_name}.{}.{table}: {rows} rows ({:?} layout) in {files} data files in {:.1} s",
+            "loaded {catalog_name}.{}.{table}: {rows} rows ({} layout) in {files} data files in {:.1} s",
             args.namespace,
-            args.layout,
+            format!("{:?}", args.layout).to_lowercase(),
             started.elapsed().as_secs_f64()
         )
         .map_err(CliError::from_display)?;

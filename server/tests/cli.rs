@@ -117,6 +117,31 @@ fn sql_load_and_bad_input() {
         ],
     ));
     assert!(err.contains("no column nope"), "{err}");
+    let err = failure(&iceflight(
+        d,
+        &["load", "nested", "--rows", "10", "--namespace", "a..b"],
+    ));
+    assert!(
+        err.contains("every dot-separated part must be non-empty"),
+        "{err}"
+    );
+    // A two-level namespace gets its parent, so listings still see every table.
+    let out = iceflight(d, &["load", "nested", "--rows", "10", "--namespace", "p.q"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = iceflight(
+        d,
+        &[
+            "sql",
+            "--format",
+            "csv",
+            "SELECT count(*) AS n FROM local.\"p.q\".nested",
+        ],
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "n\n10\n");
     let out = iceflight(
         d,
         &[
