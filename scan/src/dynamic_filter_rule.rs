@@ -16,9 +16,9 @@
 //! **NULL.** A dynamic filter does not say whether its join is null-equal (`IS NOT DISTINCT
 //! FROM`, where a NULL probe key must reach the join, case c04; DataFusion 53.1 still builds
 //! `false` for an all-NULL build side). So the rule decides per scan ([`DynamicNulls`]):
-//! - a null-aware anti join above (`NOT IN (subquery)`, where one NULL key empties the result):
-//!   the scan uses none of its pushed filters, static ones included (DataFusion pushes parent
-//!   filters on the key into the subquery side);
+//! - on the subquery side of a null-aware anti join (`NOT IN (subquery)`, where one NULL key
+//!   empties the result): the scan uses none of its pushed filters, static ones included
+//!   (DataFusion pushes parent filters on the key into that side);
 //! - a null-equal hash join above: the dynamic filters prune nothing (unproven);
 //! - only inner `=` hash joins above and only they can push to it: a NULL key never joins, NULL
 //!   is rejected;
@@ -78,8 +78,8 @@ struct Above {
     /// Under a hash join that is not an inner `=` join (its filters' NULL handling is not the
     /// join's).
     other_join: bool,
-    /// Under a null-aware anti join (`NOT IN (subquery)`): a NULL key anywhere below changes the
-    /// result, so no pushed filter may drop one.
+    /// On the subquery (right) side of a null-aware anti join (`NOT IN (subquery)`): a NULL key
+    /// there empties the result, so no pushed filter may drop one.
     null_aware_join: bool,
 }
 
@@ -127,7 +127,9 @@ fn visit(plan: Arc<dyn ExecutionPlan>, above: Above) -> Result<Arc<dyn Execution
     let null_equal = above.null_equal_join
         || join.is_some_and(|j| j.null_equality() == NullEquality::NullEqualsNull);
     let other_join = above.other_join || (join.is_some() && !inner_join);
-    let null_aware = above.null_aware_join || join.is_some_and(|j| j.null_aware);
+    // The subquery side of `NOT IN` is the null-aware join's right child; filters pushed to its
+    // left (preserved) side keep SQL semantics.
+    let null_aware = join.is_some_and(|j| j.null_aware);
     let children: Vec<Arc<dyn ExecutionPlan>> =
         plan.children().into_iter().map(Arc::clone).collect();
     if children.is_empty() {
@@ -141,7 +143,7 @@ fn visit(plan: Arc<dyn ExecutionPlan>, above: Above) -> Result<Arc<dyn Execution
             scan_fed_filter: fed,
             null_equal_join: null_equal,
             other_join,
-            null_aware_join: null_aware,
+            null_aware_join: above.null_aware_join || (null_aware && i == 1),
         };
         let new = visit(Arc::clone(child), child_above)?;
         changed |= !Arc::ptr_eq(&new, child);
