@@ -19,7 +19,7 @@ pub enum CatalogKind {
 }
 
 /// One named catalog, exposed to SQL as `<name>.<namespace>.<table>`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CatalogConfig {
     /// SQL name of the catalog.
@@ -42,9 +42,58 @@ pub struct CatalogConfig {
     /// `rest`: OAuth2 scope, e.g. `PRINCIPAL_ROLE:ALL`.
     #[serde(default)]
     pub scope: Option<String>,
+    /// `rest`: use a fetched token at most this long (e.g. `600s`), even when the server grants
+    /// it for longer; it is refreshed at 90 % of the shorter lifetime.
+    #[serde(
+        default,
+        rename = "token-lifetime",
+        deserialize_with = "duration_opt",
+        serialize_with = "duration_opt_ser"
+    )]
+    pub token_lifetime: Option<std::time::Duration>,
     /// Extra iceberg catalog / FileIO properties (`s3.endpoint`, `header.X-...`, ...).
     #[serde(default)]
     pub properties: BTreeMap<String, String>,
+}
+
+/// Secrets are never printed: `credential` and `token` show as `***`.
+impl std::fmt::Debug for CatalogConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let hide = |v: &Option<String>| v.as_ref().map(|_| "***");
+        f.debug_struct("CatalogConfig")
+            .field("name", &self.name)
+            .field("kind", &self.kind)
+            .field("uri", &self.uri)
+            .field("warehouse", &self.warehouse)
+            .field("credential", &hide(&self.credential))
+            .field("token", &hide(&self.token))
+            .field("scope", &self.scope)
+            .field("token_lifetime", &self.token_lifetime)
+            .field("properties", &self.properties.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+fn duration_opt<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<std::time::Duration>, D::Error> {
+    let s: Option<String> = Option::deserialize(d)?;
+    s.map(|s| {
+        iceflight_scan::options::parse_duration(&s).ok_or_else(|| {
+            serde::de::Error::custom(format!("invalid duration {s:?} (e.g. 250ms, 30s)"))
+        })
+    })
+    .transpose()
+}
+
+fn duration_opt_ser<S: serde::Serializer>(
+    d: &Option<std::time::Duration>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_some(&iceflight_scan::options::format_duration(*d)),
+        None => s.serialize_none(),
+    }
 }
 
 impl CatalogConfig {
@@ -61,6 +110,7 @@ impl CatalogConfig {
             credential: None,
             token: None,
             scope: None,
+            token_lifetime: None,
             properties: BTreeMap::new(),
         }
     }

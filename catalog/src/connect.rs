@@ -4,7 +4,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use iceberg::{Catalog, CatalogBuilder};
-use iceberg_catalog_rest::RestCatalogBuilder;
 use iceberg_catalog_sql::SqlCatalogBuilder;
 use iceberg_storage_opendal::OpenDalResolvingStorageFactory;
 
@@ -69,26 +68,6 @@ pub async fn connect(config: &CatalogConfig) -> Result<Arc<dyn Catalog>, Catalog
                 .map_err(unavailable)?;
             Ok(Arc::new(catalog))
         }
-        CatalogKind::Rest => {
-            props.insert("uri".into(), config.uri.clone());
-            if let Some(w) = &config.warehouse {
-                props.insert("warehouse".into(), w.clone());
-            }
-            if let Some(c) = &config.credential {
-                props.insert("credential".into(), c.clone());
-            }
-            if let Some(t) = &config.token {
-                props.insert("token".into(), t.clone());
-            }
-            if let Some(s) = &config.scope {
-                props.insert("scope".into(), s.clone());
-            }
-            let catalog = RestCatalogBuilder::default()
-                .with_storage_factory(storage)
-                .load(config.name.clone(), props)
-                .await
-                .map_err(unavailable)?;
-            Ok(Arc::new(catalog))
-        }
+        CatalogKind::Rest => Ok(Arc::new(crate::rest::ManagedRestCatalog::new(config)?)),
     }
 }

@@ -14,6 +14,14 @@ pub enum CatalogError {
         /// Underlying error text.
         message: String,
     },
+    /// The catalog refused our credentials or token (→ `Unauthenticated`).
+    #[error("catalog {catalog} refused the credentials: {message}")]
+    Unauthenticated {
+        /// Catalog name.
+        catalog: String,
+        /// What was refused.
+        message: String,
+    },
     /// Invalid configuration.
     #[error("{0}")]
     Config(String),
@@ -29,4 +37,35 @@ pub enum CatalogError {
     /// Failure while generating or writing data.
     #[error("{0}")]
     Load(String),
+}
+
+impl CatalogError {
+    /// The typed outage or refusal an iceberg error carries as its source (put there by the
+    /// REST client, `rest.rs`), copied out.
+    pub fn typed_source(e: &iceberg::Error) -> Option<Self> {
+        std::error::Error::source(e)?
+            .downcast_ref::<Self>()?
+            .duplicate()
+    }
+
+    /// A copy of an [`Self::Unavailable`] or [`Self::Unauthenticated`] error (`None` for the
+    /// others, which hold sources that cannot be copied).
+    pub fn duplicate(&self) -> Option<Self> {
+        match self {
+            Self::Unavailable {
+                catalog,
+                uri,
+                message,
+            } => Some(Self::Unavailable {
+                catalog: catalog.clone(),
+                uri: uri.clone(),
+                message: message.clone(),
+            }),
+            Self::Unauthenticated { catalog, message } => Some(Self::Unauthenticated {
+                catalog: catalog.clone(),
+                message: message.clone(),
+            }),
+            _ => None,
+        }
+    }
 }

@@ -13,6 +13,7 @@ pub mod error;
 pub mod load;
 pub mod nested;
 pub mod provider;
+pub mod rest;
 pub mod tpch;
 
 use std::sync::Arc;

@@ -56,6 +56,10 @@ fn block_on<F: std::future::Future>(f: F) -> F::Output {
 
 /// Maps an iceberg error to a DataFusion error, keeping "not found" recognisable.
 pub fn to_df_error(e: iceberg::Error) -> DataFusionError {
+    // A typed error from the REST client (rest.rs) travels as the iceberg error's source.
+    if let Some(typed) = CatalogError::typed_source(&e) {
+        return DataFusionError::External(Box::new(typed));
+    }
     let e = match e.kind() {
         ErrorKind::NamespaceNotFound | ErrorKind::TableNotFound => {
             CatalogError::NotFound(e.to_string())
@@ -143,9 +147,13 @@ impl CatalogProvider for IcebergCatalogProvider {
             Err(e) => {
                 tracing::debug!(catalog = %self.name, error = %e, "namespace lookup failed");
                 Some(Arc::new(UnavailableSchemaProvider {
-                    error: e.to_string(),
-                    catalog: self.name.clone(),
-                    uri: self.uri.clone(),
+                    error: CatalogError::typed_source(&e).unwrap_or_else(|| {
+                        CatalogError::Unavailable {
+                            catalog: self.name.clone(),
+                            uri: self.uri.clone(),
+                            message: e.to_string(),
+                        }
+                    }),
                 }))
             }
         }
@@ -168,13 +176,11 @@ impl CatalogProvider for IcebergCatalogProvider {
     }
 }
 
-/// A namespace of a catalog that could not be reached: every table lookup fails with
-/// [`CatalogError::Unavailable`].
+/// A namespace of a catalog that could not be reached or refused us: every table lookup fails
+/// with that error ([`CatalogError::Unavailable`] or [`CatalogError::Unauthenticated`]).
 #[derive(Debug)]
 struct UnavailableSchemaProvider {
-    catalog: String,
-    uri: String,
-    error: String,
+    error: CatalogError,
 }
 
 #[async_trait]
@@ -188,13 +194,11 @@ impl SchemaProvider for UnavailableSchemaProvider {
     }
 
     async fn table(&self, _name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
-        Err(DataFusionError::External(Box::new(
-            CatalogError::Unavailable {
-                catalog: self.catalog.clone(),
-                uri: self.uri.clone(),
-                message: self.error.clone(),
-            },
-        )))
+        let error = self
+            .error
+            .duplicate()
+            .unwrap_or_else(|| CatalogError::Load(self.error.to_string()));
+        Err(DataFusionError::External(Box::new(error)))
     }
 
     fn table_exist(&self, _name: &str) -> bool {

@@ -38,7 +38,7 @@ impl Default for IceflightOptions {
 pub const DEFAULT_DYNAMIC_FILTER_WAIT: std::time::Duration = std::time::Duration::from_millis(1000);
 
 /// Parses `250ms`, `1s`, `1.5s` or a plain number of milliseconds.
-fn parse_duration(value: &str) -> Option<std::time::Duration> {
+pub fn parse_duration(value: &str) -> Option<std::time::Duration> {
     let v = value.trim();
     let (number, scale) = if let Some(ms) = v.strip_suffix("ms") {
         (ms, 1e-3)

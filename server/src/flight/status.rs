@@ -5,6 +5,7 @@
 //! | SQL parse / plan / schema error | `InvalidArgument` (parser message kept) |
 //! | unknown catalog, schema or table | `NotFound` |
 //! | catalog unreachable | `Unavailable` |
+//! | catalog refused our credentials | `Unauthenticated` |
 //! | memory limit | `ResourceExhausted` |
 //! | anything else | `Internal`, with a log id also written to the server log |
 
@@ -20,6 +21,7 @@ pub fn to_status(e: DataFusionError) -> Status {
             return match c {
                 CatalogError::NotFound(m) => Status::not_found(m.clone()),
                 CatalogError::Unavailable { .. } => Status::unavailable(c.to_string()),
+                CatalogError::Unauthenticated { .. } => Status::unauthenticated(c.to_string()),
                 CatalogError::AlreadyExists(m) => Status::already_exists(m.clone()),
                 CatalogError::Config(m) => Status::invalid_argument(m.clone()),
                 other => internal(other),

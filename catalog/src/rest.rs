@@ -1,0 +1,447 @@
+//! An Iceberg REST catalog (Polaris, SeaweedFS, Apache Iceberg's reference server) that keeps
+//! working across token expiry and outages.
+//!
+//! ```text
+//!   every Catalog call ──► current client (token still fresh?) ── no ──► fetch a token, new client
+//!                           │
+//!                           ▼
+//!                    iceberg-catalog-rest call ── 401/419 ──► fetch a token, retry once
+//!                           │ 5xx / connection error ──► retry after 100 ms, 400 ms
+//!                           ▼
+//!                    errors typed: Unauthenticated / Unavailable (naming catalog and URI)
+//! ```
+//!
+//! iceberg-catalog-rest 0.10.1 fetches an OAuth2 token once and never refreshes it, so this
+//! wrapper owns the client-credentials flow: it requests tokens itself (`POST
+//! <oauth2-server-uri | uri/v1/oauth/tokens>`), hands each to a fresh `RestCatalog` as its
+//! static token, and replaces the client at 90 % of `expires_in` (capped by the catalog's
+//! `token-lifetime`) or when the server answers 401. The client is built lazily: a catalog that
+//! is down at start-up only fails the queries that use it. Secrets are never logged.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use iceberg::table::Table;
+use iceberg::{
+    Catalog, CatalogBuilder, Error, ErrorKind, Namespace, NamespaceIdent, Result, TableCommit,
+    TableCreation, TableIdent,
+};
+use iceberg_catalog_rest::{RestCatalog, RestCatalogBuilder};
+use iceberg_storage_opendal::OpenDalResolvingStorageFactory;
+
+use crate::config::CatalogConfig;
+use crate::error::CatalogError;
+
+/// Waits before the 2nd and 3rd attempt of a call that failed with a 5xx status or a connection
+/// error.
+const BACKOFF: [Duration; 2] = [Duration::from_millis(100), Duration::from_millis(400)];
+
+/// A REST catalog client with token refresh, retries and typed errors (module docs).
+#[derive(Debug)]
+pub struct ManagedRestCatalog {
+    name: String,
+    uri: String,
+    /// Properties for `RestCatalogBuilder` (uri, warehouse, headers, FileIO settings), without
+    /// credentials.
+    props: HashMap<String, String>,
+    /// OAuth2 client credentials `(id, secret)`.
+    credential: Option<(String, String)>,
+    scope: Option<String>,
+    token_uri: String,
+    /// A configured bearer token, used until the server rejects it (then `credential`, if any).
+    static_token: Option<String>,
+    /// Upper bound on how long a fetched token is used (`token-lifetime`).
+    token_lifetime: Option<Duration>,
+    http: reqwest::Client,
+    client: tokio::sync::Mutex<Option<Client>>,
+    tokens_fetched: AtomicUsize,
+}
+
+/// One `RestCatalog` with the token it was built with.
+#[derive(Debug, Clone)]
+struct Client {
+    catalog: Arc<RestCatalog>,
+    /// When to fetch a new token (`None`: never, a static token).
+    refresh_at: Option<Instant>,
+}
+
+/// How a failed call is handled.
+enum Failure {
+    /// 401 / 419: the token is not (or no longer) accepted.
+    Unauthorized,
+    /// 5xx or the server could not be reached: worth another attempt.
+    Transient,
+    /// Anything else (not found, conflict, bad request): returned as is.
+    Final,
+}
+
+fn classify(e: &Error) -> Failure {
+    let text = format!("{e:?}").to_ascii_lowercase();
+    if text.contains("401 unauthorized") || text.contains("status: 419") || text.contains("419 ") {
+        Failure::Unauthorized
+    } else if text.contains("status: 5")
+        || text.contains(" 500 ")
+        || text.contains("503 service")
+        || text.contains("502 bad")
+        || text.contains("error sending request")
+        || text.contains("connection refused")
+        || text.contains("connect error")
+        || text.contains("timed out")
+    {
+        Failure::Transient
+    } else {
+        Failure::Final
+    }
+}
+
+impl ManagedRestCatalog {
+    /// A client for `config` (type `rest`); no request is made until the first call.
+    ///
+    /// Errors: [`CatalogError::Config`] for a `credential` without `:`.
+    pub fn new(config: &CatalogConfig) -> std::result::Result<Self, CatalogError> {
+        let mut props: HashMap<String, String> = config.properties.clone().into_iter().collect();
+        props.insert("uri".into(), config.uri.clone());
+        if let Some(w) = &config.warehouse {
+            props.insert("warehouse".into(), w.clone());
+        }
+        let credential = match &config.credential {
+            None => None,
+            Some(c) => {
+                let (id, secret) = c.split_once(':').ok_or_else(|| {
+                    CatalogError::Config(format!(
+                        "catalog {}: credential must be client_id:client_secret",
+                        config.name
+                    ))
+                })?;
+                Some((id.to_string(), secret.to_string()))
+            }
+        };
+        let token_uri = props
+            .remove("oauth2-server-uri")
+            .unwrap_or_else(|| format!("{}/v1/oauth/tokens", config.uri.trim_end_matches('/')));
+        Ok(Self {
+            name: config.name.clone(),
+            uri: config.uri.clone(),
+            props,
+            credential,
+            scope: config.scope.clone(),
+            token_uri,
+            static_token: config.token.clone(),
+            token_lifetime: config.token_lifetime,
+            http: reqwest::Client::new(),
+            client: tokio::sync::Mutex::new(None),
+            tokens_fetched: AtomicUsize::new(0),
+        })
+    }
+
+    /// OAuth2 tokens fetched so far (refreshes included).
+    pub fn tokens_fetched(&self) -> usize {
+        self.tokens_fetched.load(Ordering::Relaxed)
+    }
+
+    fn unavailable(&self, message: String) -> Error {
+        wrap(CatalogError::Unavailable {
+            catalog: self.name.clone(),
+            uri: self.uri.clone(),
+            message,
+        })
+    }
+
+    fn unauthenticated(&self, message: String) -> Error {
+        wrap(CatalogError::Unauthenticated {
+            catalog: self.name.clone(),
+            message,
+        })
+    }
+
+    /// `POST` the client credentials to the token endpoint: `(token, expires_in)`.
+    async fn fetch_token(&self) -> Result<(String, Option<Duration>)> {
+        let Some((id, secret)) = &self.credential else {
+            return Err(self.unauthenticated(
+                "the server refused the configured token and no credential is configured".into(),
+            ));
+        };
+        let mut form = vec![
+            ("grant_type", "client_credentials"),
+            ("client_id", id.as_str()),
+            ("client_secret", secret.as_str()),
+        ];
+        if let Some(scope) = &self.scope {
+            form.push(("scope", scope.as_str()));
+        }
+        let response = self
+            .http
+            .post(&self.token_uri)
+            .form(&form)
+            .send()
+            .await
+            .map_err(|e| self.unavailable(format!("token endpoint {}: {e}", self.token_uri)))?;
+        let status = response.status();
+        let body = response
+            .bytes()
+            .await
+            .map_err(|e| self.unavailable(format!("token endpoint {}: {e}", self.token_uri)))?;
+        if status.is_server_error() {
+            return Err(self.unavailable(format!("token endpoint answered {status}")));
+        }
+        if !status.is_success() {
+            return Err(self.unauthenticated(format!(
+                "token endpoint {} refused the credential ({status})",
+                self.token_uri
+            )));
+        }
+        let json: serde_json::Value = serde_json::from_slice(&body)
+            .map_err(|e| self.unauthenticated(format!("token endpoint answered no token: {e}")))?;
+        let token = json
+            .get("access_token")
+            .and_then(|t| t.as_str())
+            .ok_or_else(|| {
+                self.unauthenticated("token endpoint answered no access_token".into())
+            })?;
+        let expires_in = json
+            .get("expires_in")
+            .and_then(|v| v.as_u64())
+            .map(Duration::from_secs);
+        self.tokens_fetched.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(catalog = %self.name, expires_in = ?expires_in, "fetched an OAuth2 token");
+        Ok((token.to_string(), expires_in))
+    }
+
+    /// A client built with `token` (or with none).
+    async fn build(&self, token: Option<String>, lifetime: Option<Duration>) -> Result<Client> {
+        let mut props = self.props.clone();
+        if let Some(t) = token {
+            props.insert("token".into(), t);
+        }
+        let catalog = RestCatalogBuilder::default()
+            .with_storage_factory(Arc::new(OpenDalResolvingStorageFactory::new()))
+            .load(self.name.clone(), props)
+            .await?;
+        let lifetime = match (lifetime, self.token_lifetime) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        Ok(Client {
+            catalog: Arc::new(catalog),
+            // Refresh at 90 % of the lifetime, so a token never expires mid-request.
+            refresh_at: lifetime.map(|l| Instant::now() + l.mul_f64(0.9)),
+        })
+    }
+
+    /// The client to use now; with `renew`, one with a freshly fetched token.
+    async fn client(&self, renew: bool) -> Result<Arc<RestCatalog>> {
+        let mut slot = self.client.lock().await;
+        let stale = slot
+            .as_ref()
+            .is_none_or(|c| c.refresh_at.is_some_and(|at| Instant::now() >= at));
+        if !renew && !stale {
+            return Ok(Arc::clone(&slot.as_ref().expect("checked").catalog));
+        }
+        let client = match (&self.static_token, renew || slot.is_some()) {
+            // A configured token first; once rejected (or on a refresh), the credential.
+            (Some(t), false) => self.build(Some(t.clone()), None).await?,
+            _ if self.credential.is_some() => {
+                let (token, expires_in) = self.fetch_token().await?;
+                self.build(Some(token), expires_in).await?
+            }
+            (Some(t), true) => self.build(Some(t.clone()), None).await?,
+            (None, _) => self.build(None, None).await?,
+        };
+        let catalog = Arc::clone(&client.catalog);
+        *slot = Some(client);
+        Ok(catalog)
+    }
+
+    /// `e` as Unauthenticated / Unavailable when it is one, else unchanged.
+    fn typed(&self, e: Error) -> Error {
+        match classify(&e) {
+            Failure::Unauthorized => {
+                self.unauthenticated(format!("the server refused the token: {e}"))
+            }
+            Failure::Transient => self.unavailable(e.to_string()),
+            Failure::Final => e,
+        }
+    }
+
+    /// Runs `op` with retries (module docs) and typed errors.
+    async fn call<T, F, Fut>(&self, op: F) -> Result<T>
+    where
+        F: Fn(Arc<RestCatalog>) -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        let mut renewed = false;
+        let mut attempt = 0;
+        loop {
+            let catalog = self.client(false).await?;
+            let e = match op(catalog).await {
+                Ok(v) => return Ok(v),
+                Err(e) => e,
+            };
+            match classify(&e) {
+                Failure::Unauthorized if !renewed => {
+                    renewed = true;
+                    self.client(true).await?;
+                }
+                Failure::Transient if attempt < BACKOFF.len() => {
+                    tokio::time::sleep(BACKOFF[attempt]).await;
+                    attempt += 1;
+                }
+                _ => return Err(self.typed(e)),
+            }
+        }
+    }
+}
+
+/// An iceberg error carrying a [`CatalogError`] as its source (found again by
+/// [`crate::provider::to_df_error`]).
+fn wrap(e: CatalogError) -> Error {
+    let kind = match e {
+        CatalogError::Unauthenticated { .. } => ErrorKind::DataInvalid,
+        _ => ErrorKind::Unexpected,
+    };
+    Error::new(kind, e.to_string()).with_source(e)
+}
+
+#[async_trait]
+impl Catalog for ManagedRestCatalog {
+    async fn list_namespaces(
+        &self,
+        parent: Option<&NamespaceIdent>,
+    ) -> Result<Vec<NamespaceIdent>> {
+        let parent = parent.cloned();
+        self.call(|c| {
+            let parent = parent.clone();
+            async move { c.list_namespaces(parent.as_ref()).await }
+        })
+        .await
+    }
+
+    async fn create_namespace(
+        &self,
+        namespace: &NamespaceIdent,
+        properties: HashMap<String, String>,
+    ) -> Result<Namespace> {
+        self.call(|c| {
+            let (n, p) = (namespace.clone(), properties.clone());
+            async move { c.create_namespace(&n, p).await }
+        })
+        .await
+    }
+
+    async fn get_namespace(&self, namespace: &NamespaceIdent) -> Result<Namespace> {
+        self.call(|c| {
+            let n = namespace.clone();
+            async move { c.get_namespace(&n).await }
+        })
+        .await
+    }
+
+    async fn namespace_exists(&self, namespace: &NamespaceIdent) -> Result<bool> {
+        self.call(|c| {
+            let n = namespace.clone();
+            async move { c.namespace_exists(&n).await }
+        })
+        .await
+    }
+
+    async fn update_namespace(
+        &self,
+        namespace: &NamespaceIdent,
+        properties: HashMap<String, String>,
+    ) -> Result<()> {
+        self.call(|c| {
+            let (n, p) = (namespace.clone(), properties.clone());
+            async move { c.update_namespace(&n, p).await }
+        })
+        .await
+    }
+
+    async fn drop_namespace(&self, namespace: &NamespaceIdent) -> Result<()> {
+        self.call(|c| {
+            let n = namespace.clone();
+            async move { c.drop_namespace(&n).await }
+        })
+        .await
+    }
+
+    async fn list_tables(&self, namespace: &NamespaceIdent) -> Result<Vec<TableIdent>> {
+        self.call(|c| {
+            let n = namespace.clone();
+            async move { c.list_tables(&n).await }
+        })
+        .await
+    }
+
+    async fn create_table(
+        &self,
+        namespace: &NamespaceIdent,
+        creation: TableCreation,
+    ) -> Result<Table> {
+        // Not retried: the creation is consumed, and it may have been applied before the error.
+        let catalog = self.client(false).await?;
+        catalog
+            .create_table(namespace, creation)
+            .await
+            .map_err(|e| self.typed(e))
+    }
+
+    async fn load_table(&self, table: &TableIdent) -> Result<Table> {
+        self.call(|c| {
+            let t = table.clone();
+            async move { c.load_table(&t).await }
+        })
+        .await
+    }
+
+    async fn drop_table(&self, table: &TableIdent) -> Result<()> {
+        self.call(|c| {
+            let t = table.clone();
+            async move { c.drop_table(&t).await }
+        })
+        .await
+    }
+
+    async fn purge_table(&self, table: &TableIdent) -> Result<()> {
+        self.call(|c| {
+            let t = table.clone();
+            async move { c.purge_table(&t).await }
+        })
+        .await
+    }
+
+    async fn table_exists(&self, table: &TableIdent) -> Result<bool> {
+        self.call(|c| {
+            let t = table.clone();
+            async move { c.table_exists(&t).await }
+        })
+        .await
+    }
+
+    async fn rename_table(&self, src: &TableIdent, dest: &TableIdent) -> Result<()> {
+        self.call(|c| {
+            let (s, d) = (src.clone(), dest.clone());
+            async move { c.rename_table(&s, &d).await }
+        })
+        .await
+    }
+
+    async fn register_table(&self, table: &TableIdent, metadata_location: String) -> Result<Table> {
+        self.call(|c| {
+            let (t, m) = (table.clone(), metadata_location.clone());
+            async move { c.register_table(&t, m).await }
+        })
+        .await
+    }
+
+    async fn update_table(&self, commit: TableCommit) -> Result<Table> {
+        // Not retried: a commit may have been applied before the error.
+        let catalog = self.client(false).await?;
+        catalog
+            .update_table(commit)
+            .await
+            .map_err(|e| self.typed(e))
+    }
+}
