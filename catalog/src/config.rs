@@ -51,6 +51,23 @@ pub struct CatalogConfig {
         serialize_with = "duration_opt_ser"
     )]
     pub token_lifetime: Option<std::time::Duration>,
+    /// How long a loaded table is reused before the catalog is asked again (default `0s`: every
+    /// query plans against the catalog's current metadata). `cache.rs`.
+    #[serde(
+        default,
+        rename = "metadata-cache-ttl",
+        deserialize_with = "duration_opt",
+        serialize_with = "duration_opt_ser"
+    )]
+    pub metadata_cache_ttl: Option<std::time::Duration>,
+    /// How long namespace and table listings are reused (default `5s`).
+    #[serde(
+        default,
+        rename = "listing-cache-ttl",
+        deserialize_with = "duration_opt",
+        serialize_with = "duration_opt_ser"
+    )]
+    pub listing_cache_ttl: Option<std::time::Duration>,
     /// Extra iceberg catalog / FileIO properties (`s3.endpoint`, `header.X-...`, ...).
     #[serde(default)]
     pub properties: BTreeMap<String, String>,
@@ -69,6 +86,8 @@ impl std::fmt::Debug for CatalogConfig {
             .field("token", &hide(&self.token))
             .field("scope", &self.scope)
             .field("token_lifetime", &self.token_lifetime)
+            .field("metadata_cache_ttl", &self.metadata_cache_ttl)
+            .field("listing_cache_ttl", &self.listing_cache_ttl)
             .field("properties", &self.properties.keys().collect::<Vec<_>>())
             .finish()
     }
@@ -111,6 +130,8 @@ impl CatalogConfig {
             token: None,
             scope: None,
             token_lifetime: None,
+            metadata_cache_ttl: None,
+            listing_cache_ttl: None,
             properties: BTreeMap::new(),
         }
     }

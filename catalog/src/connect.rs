@@ -18,6 +18,7 @@ use crate::error::CatalogError;
 ///
 /// Errors: [`CatalogError::Unavailable`] naming the catalog and URI when it cannot be reached.
 pub async fn connect(config: &CatalogConfig) -> Result<Arc<dyn Catalog>, CatalogError> {
+    let config = &resolve_secrets(config)?;
     let storage = Arc::new(OpenDalResolvingStorageFactory::new());
     let mut props: HashMap<String, String> = config.properties.clone().into_iter().collect();
     let unavailable = |e: iceberg::Error| CatalogError::Unavailable {
@@ -70,4 +71,37 @@ pub async fn connect(config: &CatalogConfig) -> Result<Arc<dyn Catalog>, Catalog
         }
         CatalogKind::Rest => Ok(Arc::new(crate::rest::ManagedRestCatalog::new(config)?)),
     }
+}
+
+/// `config` with every `env:NAME` value (credential, token, properties) replaced by the
+/// environment variable `NAME`, so secrets need not sit in the file.
+///
+/// Errors: [`CatalogError::Config`] naming the catalog and the variable when it is unset.
+pub fn resolve_secrets(config: &CatalogConfig) -> Result<CatalogConfig, CatalogError> {
+    let resolve = |what: &str, v: &str| -> Result<String, CatalogError> {
+        match v.strip_prefix("env:") {
+            None => Ok(v.to_string()),
+            Some(var) => std::env::var(var).map_err(|_| {
+                CatalogError::Config(format!(
+                    "catalog {}: {what} names the environment variable {var}, which is not set",
+                    config.name
+                ))
+            }),
+        }
+    };
+    let mut out = config.clone();
+    out.credential = config
+        .credential
+        .as_deref()
+        .map(|v| resolve("credential", v))
+        .transpose()?;
+    out.token = config
+        .token
+        .as_deref()
+        .map(|v| resolve("token", v))
+        .transpose()?;
+    for (k, v) in out.properties.iter_mut() {
+        *v = resolve(k, v)?;
+    }
+    Ok(out)
 }

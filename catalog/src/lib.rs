@@ -7,6 +7,7 @@
 //!                                                                         └─► IcebergTableProvider
 //! ```
 
+pub mod cache;
 pub mod config;
 pub mod connect;
 pub mod error;
@@ -28,8 +29,10 @@ pub use provider::{IcebergCatalogProvider, IcebergSchemaProvider};
 /// The connected catalogs of one server or CLI run, by name.
 #[derive(Debug, Default, Clone)]
 pub struct Catalogs {
-    /// `(name, uri, catalog)` in configuration order.
+    /// `(name, uri, catalog)` in configuration order; every catalog behind its cache.
     entries: Vec<(String, String, Arc<dyn Catalog>)>,
+    /// The caches, by catalog name.
+    caches: Vec<(String, Arc<cache::CachingCatalog>)>,
 }
 
 impl Catalogs {
@@ -38,6 +41,7 @@ impl Catalogs {
     pub async fn connect(configs: &[CatalogConfig]) -> Result<Self, CatalogError> {
         let mut entries: Vec<(String, String, Arc<dyn Catalog>)> =
             Vec::with_capacity(configs.len());
+        let mut caches = Vec::with_capacity(configs.len());
         for c in configs {
             if entries.iter().any(|(n, _, _)| n == &c.name) {
                 return Err(CatalogError::Config(format!(
@@ -45,9 +49,15 @@ impl Catalogs {
                     c.name
                 )));
             }
-            entries.push((c.name.clone(), c.uri.clone(), connect::connect(c).await?));
+            let cached = Arc::new(cache::CachingCatalog::new(
+                connect::connect(c).await?,
+                c.metadata_cache_ttl.unwrap_or(cache::DEFAULT_METADATA_TTL),
+                c.listing_cache_ttl.unwrap_or(cache::DEFAULT_LISTING_TTL),
+            ));
+            caches.push((c.name.clone(), Arc::clone(&cached)));
+            entries.push((c.name.clone(), c.uri.clone(), cached as Arc<dyn Catalog>));
         }
-        Ok(Self { entries })
+        Ok(Self { entries, caches })
     }
 
     /// The catalog called `name`. Errors with [`CatalogError::NotFound`] listing the known names.
@@ -63,6 +73,21 @@ impl Catalogs {
                     known.join(", ")
                 ))
             })
+    }
+
+    /// Drops the cached tables and listings of catalog `name` (every catalog when `None`);
+    /// returns how many entries were dropped. Errors with [`CatalogError::NotFound`] for an
+    /// unknown name.
+    pub fn invalidate(&self, name: Option<&str>) -> Result<usize, CatalogError> {
+        if let Some(n) = name {
+            self.get(n)?;
+        }
+        Ok(self
+            .caches
+            .iter()
+            .filter(|(c, _)| name.is_none_or(|n| n == c))
+            .map(|(_, cache)| cache.invalidate())
+            .sum())
     }
 
     /// Catalog names in configuration order.

@@ -5,15 +5,14 @@
 //!                                                              └─► IcebergTableProvider (scan crate)
 //! ```
 //!
-//! Multi-level namespaces appear as dotted schema names (`a.b`). Namespace and table listings are
-//! cached for [`LISTING_TTL`]; tables are loaded from the catalog on every lookup, so a query
-//! always plans against the current snapshot. DataFusion's listing methods are synchronous: they
+//! Multi-level namespaces appear as dotted schema names (`a.b`). Listings and table loads go
+//! through the catalog's shared cache (`cache.rs`: listings for `listing-cache-ttl`, tables for
+//! `metadata-cache-ttl`, 0 s by default so a query plans against the current snapshot). DataFusion's listing methods are synchronous: they
 //! block the calling thread on the catalog (a multi-threaded tokio runtime is required).
 
 use std::any::Any;
 use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use datafusion::catalog::{CatalogProvider, SchemaProvider, TableProvider};
@@ -22,32 +21,6 @@ use iceberg::{Catalog, ErrorKind, NamespaceIdent, TableIdent};
 use iceflight_scan::IcebergTableProvider;
 
 use crate::error::CatalogError;
-
-/// How long namespace and table listings are reused before the catalog is asked again.
-pub const LISTING_TTL: Duration = Duration::from_secs(5);
-
-/// A value refreshed at most once per [`LISTING_TTL`].
-#[derive(Debug, Default)]
-struct Cached<T> {
-    slot: Mutex<Option<(Instant, T)>>,
-}
-
-impl<T: Clone> Cached<T> {
-    fn get_or_refresh(&self, refresh: impl FnOnce() -> Result<T>) -> Result<T> {
-        if let Some((at, v)) = self.slot.lock().expect("cache lock").as_ref() {
-            if at.elapsed() < LISTING_TTL {
-                return Ok(v.clone());
-            }
-        }
-        let v = refresh()?;
-        *self.slot.lock().expect("cache lock") = Some((Instant::now(), v.clone()));
-        Ok(v)
-    }
-
-    fn invalidate(&self) {
-        *self.slot.lock().expect("cache lock") = None;
-    }
-}
 
 /// Runs a future to completion from synchronous DataFusion callbacks.
 fn block_on<F: std::future::Future>(f: F) -> F::Output {
@@ -80,7 +53,6 @@ pub struct IcebergCatalogProvider {
     name: String,
     uri: String,
     catalog: Arc<dyn Catalog>,
-    namespaces: Cached<Vec<String>>,
 }
 
 impl IcebergCatalogProvider {
@@ -90,7 +62,6 @@ impl IcebergCatalogProvider {
             name: name.into(),
             uri: uri.into(),
             catalog,
-            namespaces: Cached::default(),
         }
     }
 
@@ -125,12 +96,10 @@ impl CatalogProvider for IcebergCatalogProvider {
     }
 
     fn schema_names(&self) -> Vec<String> {
-        self.namespaces
-            .get_or_refresh(|| block_on(self.list_all_namespaces()))
-            .unwrap_or_else(|e| {
-                tracing::warn!(catalog = %self.name, error = %e, "listing namespaces failed");
-                vec![]
-            })
+        block_on(self.list_all_namespaces()).unwrap_or_else(|e| {
+            tracing::warn!(catalog = %self.name, error = %e, "listing namespaces failed");
+            vec![]
+        })
     }
 
     fn schema(&self, name: &str) -> Option<Arc<dyn SchemaProvider>> {
@@ -171,7 +140,6 @@ impl CatalogProvider for IcebergCatalogProvider {
                 .create_namespace(&namespace, Default::default()),
         )
         .map_err(|e| to_df_error(e))?;
-        self.namespaces.invalidate();
         Ok(None)
     }
 }
@@ -212,7 +180,6 @@ pub struct IcebergSchemaProvider {
     catalog_name: String,
     catalog: Arc<dyn Catalog>,
     namespace: NamespaceIdent,
-    tables: Cached<Vec<String>>,
 }
 
 impl IcebergSchemaProvider {
@@ -222,20 +189,17 @@ impl IcebergSchemaProvider {
             catalog_name,
             catalog,
             namespace,
-            tables: Cached::default(),
         }
     }
 
     fn list(&self) -> Result<Vec<String>> {
-        self.tables.get_or_refresh(|| {
-            let mut names: Vec<String> = block_on(self.catalog.list_tables(&self.namespace))
-                .map_err(|e| to_df_error(e))?
-                .into_iter()
-                .map(|t| t.name().to_string())
-                .collect();
-            names.sort();
-            Ok(names)
-        })
+        let mut names: Vec<String> = block_on(self.catalog.list_tables(&self.namespace))
+            .map_err(|e| to_df_error(e))?
+            .into_iter()
+            .map(|t| t.name().to_string())
+            .collect();
+        names.sort();
+        Ok(names)
     }
 }
 

@@ -8,5 +8,6 @@
 pub mod cli;
 pub mod config;
 pub mod flight;
+pub mod invalidate;
 pub mod output;
 pub mod session;

@@ -110,6 +110,9 @@ impl Engine {
             .build();
         let ctx = SessionContext::new_with_state(state);
         self.catalogs.register(&ctx);
+        ctx.register_udf(datafusion::logical_expr::ScalarUDF::new_from_impl(
+            crate::invalidate::InvalidateCache::new(self.catalogs.clone()),
+        ));
         Ok(ctx)
     }
 }

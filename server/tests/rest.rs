@@ -158,11 +158,13 @@ fn lake(weed: &Weed, credential: &str) -> CatalogConfig {
         token: None,
         scope: Some("PRINCIPAL_ROLE:ALL".into()),
         token_lifetime: None,
+        metadata_cache_ttl: None,
+        listing_cache_ttl: None,
         properties: props.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
     }
 }
 
-async fn engine(dir: &Path, lake: CatalogConfig) -> Engine {
+async fn make_engine(dir: &Path, lake: CatalogConfig) -> Engine {
     let mut config = Config {
         data_dir: dir.to_path_buf(),
         ..Config::default()
@@ -214,7 +216,7 @@ async fn rest_catalog_over_s3_survives_tokens_and_outages() {
     let mut weed = Weed::start(dir.path());
     pyiceberg_table(&weed);
 
-    let engine = engine(
+    let engine = make_engine(
         &dir.path().join("local"),
         lake(&weed, &format!("{KEY}:{SECRET}")),
     )
@@ -307,6 +309,33 @@ async fn rest_catalog_over_s3_survives_tokens_and_outages() {
         "{err}"
     );
 
+    // Table metadata: by default every query sees another engine's commit at once; with a
+    // metadata-cache-ttl the cached table is used until it expires or is invalidated.
+    let mut cached = lake(&weed, "env:ICEFLIGHT_TEST_LAKE_CREDENTIAL");
+    cached.metadata_cache_ttl = Some(Duration::from_secs(600));
+    // SAFETY: set before any thread of this test reads the environment.
+    unsafe { std::env::set_var("ICEFLIGHT_TEST_LAKE_CREDENTIAL", format!("{KEY}:{SECRET}")) };
+    let cached_engine = make_engine(&dir.path().join("local-cached"), cached).await;
+    let ctx_cached = cached_engine.session(None, None, &[]).unwrap();
+    let count = "SELECT count(*) FROM lake.py.people";
+    assert_eq!(column(&ctx_cached, count).await, ["3"]);
+    pyiceberg_append(&weed);
+    assert_eq!(column(&ctx, count).await, ["4"], "default: no table cache");
+    assert_eq!(column(&ctx_cached, count).await, ["3"], "cached table");
+    let dropped: i64 = column(&ctx_cached, "SELECT iceflight_invalidate_cache('lake')").await[0]
+        .parse()
+        .unwrap();
+    assert!(dropped >= 1);
+    assert_eq!(
+        column(&ctx_cached, count).await,
+        ["4"],
+        "after invalidation"
+    );
+    let Err(err) = execute(&ctx_cached, "SELECT iceflight_invalidate_cache('nope')").await else {
+        panic!("unknown catalog");
+    };
+    assert!(err.to_string().contains("unknown catalog nope"), "{err}");
+
     // The catalog goes away: its queries fail as Unavailable, the embedded one keeps serving.
     weed.stop();
     let Err(err) = execute(&ctx, "SELECT count(*) FROM lake.py.people").await else {
@@ -324,10 +353,38 @@ async fn rest_catalog_over_s3_survives_tokens_and_outages() {
     weed.spawn();
     assert_eq!(
         column(&ctx, "SELECT count(*) FROM lake.py.people").await,
-        ["3"]
+        ["4"]
+    );
+}
+
+/// pyiceberg appends one row to `py.people`.
+fn pyiceberg_append(weed: &Weed) {
+    let script = format!(
+        r#"
+import pyarrow as pa
+from pyiceberg.catalog.rest import RestCatalog
+c = RestCatalog("lake", uri="{uri}", warehouse="warehouse", credential="{KEY}:{SECRET}",
+                scope="PRINCIPAL_ROLE:ALL", **{{"s3.endpoint": "{s3}", "s3.access-key-id": "{KEY}",
+                "s3.secret-access-key": "{SECRET}", "s3.region": "us-east-1",
+                "s3.path-style-access": "true"}})
+t = c.load_table("py.people")
+t.append(pa.table({{"id": pa.array([4], pa.int64()), "name": ["d"]}}))
+"#,
+        uri = weed.rest_uri(),
+        s3 = weed.s3_uri(),
+    );
+    let out = Command::new(python())
+        .arg("-c")
+        .arg(script)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "pyiceberg append failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
     );
 }
 
 async fn engine_with_bad_credentials(dir: &Path, weed: &Weed) -> Engine {
-    engine(&dir.join("local-bad"), lake(weed, &format!("{KEY}:wrong"))).await
+    make_engine(&dir.join("local-bad"), lake(weed, &format!("{KEY}:wrong"))).await
 }

@@ -1,0 +1,200 @@
+//! Table metadata and listings of one catalog, cached for all sessions.
+//!
+//! ```text
+//!   load_table ── cached and younger than metadata-cache-ttl? ── yes ──► cached table
+//!                  │ no
+//!                  ▼
+//!                catalog.load_table ── same metadata location as the cached one? ── keep it
+//!   list_namespaces / list_tables / namespace_exists ── younger than listing-cache-ttl? ── cached
+//!   any write through this catalog (create, drop, rename, commit) ──► everything dropped
+//! ```
+//!
+//! `metadata-cache-ttl` defaults to 0 s: every query asks the catalog for the table, so a commit
+//! by another engine is seen by the next query. Listings default to 5 s. `invalidate` (the SQL
+//! function `iceflight_invalidate_cache`) drops everything at once.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use iceberg::table::Table;
+use iceberg::{Catalog, Namespace, NamespaceIdent, Result, TableCommit, TableCreation, TableIdent};
+
+/// Default `metadata-cache-ttl`: tables are loaded on every lookup.
+pub const DEFAULT_METADATA_TTL: Duration = Duration::ZERO;
+
+/// Default `listing-cache-ttl`.
+pub const DEFAULT_LISTING_TTL: Duration = Duration::from_secs(5);
+
+type Entries<K, V> = Mutex<HashMap<K, (Instant, V)>>;
+
+/// A [`Catalog`] that caches table loads and listings (module docs).
+#[derive(Debug)]
+pub struct CachingCatalog {
+    inner: Arc<dyn Catalog>,
+    metadata_ttl: Duration,
+    listing_ttl: Duration,
+    tables: Entries<TableIdent, Table>,
+    namespaces: Entries<Option<NamespaceIdent>, Vec<NamespaceIdent>>,
+    table_lists: Entries<NamespaceIdent, Vec<TableIdent>>,
+    exists: Entries<NamespaceIdent, bool>,
+}
+
+fn fresh<K: std::hash::Hash + Eq, V: Clone>(
+    entries: &Entries<K, V>,
+    key: &K,
+    ttl: Duration,
+) -> Option<V> {
+    let map = entries.lock().expect("catalog cache");
+    let (at, v) = map.get(key)?;
+    (at.elapsed() < ttl).then(|| v.clone())
+}
+
+fn store<K: std::hash::Hash + Eq, V>(entries: &Entries<K, V>, key: K, v: V) {
+    entries
+        .lock()
+        .expect("catalog cache")
+        .insert(key, (Instant::now(), v));
+}
+
+impl CachingCatalog {
+    /// Caches `inner` with the given lifetimes (zero disables that cache).
+    pub fn new(inner: Arc<dyn Catalog>, metadata_ttl: Duration, listing_ttl: Duration) -> Self {
+        Self {
+            inner,
+            metadata_ttl,
+            listing_ttl,
+            tables: Mutex::default(),
+            namespaces: Mutex::default(),
+            table_lists: Mutex::default(),
+            exists: Mutex::default(),
+        }
+    }
+
+    /// Drops every cached table and listing; returns how many entries there were.
+    pub fn invalidate(&self) -> usize {
+        let mut n = 0;
+        n += std::mem::take(&mut *self.tables.lock().expect("catalog cache")).len();
+        n += std::mem::take(&mut *self.namespaces.lock().expect("catalog cache")).len();
+        n += std::mem::take(&mut *self.table_lists.lock().expect("catalog cache")).len();
+        n += std::mem::take(&mut *self.exists.lock().expect("catalog cache")).len();
+        n
+    }
+
+    /// Runs a write, then drops the caches (the write changed what they hold).
+    async fn write<T>(&self, result: Result<T>) -> Result<T> {
+        self.invalidate();
+        result
+    }
+}
+
+#[async_trait]
+impl Catalog for CachingCatalog {
+    async fn list_namespaces(
+        &self,
+        parent: Option<&NamespaceIdent>,
+    ) -> Result<Vec<NamespaceIdent>> {
+        let key = parent.cloned();
+        if let Some(hit) = fresh(&self.namespaces, &key, self.listing_ttl) {
+            return Ok(hit);
+        }
+        let v = self.inner.list_namespaces(parent).await?;
+        store(&self.namespaces, key, v.clone());
+        Ok(v)
+    }
+
+    async fn create_namespace(
+        &self,
+        namespace: &NamespaceIdent,
+        properties: HashMap<String, String>,
+    ) -> Result<Namespace> {
+        self.write(self.inner.create_namespace(namespace, properties).await)
+            .await
+    }
+
+    async fn get_namespace(&self, namespace: &NamespaceIdent) -> Result<Namespace> {
+        self.inner.get_namespace(namespace).await
+    }
+
+    async fn namespace_exists(&self, namespace: &NamespaceIdent) -> Result<bool> {
+        if let Some(hit) = fresh(&self.exists, namespace, self.listing_ttl) {
+            return Ok(hit);
+        }
+        let v = self.inner.namespace_exists(namespace).await?;
+        store(&self.exists, namespace.clone(), v);
+        Ok(v)
+    }
+
+    async fn update_namespace(
+        &self,
+        namespace: &NamespaceIdent,
+        properties: HashMap<String, String>,
+    ) -> Result<()> {
+        self.write(self.inner.update_namespace(namespace, properties).await)
+            .await
+    }
+
+    async fn drop_namespace(&self, namespace: &NamespaceIdent) -> Result<()> {
+        self.write(self.inner.drop_namespace(namespace).await).await
+    }
+
+    async fn list_tables(&self, namespace: &NamespaceIdent) -> Result<Vec<TableIdent>> {
+        if let Some(hit) = fresh(&self.table_lists, namespace, self.listing_ttl) {
+            return Ok(hit);
+        }
+        let v = self.inner.list_tables(namespace).await?;
+        store(&self.table_lists, namespace.clone(), v.clone());
+        Ok(v)
+    }
+
+    async fn create_table(
+        &self,
+        namespace: &NamespaceIdent,
+        creation: TableCreation,
+    ) -> Result<Table> {
+        self.write(self.inner.create_table(namespace, creation).await)
+            .await
+    }
+
+    async fn load_table(&self, table: &TableIdent) -> Result<Table> {
+        if let Some(hit) = fresh(&self.tables, table, self.metadata_ttl) {
+            return Ok(hit);
+        }
+        let loaded = self.inner.load_table(table).await?;
+        if self.metadata_ttl.is_zero() {
+            return Ok(loaded);
+        }
+        // Unchanged metadata location: keep the cached table (and what hangs off it).
+        let cached = fresh(&self.tables, table, Duration::MAX)
+            .filter(|t| t.metadata_location() == loaded.metadata_location());
+        let table_now = cached.unwrap_or(loaded);
+        store(&self.tables, table.clone(), table_now.clone());
+        Ok(table_now)
+    }
+
+    async fn drop_table(&self, table: &TableIdent) -> Result<()> {
+        self.write(self.inner.drop_table(table).await).await
+    }
+
+    async fn purge_table(&self, table: &TableIdent) -> Result<()> {
+        self.write(self.inner.purge_table(table).await).await
+    }
+
+    async fn table_exists(&self, table: &TableIdent) -> Result<bool> {
+        self.inner.table_exists(table).await
+    }
+
+    async fn rename_table(&self, src: &TableIdent, dest: &TableIdent) -> Result<()> {
+        self.write(self.inner.rename_table(src, dest).await).await
+    }
+
+    async fn register_table(&self, table: &TableIdent, metadata_location: String) -> Result<Table> {
+        self.write(self.inner.register_table(table, metadata_location).await)
+            .await
+    }
+
+    async fn update_table(&self, commit: TableCommit) -> Result<Table> {
+        self.write(self.inner.update_table(commit).await).await
+    }
+}
