@@ -445,3 +445,61 @@ impl Catalog for ManagedRestCatalog {
             .map_err(|e| self.typed(e))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failure(kind: ErrorKind, message: &str, status: Option<&str>) -> &'static str {
+        let mut e = Error::new(kind, message.to_string());
+        if let Some(s) = status {
+            e = e.with_context("status", s.to_string());
+        }
+        match classify(&e) {
+            Failure::Unauthorized => "unauthorized",
+            Failure::Transient => "transient",
+            Failure::Final => "final",
+        }
+    }
+
+    #[test]
+    fn responses_are_classified_for_retry_and_refresh() {
+        let unexpected = "Received response with unexpected status code";
+        assert_eq!(
+            failure(ErrorKind::Unexpected, unexpected, Some("401 Unauthorized")),
+            "unauthorized"
+        );
+        assert_eq!(
+            failure(
+                ErrorKind::Unexpected,
+                unexpected,
+                Some("503 Service Unavailable")
+            ),
+            "transient"
+        );
+        assert_eq!(
+            failure(
+                ErrorKind::Unexpected,
+                unexpected,
+                Some("500 Internal Server Error")
+            ),
+            "transient"
+        );
+        assert_eq!(
+            failure(
+                ErrorKind::Unexpected,
+                "error sending request for url (http://x)",
+                None
+            ),
+            "transient"
+        );
+        assert_eq!(
+            failure(ErrorKind::TableNotFound, "no such table", None),
+            "final"
+        );
+        assert_eq!(
+            failure(ErrorKind::Unexpected, unexpected, Some("400 Bad Request")),
+            "final"
+        );
+    }
+}

@@ -244,6 +244,12 @@ async fn rest_catalog_over_s3_survives_tokens_and_outages() {
         column(&ctx, "SELECT name FROM lake.py.people ORDER BY id").await,
         ["a", "b", "c"]
     );
+    // The same engine behind Flight SQL.
+    let mut flight = FlightClient::start(engine.clone()).await;
+    assert_eq!(
+        flight.count("SELECT count(*) FROM lake.py.people").await,
+        Ok(3)
+    );
     assert_eq!(
         column(&ctx, "SELECT count(*) FROM lake.nest.nested").await,
         ["2000"]
@@ -341,6 +347,16 @@ async fn rest_catalog_over_s3_survives_tokens_and_outages() {
     let Err(err) = execute(&ctx, "SELECT count(*) FROM lake.py.people").await else {
         panic!("the catalog is down");
     };
+    let status = flight.count("SELECT count(*) FROM lake.py.people").await;
+    assert!(
+        matches!(&status, Err(e) if e.contains("Unavailable") && e.contains("catalog lake")),
+        "{status:?}"
+    );
+    assert_eq!(
+        flight.count("SELECT count(*) FROM local.nest.nested").await,
+        Ok(1000),
+        "other catalogs keep serving over Flight SQL"
+    );
     assert!(
         matches!(catalog_error(&err), Some(CatalogError::Unavailable { catalog, .. }) if catalog == "lake"),
         "{err}"
@@ -355,6 +371,96 @@ async fn rest_catalog_over_s3_survives_tokens_and_outages() {
         column(&ctx, "SELECT count(*) FROM lake.py.people").await,
         ["4"]
     );
+    assert_eq!(
+        flight.count("SELECT count(*) FROM lake.py.people").await,
+        Ok(4)
+    );
+
+    // A catalog that is down at start-up does not stop the engine from starting or serving.
+    let mut dead = lake(&weed, &format!("{KEY}:{SECRET}"));
+    dead.uri = format!("http://127.0.0.1:{}", free_ports(1)[0]);
+    let started = make_engine(&dir.path().join("local"), dead).await;
+    let ctx_dead = started.session(None, None, &[]).unwrap();
+    assert_eq!(
+        column(&ctx_dead, "SELECT count(*) FROM local.nest.nested").await,
+        ["1000"]
+    );
+    let Err(err) = execute(&ctx_dead, "SELECT count(*) FROM lake.py.people").await else {
+        panic!("nothing listens there");
+    };
+    assert!(
+        matches!(catalog_error(&err), Some(CatalogError::Unavailable { uri, .. }) if uri.contains("127.0.0.1")),
+        "{err}"
+    );
+}
+
+/// An in-process Flight SQL server over an engine and a logged-in client.
+struct FlightClient {
+    client: arrow_flight::sql::client::FlightSqlServiceClient<tonic::transport::Channel>,
+    _server: tokio::task::JoinHandle<std::result::Result<(), String>>,
+}
+
+impl FlightClient {
+    async fn start(engine: Engine) -> Self {
+        let users =
+            iceflight::flight::users(&engine.config().server, &["u:p".to_string()]).unwrap();
+        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+        let server = tokio::spawn(async move {
+            iceflight::flight::serve(
+                engine,
+                users,
+                "127.0.0.1:0".parse().unwrap(),
+                std::future::pending::<()>(),
+                move |a| {
+                    let _ = ready_tx.send(a);
+                },
+            )
+            .await
+        });
+        let addr: std::net::SocketAddr = ready_rx.await.unwrap();
+        let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let mut client = arrow_flight::sql::client::FlightSqlServiceClient::new(channel);
+        client.handshake("u", "p").await.unwrap();
+        Self {
+            client,
+            _server: server,
+        }
+    }
+
+    /// The single BIGINT a query returns, or the error's text (with its gRPC code).
+    async fn count(&mut self, sql: &str) -> std::result::Result<i64, String> {
+        use futures::TryStreamExt;
+        let info = self
+            .client
+            .execute(sql.to_string(), None)
+            .await
+            .map_err(|e| format!("{e:?}"))?;
+        let mut batches = vec![];
+        for endpoint in info.endpoint {
+            let stream = self
+                .client
+                .do_get(endpoint.ticket.expect("ticket"))
+                .await
+                .map_err(|e| format!("{e:?}"))?;
+            batches.extend(
+                stream
+                    .try_collect::<Vec<_>>()
+                    .await
+                    .map_err(|e| format!("{e:?}"))?,
+            );
+        }
+        let column = batches[0]
+            .column(0)
+            .as_any()
+            .downcast_ref::<arrow::array::Int64Array>()
+            .expect("a BIGINT")
+            .value(0);
+        Ok(column)
+    }
 }
 
 /// pyiceberg appends one row to `py.people`.
