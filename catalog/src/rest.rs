@@ -16,7 +16,8 @@
 //! <oauth2-server-uri | uri/v1/oauth/tokens>`), hands each to a fresh `RestCatalog` as its
 //! static token, and replaces the client at 90 % of `expires_in` (capped by the catalog's
 //! `token-lifetime`) or when the server answers 401. The client is built lazily: a catalog that
-//! is down at start-up only fails the queries that use it. Secrets are never logged.
+//! is down at start-up only fails the queries that use it. Secrets are never logged. Storage
+//! credentials vended at table load win over configured ones (which only fill in).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -39,6 +40,29 @@ use crate::error::CatalogError;
 /// error.
 const BACKOFF: [Duration; 2] = [Duration::from_millis(100), Duration::from_millis(400)];
 
+/// Storage credential properties. iceberg-catalog-rest 0.10.1 lets the client's properties win
+/// over what the server vends at table load; these are kept back and only fill in when nothing
+/// was vended.
+const STORAGE_SECRETS: [&str; 3] = [
+    "s3.access-key-id",
+    "s3.secret-access-key",
+    "s3.session-token",
+];
+
+/// `vended` (a table's FileIO properties after load) completed by `fallback` where the server
+/// vended no access key.
+fn with_fallback_credentials(
+    vended: &HashMap<String, String>,
+    fallback: &HashMap<String, String>,
+) -> Option<HashMap<String, String>> {
+    if fallback.is_empty() || vended.contains_key("s3.access-key-id") {
+        return None;
+    }
+    let mut props = vended.clone();
+    props.extend(fallback.iter().map(|(k, v)| (k.clone(), v.clone())));
+    Some(props)
+}
+
 /// A REST catalog client with token refresh, retries and typed errors (module docs).
 #[derive(Debug)]
 pub struct ManagedRestCatalog {
@@ -47,6 +71,9 @@ pub struct ManagedRestCatalog {
     /// Properties for `RestCatalogBuilder` (uri, warehouse, headers, FileIO settings), without
     /// credentials.
     props: HashMap<String, String>,
+    /// Configured storage credentials (`s3.access-key-id`, …), used only for tables whose load
+    /// response vended none: vended credentials take precedence.
+    fallback_storage: HashMap<String, String>,
     /// OAuth2 client credentials `(id, secret)`.
     credential: Option<(String, String)>,
     scope: Option<String>,
@@ -119,6 +146,10 @@ impl ManagedRestCatalog {
                 Some((id.to_string(), secret.to_string()))
             }
         };
+        let fallback_storage: HashMap<String, String> = STORAGE_SECRETS
+            .iter()
+            .filter_map(|k| props.remove(*k).map(|v| (k.to_string(), v)))
+            .collect();
         let token_uri = props
             .remove("oauth2-server-uri")
             .unwrap_or_else(|| format!("{}/v1/oauth/tokens", config.uri.trim_end_matches('/')));
@@ -126,6 +157,7 @@ impl ManagedRestCatalog {
             name: config.name.clone(),
             uri: config.uri.clone(),
             props,
+            fallback_storage,
             credential,
             scope: config.scope.clone(),
             token_uri,
@@ -255,6 +287,29 @@ impl ManagedRestCatalog {
         Ok(catalog)
     }
 
+    /// `table` with the configured storage credentials when its load vended none.
+    fn complete(&self, table: Table) -> Result<Table> {
+        let Some(props) =
+            with_fallback_credentials(table.file_io().config().props(), &self.fallback_storage)
+        else {
+            return Ok(table);
+        };
+        let file_io =
+            iceberg::io::FileIOBuilder::new(Arc::new(OpenDalResolvingStorageFactory::new()))
+                .with_props(props)
+                .build();
+        let mut builder = Table::builder()
+            .metadata(table.metadata_ref())
+            .identifier(table.identifier().clone())
+            .file_io(file_io)
+            .readonly(table.readonly())
+            .runtime(iceberg::Runtime::current());
+        if let Some(location) = table.metadata_location() {
+            builder = builder.metadata_location(location);
+        }
+        builder.build()
+    }
+
     /// `e` as Unauthenticated / Unavailable when it is one, else unchanged.
     fn typed(&self, e: Error) -> Error {
         match classify(&e) {
@@ -382,18 +437,21 @@ impl Catalog for ManagedRestCatalog {
     ) -> Result<Table> {
         // Not retried: the creation is consumed, and it may have been applied before the error.
         let catalog = self.client(false).await?;
-        catalog
+        let table = catalog
             .create_table(namespace, creation)
             .await
-            .map_err(|e| self.typed(e))
+            .map_err(|e| self.typed(e))?;
+        self.complete(table)
     }
 
     async fn load_table(&self, table: &TableIdent) -> Result<Table> {
-        self.call(|c| {
-            let t = table.clone();
-            async move { c.load_table(&t).await }
-        })
-        .await
+        let loaded = self
+            .call(|c| {
+                let t = table.clone();
+                async move { c.load_table(&t).await }
+            })
+            .await?;
+        self.complete(loaded)
     }
 
     async fn drop_table(&self, table: &TableIdent) -> Result<()> {
@@ -429,11 +487,13 @@ impl Catalog for ManagedRestCatalog {
     }
 
     async fn register_table(&self, table: &TableIdent, metadata_location: String) -> Result<Table> {
-        self.call(|c| {
-            let (t, m) = (table.clone(), metadata_location.clone());
-            async move { c.register_table(&t, m).await }
-        })
-        .await
+        let registered = self
+            .call(|c| {
+                let (t, m) = (table.clone(), metadata_location.clone());
+                async move { c.register_table(&t, m).await }
+            })
+            .await?;
+        self.complete(registered)
     }
 
     async fn update_table(&self, commit: TableCommit) -> Result<Table> {
@@ -460,6 +520,27 @@ mod tests {
             Failure::Transient => "transient",
             Failure::Final => "final",
         }
+    }
+
+    #[test]
+    fn vended_credentials_take_precedence() {
+        let fallback: HashMap<String, String> =
+            [("s3.access-key-id".to_string(), "configured".to_string())].into();
+        let vended: HashMap<String, String> = [
+            ("s3.access-key-id".to_string(), "vended".to_string()),
+            ("s3.endpoint".to_string(), "http://x".to_string()),
+        ]
+        .into();
+        assert_eq!(with_fallback_credentials(&vended, &fallback), None);
+        let none_vended: HashMap<String, String> =
+            [("s3.endpoint".to_string(), "http://x".to_string())].into();
+        let props = with_fallback_credentials(&none_vended, &fallback).unwrap();
+        assert_eq!(props["s3.access-key-id"], "configured");
+        assert_eq!(props["s3.endpoint"], "http://x");
+        assert_eq!(
+            with_fallback_credentials(&none_vended, &HashMap::new()),
+            None
+        );
     }
 
     #[test]
