@@ -39,6 +39,8 @@ pub struct CachingCatalog {
     namespaces: Entries<Option<NamespaceIdent>, Vec<NamespaceIdent>>,
     table_lists: Entries<NamespaceIdent, Vec<TableIdent>>,
     exists: Entries<NamespaceIdent, bool>,
+    /// Bumped by every invalidation: a read that started before one stores nothing.
+    generation: std::sync::atomic::AtomicU64,
 }
 
 fn fresh<K: std::hash::Hash + Eq, V: Clone>(
@@ -51,11 +53,19 @@ fn fresh<K: std::hash::Hash + Eq, V: Clone>(
     (at.elapsed() < ttl).then(|| v.clone())
 }
 
-fn store<K: std::hash::Hash + Eq, V>(entries: &Entries<K, V>, key: K, v: V) {
-    entries
-        .lock()
-        .expect("catalog cache")
-        .insert(key, (Instant::now(), v));
+/// Stores `v` unless the cache was invalidated since `generation` was read (a write raced the
+/// read that produced `v`).
+fn store<K: std::hash::Hash + Eq, V>(
+    entries: &Entries<K, V>,
+    key: K,
+    v: V,
+    generation: u64,
+    now: &std::sync::atomic::AtomicU64,
+) {
+    let mut map = entries.lock().expect("catalog cache");
+    if now.load(std::sync::atomic::Ordering::SeqCst) == generation {
+        map.insert(key, (Instant::now(), v));
+    }
 }
 
 impl CachingCatalog {
@@ -69,17 +79,24 @@ impl CachingCatalog {
             namespaces: Mutex::default(),
             table_lists: Mutex::default(),
             exists: Mutex::default(),
+            generation: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
     /// Drops every cached table and listing; returns how many entries there were.
     pub fn invalidate(&self) -> usize {
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let mut n = 0;
         n += std::mem::take(&mut *self.tables.lock().expect("catalog cache")).len();
         n += std::mem::take(&mut *self.namespaces.lock().expect("catalog cache")).len();
         n += std::mem::take(&mut *self.table_lists.lock().expect("catalog cache")).len();
         n += std::mem::take(&mut *self.exists.lock().expect("catalog cache")).len();
         n
+    }
+
+    fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Runs a write, then drops the caches (the write changed what they hold).
@@ -99,8 +116,15 @@ impl Catalog for CachingCatalog {
         if let Some(hit) = fresh(&self.namespaces, &key, self.listing_ttl) {
             return Ok(hit);
         }
+        let generation = self.generation();
         let v = self.inner.list_namespaces(parent).await?;
-        store(&self.namespaces, key, v.clone());
+        store(
+            &self.namespaces,
+            key,
+            v.clone(),
+            generation,
+            &self.generation,
+        );
         Ok(v)
     }
 
@@ -121,8 +145,15 @@ impl Catalog for CachingCatalog {
         if let Some(hit) = fresh(&self.exists, namespace, self.listing_ttl) {
             return Ok(hit);
         }
+        let generation = self.generation();
         let v = self.inner.namespace_exists(namespace).await?;
-        store(&self.exists, namespace.clone(), v);
+        store(
+            &self.exists,
+            namespace.clone(),
+            v,
+            generation,
+            &self.generation,
+        );
         Ok(v)
     }
 
@@ -143,8 +174,15 @@ impl Catalog for CachingCatalog {
         if let Some(hit) = fresh(&self.table_lists, namespace, self.listing_ttl) {
             return Ok(hit);
         }
+        let generation = self.generation();
         let v = self.inner.list_tables(namespace).await?;
-        store(&self.table_lists, namespace.clone(), v.clone());
+        store(
+            &self.table_lists,
+            namespace.clone(),
+            v.clone(),
+            generation,
+            &self.generation,
+        );
         Ok(v)
     }
 
@@ -161,15 +199,25 @@ impl Catalog for CachingCatalog {
         if let Some(hit) = fresh(&self.tables, table, self.metadata_ttl) {
             return Ok(hit);
         }
+        let generation = self.generation();
         let loaded = self.inner.load_table(table).await?;
         if self.metadata_ttl.is_zero() {
             return Ok(loaded);
         }
-        // Unchanged metadata location: keep the cached table (and what hangs off it).
-        let cached = fresh(&self.tables, table, Duration::MAX)
-            .filter(|t| t.metadata_location() == loaded.metadata_location());
+        // Unchanged metadata location and storage settings (vended credentials are renewed):
+        // keep the cached table and what hangs off it.
+        let cached = fresh(&self.tables, table, Duration::MAX).filter(|t| {
+            t.metadata_location() == loaded.metadata_location()
+                && t.file_io().config().props() == loaded.file_io().config().props()
+        });
         let table_now = cached.unwrap_or(loaded);
-        store(&self.tables, table.clone(), table_now.clone());
+        store(
+            &self.tables,
+            table.clone(),
+            table_now.clone(),
+            generation,
+            &self.generation,
+        );
         Ok(table_now)
     }
 

@@ -36,6 +36,12 @@ use iceberg_storage_opendal::OpenDalResolvingStorageFactory;
 use crate::config::CatalogConfig;
 use crate::error::CatalogError;
 
+/// A catalog that does not accept a connection this fast is unavailable.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A catalog request (or token request) that takes longer than this fails as unavailable.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Waits before the 2nd and 3rd attempt of a call that failed with a 5xx status or a connection
 /// error.
 const BACKOFF: [Duration; 2] = [Duration::from_millis(100), Duration::from_millis(400)];
@@ -64,7 +70,6 @@ fn with_fallback_credentials(
 }
 
 /// A REST catalog client with token refresh, retries and typed errors (module docs).
-#[derive(Debug)]
 pub struct ManagedRestCatalog {
     name: String,
     uri: String,
@@ -87,6 +92,18 @@ pub struct ManagedRestCatalog {
     tokens_fetched: AtomicUsize,
 }
 
+/// Names and endpoints only: no credential, token or storage secret.
+impl std::fmt::Debug for ManagedRestCatalog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ManagedRestCatalog")
+            .field("name", &self.name)
+            .field("uri", &self.uri)
+            .field("token_uri", &self.token_uri)
+            .field("tokens_fetched", &self.tokens_fetched())
+            .finish_non_exhaustive()
+    }
+}
+
 /// One `RestCatalog` with the token it was built with.
 #[derive(Debug, Clone)]
 struct Client {
@@ -99,28 +116,43 @@ struct Client {
 enum Failure {
     /// 401 / 419: the token is not (or no longer) accepted.
     Unauthorized,
+    /// 403: the principal may not do this.
+    Forbidden,
     /// 5xx or the server could not be reached: worth another attempt.
     Transient,
     /// Anything else (not found, conflict, bad request): returned as is.
     Final,
 }
 
+/// The HTTP status iceberg-catalog-rest attached to `e` (its `status` context line, never
+/// text from the response body).
+fn http_status(e: &Error) -> Option<u16> {
+    format!("{e:?}").lines().find_map(|line| {
+        let v = line.trim_start().strip_prefix("status: ")?;
+        v.get(..3)?.parse().ok()
+    })
+}
+
+/// Whether a transport failure (no connection, timeout) is somewhere in `e`'s sources.
+fn is_transport(e: &Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(r) = s.downcast_ref::<reqwest::Error>() {
+            return r.is_connect() || r.is_timeout() || r.is_request();
+        }
+        source = s.source();
+    }
+    false
+}
+
 fn classify(e: &Error) -> Failure {
-    let text = format!("{e:?}").to_ascii_lowercase();
-    if text.contains("401 unauthorized") || text.contains("status: 419") || text.contains("419 ") {
-        Failure::Unauthorized
-    } else if text.contains("status: 5")
-        || text.contains(" 500 ")
-        || text.contains("503 service")
-        || text.contains("502 bad")
-        || text.contains("error sending request")
-        || text.contains("connection refused")
-        || text.contains("connect error")
-        || text.contains("timed out")
-    {
-        Failure::Transient
-    } else {
-        Failure::Final
+    match http_status(e) {
+        Some(401 | 419) => Failure::Unauthorized,
+        Some(403) => Failure::Forbidden,
+        Some(s) if s >= 500 => Failure::Transient,
+        Some(_) => Failure::Final,
+        None if is_transport(e) => Failure::Transient,
+        None => Failure::Final,
     }
 }
 
@@ -163,7 +195,11 @@ impl ManagedRestCatalog {
             token_uri,
             static_token: config.token.clone(),
             token_lifetime: config.token_lifetime,
-            http: reqwest::Client::new(),
+            http: reqwest::Client::builder()
+                .connect_timeout(CONNECT_TIMEOUT)
+                .timeout(REQUEST_TIMEOUT)
+                .build()
+                .map_err(|e| CatalogError::Config(format!("catalog {}: {e}", config.name)))?,
             client: tokio::sync::Mutex::new(None),
             tokens_fetched: AtomicUsize::new(0),
         })
@@ -204,10 +240,14 @@ impl ManagedRestCatalog {
         if let Some(scope) = &self.scope {
             form.push(("scope", scope.as_str()));
         }
-        let response = self
-            .http
-            .post(&self.token_uri)
-            .form(&form)
+        let mut request = self.http.post(&self.token_uri).form(&form);
+        // The catalog's extra headers (`header.Polaris-Realm`, …) go to the token endpoint too.
+        for (k, v) in &self.props {
+            if let Some(name) = k.strip_prefix("header.") {
+                request = request.header(name, v);
+            }
+        }
+        let response = request
             .send()
             .await
             .map_err(|e| self.unavailable(format!("token endpoint {}: {e}", self.token_uri)))?;
@@ -250,6 +290,7 @@ impl ManagedRestCatalog {
         }
         let catalog = RestCatalogBuilder::default()
             .with_storage_factory(Arc::new(OpenDalResolvingStorageFactory::new()))
+            .with_client(self.http.clone())
             .load(self.name.clone(), props)
             .await?;
         let lifetime = match (lifetime, self.token_lifetime) {
@@ -263,24 +304,39 @@ impl ManagedRestCatalog {
         })
     }
 
-    /// The client to use now; with `renew`, one with a freshly fetched token.
-    async fn client(&self, renew: bool) -> Result<Arc<RestCatalog>> {
+    /// The client to use now. `rejected`: the client whose token the server just refused; it is
+    /// replaced unless another caller replaced it already (concurrent 401s fetch one token).
+    async fn client(&self, rejected: Option<&Arc<RestCatalog>>) -> Result<Arc<RestCatalog>> {
         let mut slot = self.client.lock().await;
+        let current = slot.as_ref().map(|c| Arc::clone(&c.catalog));
+        let renew = match (rejected, &current) {
+            (Some(r), Some(c)) => Arc::ptr_eq(r, c),
+            _ => false,
+        };
         let stale = slot
             .as_ref()
-            .is_none_or(|c| c.refresh_at.is_some_and(|at| Instant::now() >= at));
-        if !renew && !stale {
-            return Ok(Arc::clone(&slot.as_ref().expect("checked").catalog));
+            .is_some_and(|c| c.refresh_at.is_some_and(|at| Instant::now() >= at));
+        if let (Some(c), false, false) = (&current, renew, stale) {
+            return Ok(Arc::clone(c));
         }
-        let client = match (&self.static_token, renew || slot.is_some()) {
+        let built = match (&self.static_token, current.is_some()) {
             // A configured token first; once rejected (or on a refresh), the credential.
-            (Some(t), false) => self.build(Some(t.clone()), None).await?,
-            _ if self.credential.is_some() => {
-                let (token, expires_in) = self.fetch_token().await?;
-                self.build(Some(token), expires_in).await?
+            (Some(t), false) => self.build(Some(t.clone()), None).await,
+            _ if self.credential.is_some() => match self.fetch_token().await {
+                Ok((token, expires_in)) => self.build(Some(token), expires_in).await,
+                Err(e) => Err(e),
+            },
+            (Some(t), true) => self.build(Some(t.clone()), None).await,
+            (None, _) => self.build(None, None).await,
+        };
+        let client = match (built, &current) {
+            (Ok(client), _) => client,
+            // A proactive refresh that failed: the current token may still be valid.
+            (Err(e), Some(c)) if !renew => {
+                tracing::warn!(catalog = %self.name, error = %e.message(), "token refresh failed; keeping the current token");
+                return Ok(Arc::clone(c));
             }
-            (Some(t), true) => self.build(Some(t.clone()), None).await?,
-            (None, _) => self.build(None, None).await?,
+            (Err(e), _) => return Err(e),
         };
         let catalog = Arc::clone(&client.catalog);
         *slot = Some(client);
@@ -314,15 +370,21 @@ impl ManagedRestCatalog {
     fn typed(&self, e: Error) -> Error {
         match classify(&e) {
             Failure::Unauthorized => {
-                self.unauthenticated(format!("the server refused the token: {e}"))
+                self.unauthenticated(format!("the server refused the token: {}", e.message()))
             }
+            Failure::Forbidden => self.unauthenticated(format!(
+                "the server forbids this to the configured principal (403): {}",
+                e.message()
+            )),
             Failure::Transient => self.unavailable(e.to_string()),
             Failure::Final => e,
         }
     }
 
-    /// Runs `op` with retries (module docs) and typed errors.
-    async fn call<T, F, Fut>(&self, op: F) -> Result<T>
+    /// Runs `op` with typed errors: after a 401 once more with a new token (the request was not
+    /// applied); after a 5xx or a transport error up to twice more when `idempotent` (reads; a
+    /// write may have been applied before the error).
+    async fn call<T, F, Fut>(&self, idempotent: bool, op: F) -> Result<T>
     where
         F: Fn(Arc<RestCatalog>) -> Fut,
         Fut: std::future::Future<Output = Result<T>>,
@@ -330,17 +392,17 @@ impl ManagedRestCatalog {
         let mut renewed = false;
         let mut attempt = 0;
         loop {
-            let catalog = self.client(false).await?;
-            let e = match op(catalog).await {
+            let catalog = self.client(None).await?;
+            let e = match op(Arc::clone(&catalog)).await {
                 Ok(v) => return Ok(v),
                 Err(e) => e,
             };
             match classify(&e) {
                 Failure::Unauthorized if !renewed => {
                     renewed = true;
-                    self.client(true).await?;
+                    self.client(Some(&catalog)).await?;
                 }
-                Failure::Transient if attempt < BACKOFF.len() => {
+                Failure::Transient if idempotent && attempt < BACKOFF.len() => {
                     tokio::time::sleep(BACKOFF[attempt]).await;
                     attempt += 1;
                 }
@@ -367,7 +429,7 @@ impl Catalog for ManagedRestCatalog {
         parent: Option<&NamespaceIdent>,
     ) -> Result<Vec<NamespaceIdent>> {
         let parent = parent.cloned();
-        self.call(|c| {
+        self.call(true, |c| {
             let parent = parent.clone();
             async move { c.list_namespaces(parent.as_ref()).await }
         })
@@ -379,7 +441,7 @@ impl Catalog for ManagedRestCatalog {
         namespace: &NamespaceIdent,
         properties: HashMap<String, String>,
     ) -> Result<Namespace> {
-        self.call(|c| {
+        self.call(false, |c| {
             let (n, p) = (namespace.clone(), properties.clone());
             async move { c.create_namespace(&n, p).await }
         })
@@ -387,7 +449,7 @@ impl Catalog for ManagedRestCatalog {
     }
 
     async fn get_namespace(&self, namespace: &NamespaceIdent) -> Result<Namespace> {
-        self.call(|c| {
+        self.call(true, |c| {
             let n = namespace.clone();
             async move { c.get_namespace(&n).await }
         })
@@ -395,7 +457,7 @@ impl Catalog for ManagedRestCatalog {
     }
 
     async fn namespace_exists(&self, namespace: &NamespaceIdent) -> Result<bool> {
-        self.call(|c| {
+        self.call(true, |c| {
             let n = namespace.clone();
             async move { c.namespace_exists(&n).await }
         })
@@ -407,7 +469,7 @@ impl Catalog for ManagedRestCatalog {
         namespace: &NamespaceIdent,
         properties: HashMap<String, String>,
     ) -> Result<()> {
-        self.call(|c| {
+        self.call(false, |c| {
             let (n, p) = (namespace.clone(), properties.clone());
             async move { c.update_namespace(&n, p).await }
         })
@@ -415,7 +477,7 @@ impl Catalog for ManagedRestCatalog {
     }
 
     async fn drop_namespace(&self, namespace: &NamespaceIdent) -> Result<()> {
-        self.call(|c| {
+        self.call(false, |c| {
             let n = namespace.clone();
             async move { c.drop_namespace(&n).await }
         })
@@ -423,7 +485,7 @@ impl Catalog for ManagedRestCatalog {
     }
 
     async fn list_tables(&self, namespace: &NamespaceIdent) -> Result<Vec<TableIdent>> {
-        self.call(|c| {
+        self.call(true, |c| {
             let n = namespace.clone();
             async move { c.list_tables(&n).await }
         })
@@ -436,7 +498,7 @@ impl Catalog for ManagedRestCatalog {
         creation: TableCreation,
     ) -> Result<Table> {
         // Not retried: the creation is consumed, and it may have been applied before the error.
-        let catalog = self.client(false).await?;
+        let catalog = self.client(None).await?;
         let table = catalog
             .create_table(namespace, creation)
             .await
@@ -446,7 +508,7 @@ impl Catalog for ManagedRestCatalog {
 
     async fn load_table(&self, table: &TableIdent) -> Result<Table> {
         let loaded = self
-            .call(|c| {
+            .call(true, |c| {
                 let t = table.clone();
                 async move { c.load_table(&t).await }
             })
@@ -455,7 +517,7 @@ impl Catalog for ManagedRestCatalog {
     }
 
     async fn drop_table(&self, table: &TableIdent) -> Result<()> {
-        self.call(|c| {
+        self.call(false, |c| {
             let t = table.clone();
             async move { c.drop_table(&t).await }
         })
@@ -463,7 +525,7 @@ impl Catalog for ManagedRestCatalog {
     }
 
     async fn purge_table(&self, table: &TableIdent) -> Result<()> {
-        self.call(|c| {
+        self.call(false, |c| {
             let t = table.clone();
             async move { c.purge_table(&t).await }
         })
@@ -471,7 +533,7 @@ impl Catalog for ManagedRestCatalog {
     }
 
     async fn table_exists(&self, table: &TableIdent) -> Result<bool> {
-        self.call(|c| {
+        self.call(true, |c| {
             let t = table.clone();
             async move { c.table_exists(&t).await }
         })
@@ -479,7 +541,7 @@ impl Catalog for ManagedRestCatalog {
     }
 
     async fn rename_table(&self, src: &TableIdent, dest: &TableIdent) -> Result<()> {
-        self.call(|c| {
+        self.call(false, |c| {
             let (s, d) = (src.clone(), dest.clone());
             async move { c.rename_table(&s, &d).await }
         })
@@ -488,7 +550,7 @@ impl Catalog for ManagedRestCatalog {
 
     async fn register_table(&self, table: &TableIdent, metadata_location: String) -> Result<Table> {
         let registered = self
-            .call(|c| {
+            .call(false, |c| {
                 let (t, m) = (table.clone(), metadata_location.clone());
                 async move { c.register_table(&t, m).await }
             })
@@ -498,7 +560,7 @@ impl Catalog for ManagedRestCatalog {
 
     async fn update_table(&self, commit: TableCommit) -> Result<Table> {
         // Not retried: a commit may have been applied before the error.
-        let catalog = self.client(false).await?;
+        let catalog = self.client(None).await?;
         catalog
             .update_table(commit)
             .await
@@ -517,6 +579,7 @@ mod tests {
         }
         match classify(&e) {
             Failure::Unauthorized => "unauthorized",
+            Failure::Forbidden => "forbidden",
             Failure::Transient => "transient",
             Failure::Final => "final",
         }
@@ -567,12 +630,18 @@ mod tests {
             "transient"
         );
         assert_eq!(
+            failure(ErrorKind::Unexpected, unexpected, Some("403 Forbidden")),
+            "forbidden"
+        );
+        // Text in a message or body never decides: only the status context line and a
+        // transport error among the sources do.
+        assert_eq!(
             failure(
                 ErrorKind::Unexpected,
-                "error sending request for url (http://x)",
+                "snapshot 12341419 status: 500 timed out",
                 None
             ),
-            "transient"
+            "final"
         );
         assert_eq!(
             failure(ErrorKind::TableNotFound, "no such table", None),

@@ -212,6 +212,9 @@ fn catalog_error(e: &DataFusionError) -> Option<&CatalogError> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rest_catalog_over_s3_survives_tokens_and_outages() {
+    // SAFETY: the first statement of the only test in this binary: the runtime's worker threads
+    // are idle and nothing else reads the environment concurrently.
+    unsafe { std::env::set_var("ICEFLIGHT_TEST_LAKE_CREDENTIAL", format!("{KEY}:{SECRET}")) };
     let dir = tempfile::tempdir().unwrap();
     let mut weed = Weed::start(dir.path());
     pyiceberg_table(&weed);
@@ -283,7 +286,7 @@ async fn rest_catalog_over_s3_survives_tokens_and_outages() {
     assert!(namespaces.contains(&NamespaceIdent::new("py".into())));
     assert_eq!(client.tokens_fetched(), 1, "one token after the 401");
     let mut config = lake(&weed, &format!("{KEY}:{SECRET}"));
-    config.token_lifetime = Some(Duration::from_millis(500));
+    config.token_lifetime = Some(Duration::from_secs(2));
     let client = ManagedRestCatalog::new(&config).unwrap();
     assert!(
         client
@@ -291,7 +294,8 @@ async fn rest_catalog_over_s3_survives_tokens_and_outages() {
             .await
             .unwrap()
     );
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    // Past 90 % (1.8 s) but before the full lifetime (2 s).
+    tokio::time::sleep(Duration::from_millis(1850)).await;
     assert!(
         client
             .table_exists(&iceberg::TableIdent::from_strs(["py", "people"]).unwrap())
@@ -314,13 +318,19 @@ async fn rest_catalog_over_s3_survives_tokens_and_outages() {
         matches!(catalog_error(&err), Some(CatalogError::Unauthenticated { catalog, .. }) if catalog == "lake"),
         "{err}"
     );
+    let mut flight_bad = FlightClient::start(bad.clone()).await;
+    let status = flight_bad
+        .count("SELECT count(*) FROM lake.py.people")
+        .await;
+    assert!(
+        matches!(&status, Err(e) if e.contains("Unauthenticated") && e.contains("catalog lake")),
+        "{status:?}"
+    );
 
     // Table metadata: by default every query sees another engine's commit at once; with a
     // metadata-cache-ttl the cached table is used until it expires or is invalidated.
     let mut cached = lake(&weed, "env:ICEFLIGHT_TEST_LAKE_CREDENTIAL");
     cached.metadata_cache_ttl = Some(Duration::from_secs(600));
-    // SAFETY: set before any thread of this test reads the environment.
-    unsafe { std::env::set_var("ICEFLIGHT_TEST_LAKE_CREDENTIAL", format!("{KEY}:{SECRET}")) };
     let cached_engine = make_engine(&dir.path().join("local-cached"), cached).await;
     let ctx_cached = cached_engine.session(None, None, &[]).unwrap();
     let count = "SELECT count(*) FROM lake.py.people";
