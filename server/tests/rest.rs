@@ -173,8 +173,8 @@ async fn make_engine(dir: &Path, lake: CatalogConfig) -> Engine {
     Engine::connect(config).await.unwrap()
 }
 
-/// pyiceberg creates `py.people` through the REST catalog and appends three rows.
-fn pyiceberg_table(weed: &Weed) {
+/// Runs `body` in Python with `c`, a pyiceberg `RestCatalog` on the server, and `pa` (pyarrow).
+fn pyiceberg(weed: &Weed, body: &str) {
     let script = format!(
         r#"
 import pyarrow as pa
@@ -183,10 +183,7 @@ c = RestCatalog("lake", uri="{uri}", warehouse="warehouse", credential="{KEY}:{S
                 scope="PRINCIPAL_ROLE:ALL", **{{"s3.endpoint": "{s3}", "s3.access-key-id": "{KEY}",
                 "s3.secret-access-key": "{SECRET}", "s3.region": "us-east-1",
                 "s3.path-style-access": "true"}})
-c.create_namespace("py")
-data = pa.table({{"id": pa.array([1, 2, 3], pa.int64()), "name": ["a", "b", "c"]}})
-t = c.create_table("py.people", schema=data.schema)
-t.append(data)
+{body}
 "#,
         uri = weed.rest_uri(),
         s3 = weed.s3_uri(),
@@ -200,6 +197,26 @@ t.append(data)
         out.status.success(),
         "pyiceberg over REST failed:\n{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// pyiceberg creates `py.people` through the REST catalog and appends three rows.
+fn pyiceberg_table(weed: &Weed) {
+    pyiceberg(
+        weed,
+        r#"c.create_namespace("py")
+data = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "name": ["a", "b", "c"]})
+t = c.create_table("py.people", schema=data.schema)
+t.append(data)"#,
+    );
+}
+
+/// pyiceberg appends one row to `py.people`.
+fn pyiceberg_append(weed: &Weed) {
+    pyiceberg(
+        weed,
+        r#"t = c.load_table("py.people")
+t.append(pa.table({"id": pa.array([4], pa.int64()), "name": ["d"]}))"#,
     );
 }
 
@@ -471,34 +488,6 @@ impl FlightClient {
             .value(0);
         Ok(column)
     }
-}
-
-/// pyiceberg appends one row to `py.people`.
-fn pyiceberg_append(weed: &Weed) {
-    let script = format!(
-        r#"
-import pyarrow as pa
-from pyiceberg.catalog.rest import RestCatalog
-c = RestCatalog("lake", uri="{uri}", warehouse="warehouse", credential="{KEY}:{SECRET}",
-                scope="PRINCIPAL_ROLE:ALL", **{{"s3.endpoint": "{s3}", "s3.access-key-id": "{KEY}",
-                "s3.secret-access-key": "{SECRET}", "s3.region": "us-east-1",
-                "s3.path-style-access": "true"}})
-t = c.load_table("py.people")
-t.append(pa.table({{"id": pa.array([4], pa.int64()), "name": ["d"]}}))
-"#,
-        uri = weed.rest_uri(),
-        s3 = weed.s3_uri(),
-    );
-    let out = Command::new(python())
-        .arg("-c")
-        .arg(script)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "pyiceberg append failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 async fn engine_with_bad_credentials(dir: &Path, weed: &Weed) -> Engine {
