@@ -51,6 +51,13 @@ pub async fn connect(config: &CatalogConfig) -> Result<Arc<dyn Catalog>, Catalog
                 ))
             })?;
             if let Some(dir) = warehouse.strip_prefix("file://") {
+                if !dir.starts_with('/') {
+                    return Err(CatalogError::Config(format!(
+                        "catalog {}: warehouse {warehouse} must be an absolute file:// URL \
+                         (file:///abs/path)",
+                        config.name
+                    )));
+                }
                 std::fs::create_dir_all(dir).map_err(|e| CatalogError::Unavailable {
                     catalog: config.name.clone(),
                     uri: warehouse.clone(),

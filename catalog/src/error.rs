@@ -33,10 +33,18 @@ pub enum CatalogError {
     AlreadyExists(String),
     /// Any other iceberg error.
     #[error(transparent)]
-    Iceberg(#[from] iceberg::Error),
+    Iceberg(iceberg::Error),
     /// Failure while generating or writing data.
     #[error("{0}")]
     Load(String),
+}
+
+/// An iceberg error, unwrapped to the typed outage or refusal it carries (REST client), so its
+/// message is not repeated as the error's source.
+impl From<iceberg::Error> for CatalogError {
+    fn from(e: iceberg::Error) -> Self {
+        Self::typed_source(&e).unwrap_or(Self::Iceberg(e))
+    }
 }
 
 impl CatalogError {

@@ -39,8 +39,9 @@ use crate::error::CatalogError;
 /// A catalog that does not accept a connection this fast is unavailable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// A catalog request (or token request) that takes longer than this fails as unavailable.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// A catalog request (or token request) that takes longer than this fails as unavailable, and
+/// is not retried: a hung catalog costs each query at most this long.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Waits before the 2nd and 3rd attempt of a call that failed with a 5xx status or a connection
 /// error.
@@ -120,6 +121,8 @@ enum Failure {
     Forbidden,
     /// 5xx or the server could not be reached: worth another attempt.
     Transient,
+    /// No answer within [`REQUEST_TIMEOUT`]: unavailable at once.
+    TimedOut,
     /// Anything else (not found, conflict, bad request): returned as is.
     Final,
 }
@@ -133,16 +136,19 @@ fn http_status(e: &Error) -> Option<u16> {
     })
 }
 
-/// Whether a transport failure (no connection, timeout) is somewhere in `e`'s sources.
-fn is_transport(e: &Error) -> bool {
+/// The transport failure among `e`'s sources, if any: `Some(true)` for a timeout.
+fn transport_failure(e: &Error) -> Option<bool> {
     let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
     while let Some(s) = source {
         if let Some(r) = s.downcast_ref::<reqwest::Error>() {
-            return r.is_connect() || r.is_timeout() || r.is_request();
+            if r.is_timeout() {
+                return Some(true);
+            }
+            return (r.is_connect() || r.is_request()).then_some(false);
         }
         source = s.source();
     }
-    false
+    None
 }
 
 fn classify(e: &Error) -> Failure {
@@ -151,8 +157,11 @@ fn classify(e: &Error) -> Failure {
         Some(403) => Failure::Forbidden,
         Some(s) if s >= 500 => Failure::Transient,
         Some(_) => Failure::Final,
-        None if is_transport(e) => Failure::Transient,
-        None => Failure::Final,
+        None => match transport_failure(e) {
+            Some(true) => Failure::TimedOut,
+            Some(false) => Failure::Transient,
+            None => Failure::Final,
+        },
     }
 }
 
@@ -247,10 +256,14 @@ impl ManagedRestCatalog {
                 request = request.header(name, v);
             }
         }
-        let response = request
-            .send()
-            .await
-            .map_err(|e| self.unavailable(format!("token endpoint {}: {e}", self.token_uri)))?;
+        let response = request.send().await.map_err(|e| {
+            let what = if e.is_timeout() {
+                "no answer in time"
+            } else {
+                "unreachable"
+            };
+            self.unavailable(format!("token endpoint {} {what}: {e}", self.token_uri))
+        })?;
         let status = response.status();
         let body = response
             .bytes()
@@ -377,6 +390,11 @@ impl ManagedRestCatalog {
                 e.message()
             )),
             Failure::Transient => self.unavailable(e.to_string()),
+            Failure::TimedOut => self.unavailable(format!(
+                "no answer within {}s: {}",
+                REQUEST_TIMEOUT.as_secs(),
+                e.message()
+            )),
             Failure::Final => e,
         }
     }
@@ -580,6 +598,7 @@ mod tests {
         match classify(&e) {
             Failure::Unauthorized => "unauthorized",
             Failure::Forbidden => "forbidden",
+            Failure::TimedOut => "timed out",
             Failure::Transient => "transient",
             Failure::Final => "final",
         }

@@ -207,7 +207,7 @@ impl Config {
 fn location(text: &str, span: Option<std::ops::Range<usize>>) -> String {
     match span {
         Some(r) => {
-            let line = text[..r.start.min(text.len())].lines().count().max(1);
+            let line = text[..r.start.min(text.len())].matches('\n').count() + 1;
             format!(" (line {line})")
         }
         None => String::new(),

@@ -9,10 +9,10 @@ fn main() {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_env_filter(
+        .with_env_filter(quiet_secret_loggers(
             tracing_subscriber::EnvFilter::try_from_env("ICEFLIGHT_LOG")
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
+        ))
         .init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -30,4 +30,21 @@ fn main() {
         eprintln!("error: {line}");
         std::process::exit(1);
     }
+}
+
+/// Caps the crates that log credentials at debug level (`reqsign` prints S3 secret keys, HTTP
+/// internals can print bearer tokens), whatever `ICEFLIGHT_LOG` asks for: secrets are never
+/// logged.
+fn quiet_secret_loggers(filter: tracing_subscriber::EnvFilter) -> tracing_subscriber::EnvFilter {
+    [
+        "reqsign=warn",
+        "reqsign_core=warn",
+        "hyper=info",
+        "hyper_util=info",
+        "h2=info",
+    ]
+    .into_iter()
+    .fold(filter, |f, d| {
+        f.add_directive(d.parse().expect("valid directive"))
+    })
 }

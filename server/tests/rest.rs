@@ -112,6 +112,17 @@ impl Weed {
         panic!("weed mini did not come up:\n{log}");
     }
 
+    /// Sends `SIG<name>` to the process (`STOP` freezes it: connections are still accepted).
+    fn signal(&self, name: &str) {
+        if let Some(c) = &self.child {
+            let ok = Command::new("kill")
+                .args([format!("-{name}"), c.id().to_string()])
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(ok, "kill -{name}");
+        }
+    }
+
     fn stop(&mut self) {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
@@ -368,6 +379,21 @@ async fn rest_catalog_over_s3_survives_tokens_and_outages() {
         panic!("unknown catalog");
     };
     assert!(err.to_string().contains("unknown catalog nope"), "{err}");
+
+    // A hung catalog (the process stopped, connections still accepted): Unavailable after the
+    // request timeout, not retried.
+    weed.signal("STOP");
+    let started = Instant::now();
+    let Err(err) = execute(&ctx, "SELECT count(*) FROM lake.py.people").await else {
+        panic!("the catalog hangs");
+    };
+    let waited = started.elapsed();
+    weed.signal("CONT");
+    assert!(
+        matches!(catalog_error(&err), Some(CatalogError::Unavailable { message, .. }) if message.contains("no answer within")),
+        "{err}"
+    );
+    assert!(waited < Duration::from_secs(25), "{waited:?}");
 
     // The catalog goes away: its queries fail as Unavailable, the embedded one keeps serving.
     weed.stop();
