@@ -63,6 +63,42 @@ enum Command {
         #[arg(long, default_value_t = 1000)]
         calls: usize,
     },
+    /// A suite's queries on several engines over the same files, alternating rounds, answers
+    /// compared; writes bench/results/<suite>-sf<scale>-<yyyymmdd>.json and .md.
+    Run {
+        /// Data directory of the embedded catalog holding the suite's tables.
+        #[arg(long, default_value = "./iceflight-data")]
+        data_dir: std::path::PathBuf,
+        /// Namespace of the tables.
+        #[arg(long, default_value = "tpch")]
+        namespace: String,
+        /// Query suite: a folder of bench/queries.
+        #[arg(long, default_value = "tpch")]
+        suite: String,
+        /// Scale factor label for the results.
+        #[arg(long, default_value = "1")]
+        scale: String,
+        /// Engines, comma-separated: iceflight, duckdb, datafusion-parquet (trino and
+        /// iceberg-datafusion are reported as missing).
+        #[arg(
+            long,
+            default_value = "iceflight,duckdb,datafusion-parquet",
+            value_delimiter = ','
+        )]
+        engines: Vec<String>,
+        /// Measured rounds after one warm-up round.
+        #[arg(long, default_value_t = 5)]
+        rounds: usize,
+        /// Only these queries (e.g. q01,q06).
+        #[arg(long, value_delimiter = ',')]
+        queries: Option<Vec<String>>,
+        /// Where results are written.
+        #[arg(long, default_value = "bench/results")]
+        out_dir: std::path::PathBuf,
+        /// Python with duckdb 1.5.5 and its extension wheels (scripts/setup-python.sh).
+        #[arg(long, env = "ICEFLIGHT_PYTHON", default_value = "python3")]
+        python: std::path::PathBuf,
+    },
     /// Bytes read by nested-field predicates as % of a full scan, three layouts, flat control.
     Nested {
         /// Data directory of the embedded catalog (namespaces nested_clustered, nested_zorder,
@@ -86,6 +122,7 @@ enum Command {
 
 mod flight;
 mod nested;
+mod run;
 
 const Q6: &str = "SELECT sum(l_extendedprice * l_discount) AS revenue FROM {t} \
     WHERE l_shipdate >= DATE '1994-01-01' AND l_shipdate < DATE '1995-01-01' \
@@ -106,6 +143,30 @@ async fn main() -> datafusion::common::Result<()> {
             rounds,
             calls,
         } => flight::run(data_dir, &namespace, rounds, calls).await,
+        Command::Run {
+            data_dir,
+            namespace,
+            suite,
+            scale,
+            engines,
+            rounds,
+            queries,
+            out_dir,
+            python,
+        } => {
+            run::run(run::Args {
+                data_dir,
+                namespace,
+                suite,
+                scale,
+                engines,
+                rounds,
+                queries,
+                out_dir,
+                python,
+            })
+            .await
+        }
         Command::Nested {
             data_dir,
             rows,
