@@ -78,8 +78,8 @@ enum Command {
         /// Scale factor label for the results.
         #[arg(long, default_value = "1")]
         scale: String,
-        /// Engines, comma-separated: iceflight, duckdb, datafusion-parquet (trino and
-        /// iceberg-datafusion are reported as missing).
+        /// Engines, comma-separated: iceflight, duckdb, datafusion-parquet, trino (needs
+        /// --trino-url; iceberg-datafusion is reported as missing).
         #[arg(
             long,
             default_value = "iceflight,duckdb,datafusion-parquet",
@@ -98,6 +98,12 @@ enum Command {
         /// Python with duckdb 1.5.5 and its extension wheels (scripts/setup-python.sh).
         #[arg(long, env = "ICEFLIGHT_PYTHON", default_value = "python3")]
         python: std::path::PathBuf,
+        /// Trino's HTTP URI, e.g. http://127.0.0.1:28090 (bench/scripts/trino.sh start).
+        #[arg(long)]
+        trino_url: Option<String>,
+        /// Trino's schema in its catalog `iceberg` (default: --namespace).
+        #[arg(long)]
+        trino_schema: Option<String>,
     },
     /// Bytes read by nested-field predicates as % of a full scan, three layouts, flat control.
     Nested {
@@ -153,8 +159,12 @@ async fn main() -> datafusion::common::Result<()> {
             queries,
             out_dir,
             python,
+            trino_url,
+            trino_schema,
         } => {
             run::run(run::Args {
+                trino_url,
+                trino_schema,
                 data_dir,
                 namespace,
                 suite,

@@ -6,6 +6,8 @@
 //!     iceflight            Flight SQL over loopback (in-process server; the protocol is timed)
 //!     duckdb               DuckDB 1.5.5 iceberg_scan views, warm connection (duckdb_worker.py)
 //!     datafusion-parquet   DataFusion 53.1 ListingTable over the same data files (the ceiling)
+//!     trino                Trino (bench/scripts/trino.sh) over its Iceberg REST catalog, which
+//!                          must hold the same tables (iceflight load … --catalog <rest>)
 //!   ──► answers compared across engines (numbers to 1e-6 relative; a mismatch fails the run)
 //!   ──► iceflight's scan counters from one more, untimed, in-process run per query
 //!   ──► bench/results/<suite>-sf<scale>-<yyyymmdd>.json and .md
@@ -55,6 +57,10 @@ pub struct Args {
     pub queries: Option<Vec<String>>,
     pub out_dir: PathBuf,
     pub python: PathBuf,
+    /// Trino's HTTP URI (`bench/scripts/trino.sh start`), catalog `iceberg`.
+    pub trino_url: Option<String>,
+    /// Trino's schema for the suite (default: `namespace`).
+    pub trino_schema: Option<String>,
 }
 
 /// Rows as strings (`None` = NULL), the form every engine's answer is compared in.
@@ -82,12 +88,37 @@ fn rows_of(batches: &[RecordBatch]) -> Result<Rows> {
     Ok(out)
 }
 
-/// Whether two answers agree: same shape, numbers equal to 1e-6 relative, text exactly.
+/// Digits after the decimal point of a number as an engine printed it.
+fn decimals(v: &str) -> Option<usize> {
+    let v = v.trim();
+    if v.contains(['e', 'E']) {
+        return None;
+    }
+    Some(v.split_once('.').map_or(0, |(_, f)| f.len()))
+}
+
+/// Whether two printed numbers agree: to 1e-6 relative, or, when one engine printed fewer
+/// decimals (Trino keeps a decimal's scale for `avg` and ratios), to half a unit of that last
+/// digit.
+fn numbers_agree(x: &str, y: &str, p: f64, q: f64) -> bool {
+    if (p - q).abs() <= 1e-6 * p.abs().max(q.abs()).max(1.0) {
+        return true;
+    }
+    match (decimals(x), decimals(y)) {
+        (Some(a), Some(b)) if a != b => {
+            let unit = 10f64.powi(-(a.min(b) as i32));
+            (p - q).abs() <= unit / 2.0 + 1e-9 * p.abs().max(q.abs())
+        }
+        _ => false,
+    }
+}
+
+/// Whether two answers agree: same shape, numbers as [`numbers_agree`], text exactly.
 fn same_answer(a: &Rows, b: &Rows) -> bool {
     let cell = |x: &Option<String>, y: &Option<String>| match (x, y) {
         (None, None) => true,
         (Some(x), Some(y)) => match (x.trim().parse::<f64>(), y.trim().parse::<f64>()) {
-            (Ok(p), Ok(q)) => (p - q).abs() <= 1e-6 * p.abs().max(q.abs()).max(1.0),
+            (Ok(p), Ok(q)) => numbers_agree(x, y, p, q),
             _ => x.trim_end() == y.trim_end(),
         },
         _ => false,
@@ -110,6 +141,14 @@ enum Runner {
         child: Child,
         stdin: ChildStdin,
         stdout: BufReader<ChildStdout>,
+    },
+    /// Trino's HTTP protocol (`POST /v1/statement`, then `nextUri` until done), catalog and
+    /// schema set per request.
+    Trino {
+        http: reqwest::Client,
+        url: String,
+        catalog: String,
+        schema: String,
     },
 }
 
@@ -136,6 +175,60 @@ impl Runner {
                 let batches = ctx.sql(sql).await?.collect().await?;
                 let ms = start.elapsed().as_secs_f64() * 1e3;
                 Ok((rows_of(&batches)?, ms))
+            }
+            Self::Trino {
+                http,
+                url,
+                catalog,
+                schema,
+            } => {
+                let start = Instant::now();
+                let mut response: Value = http
+                    .post(format!("{url}/v1/statement"))
+                    .header("X-Trino-User", "bench")
+                    .header("X-Trino-Catalog", catalog.as_str())
+                    .header("X-Trino-Schema", schema.as_str())
+                    .body(sql.trim().trim_end_matches(';').to_string())
+                    .send()
+                    .await
+                    .map_err(ext)?
+                    .json()
+                    .await
+                    .map_err(ext)?;
+                let mut rows: Rows = vec![];
+                loop {
+                    if let Some(e) = response.get("error") {
+                        return Err(DataFusionError::Execution(format!(
+                            "trino: {}",
+                            e["message"].as_str().unwrap_or("error")
+                        )));
+                    }
+                    for r in response["data"].as_array().into_iter().flatten() {
+                        rows.push(
+                            r.as_array()
+                                .into_iter()
+                                .flatten()
+                                .map(|c| match c {
+                                    Value::Null => None,
+                                    Value::String(s) => Some(s.clone()),
+                                    other => Some(other.to_string()),
+                                })
+                                .collect(),
+                        );
+                    }
+                    let Some(next) = response["nextUri"].as_str().map(String::from) else {
+                        break;
+                    };
+                    response = http
+                        .get(next)
+                        .send()
+                        .await
+                        .map_err(ext)?
+                        .json()
+                        .await
+                        .map_err(ext)?;
+                }
+                Ok((rows, start.elapsed().as_secs_f64() * 1e3))
             }
             Self::DuckDb { stdin, stdout, .. } => {
                 writeln!(stdin, "{}", json!({ "sql": sql })).map_err(ext)?;
@@ -319,9 +412,13 @@ pub async fn run(args: Args) -> Result<()> {
     if args.rounds == 0 {
         return Err(DataFusionError::Plan("--rounds must be at least 1".into()));
     }
-    let known = ["iceflight", "duckdb", "datafusion-parquet"];
+    let known = ["iceflight", "duckdb", "datafusion-parquet", "trino"];
+    let trino_missing = args.trino_url.is_none().then_some(
+        "no --trino-url: start it with bench/scripts/trino.sh on a REST copy of the data",
+    );
     let missing_reason = |e: &str| match e {
-        "trino" | "iceberg-datafusion" => Some("not wired into iceflight-bench yet"),
+        "iceberg-datafusion" => Some("not wired into iceflight-bench yet"),
+        "trino" => trino_missing,
         _ => None,
     };
     for e in &args.engines {
@@ -368,6 +465,18 @@ pub async fn run(args: Args) -> Result<()> {
             "iceflight" => iceflight_runner(&engine).await?,
             "duckdb" => duckdb_runner(&args.python, &args.data_dir, &args.namespace)?,
             "datafusion-parquet" => datafusion_runner(&engine, &args.namespace, partitions).await?,
+            "trino" => match &args.trino_url {
+                Some(url) => Runner::Trino {
+                    http: reqwest::Client::new(),
+                    url: url.trim_end_matches('/').to_string(),
+                    catalog: "iceberg".into(),
+                    schema: args
+                        .trino_schema
+                        .clone()
+                        .unwrap_or_else(|| args.namespace.clone()),
+                },
+                None => continue,
+            },
             _ => continue,
         };
         runners.push((e.clone(), runner));
@@ -541,4 +650,40 @@ fn markdown(report: &Value, engines: &[String]) -> String {
         out.push('\n');
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rows(cells: &[&[Option<&str>]]) -> Rows {
+        cells
+            .iter()
+            .map(|r| r.iter().map(|c| c.map(String::from)).collect())
+            .collect()
+    }
+
+    #[test]
+    fn answers_compare_numbers_by_value_and_printed_precision() {
+        let a = rows(&[&[Some("A"), Some("0.050009"), None]]);
+        // Trino prints avg(decimal(15,2)) at scale 2: agrees to half a unit of that digit.
+        assert!(same_answer(&a, &rows(&[&[Some("A"), Some("0.05"), None]])));
+        assert!(!same_answer(&a, &rows(&[&[Some("A"), Some("0.06"), None]])));
+        // Same printed precision: 1e-6 relative only.
+        assert!(same_answer(
+            &rows(&[&[Some("1193053.2253")]]),
+            &rows(&[&[Some("1193053.2253000001")]])
+        ));
+        assert!(!same_answer(
+            &rows(&[&[Some("1193053.2253")]]),
+            &rows(&[&[Some("1193053.2353")]])
+        ));
+        // Text, NULLs and shape are exact.
+        assert!(!same_answer(&a, &rows(&[&[Some("B"), Some("0.05"), None]])));
+        assert!(!same_answer(
+            &a,
+            &rows(&[&[Some("A"), Some("0.05"), Some("x")]])
+        ));
+        assert!(!same_answer(&a, &rows(&[])));
+    }
 }
