@@ -8,7 +8,7 @@
 //!     datafusion-parquet   DataFusion 53.1 ListingTable over the same data files (the ceiling)
 //!     trino                Trino (bench/scripts/trino.sh) over its Iceberg REST catalog, which
 //!                          must hold the same tables (iceflight load … --catalog <rest>)
-//!   ──► answers compared across engines (numbers to 1e-6 relative; a mismatch fails the run)
+//!   ──► answers compared across engines (numbers to 1e-9 relative or the printed precision; a mismatch fails the run)
 //!   ──► iceflight's scan counters from one more, untimed, in-process run per query
 //!   ──► bench/results/<suite>-sf<scale>-<yyyymmdd>.json and .md
 //! ```
@@ -97,11 +97,11 @@ fn decimals(v: &str) -> Option<usize> {
     Some(v.split_once('.').map_or(0, |(_, f)| f.len()))
 }
 
-/// Whether two printed numbers agree: to 1e-6 relative, or, when one engine printed fewer
+/// Whether two printed numbers agree: to 1e-9 relative, or, when one engine printed fewer
 /// decimals (Trino keeps a decimal's scale for `avg` and ratios), to half a unit of that last
 /// digit.
 fn numbers_agree(x: &str, y: &str, p: f64, q: f64) -> bool {
-    if (p - q).abs() <= 1e-6 * p.abs().max(q.abs()).max(1.0) {
+    if (p - q).abs() <= 1e-9 * p.abs().max(q.abs()).max(1.0) {
         return true;
     }
     match (decimals(x), decimals(y)) {
@@ -669,7 +669,7 @@ mod tests {
         // Trino prints avg(decimal(15,2)) at scale 2: agrees to half a unit of that digit.
         assert!(same_answer(&a, &rows(&[&[Some("A"), Some("0.05"), None]])));
         assert!(!same_answer(&a, &rows(&[&[Some("A"), Some("0.06"), None]])));
-        // Same printed precision: 1e-6 relative only.
+        // Same printed precision: 1e-9 relative only.
         assert!(same_answer(
             &rows(&[&[Some("1193053.2253")]]),
             &rows(&[&[Some("1193053.2253000001")]])
