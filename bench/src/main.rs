@@ -78,8 +78,8 @@ enum Command {
         /// Scale factor label for the results.
         #[arg(long, default_value = "1")]
         scale: String,
-        /// Engines, comma-separated: iceflight, duckdb, datafusion-parquet, trino (needs
-        /// --trino-url; iceberg-datafusion is reported as missing).
+        /// Engines, comma-separated: iceflight, duckdb, datafusion-parquet, iceberg-datafusion,
+        /// trino (needs --trino-url, else reported as missing).
         #[arg(
             long,
             default_value = "iceflight,duckdb,datafusion-parquet",

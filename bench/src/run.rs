@@ -6,6 +6,7 @@
 //!     iceflight            Flight SQL over loopback (in-process server; the protocol is timed)
 //!     duckdb               DuckDB 1.5.5 iceberg_scan views, warm connection (duckdb_worker.py)
 //!     datafusion-parquet   DataFusion 53.1 ListingTable over the same data files (the ceiling)
+//!     iceberg-datafusion   upstream iceberg-datafusion 0.10.1 IcebergStaticTableProvider
 //!     trino                Trino (bench/scripts/trino.sh) over its Iceberg REST catalog, which
 //!                          must hold the same tables (iceflight load … --catalog <rest>)
 //!   ──► answers compared across engines (numbers to 1e-9 relative or the printed precision; a mismatch fails the run)
@@ -13,7 +14,8 @@
 //!   ──► bench/results/<suite>-sf<scale>-<yyyymmdd>.json and .md
 //! ```
 //!
-//! Engines not wired into this harness yet are listed with status `missing` and the reason.
+//! An engine that cannot run (Trino without `--trino-url`) is listed with status `missing` and
+//! the reason.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
@@ -321,6 +323,26 @@ async fn datafusion_runner(engine: &Engine, namespace: &str, partitions: usize) 
     Ok(Runner::DataFusion { ctx })
 }
 
+/// Upstream iceberg-datafusion 0.10.1: its `IcebergStaticTableProvider` per table of the
+/// embedded catalog (what a Rust user would pick today).
+async fn upstream_runner(engine: &Engine, namespace: &str, partitions: usize) -> Result<Runner> {
+    let catalog = engine.catalogs().get("local").map_err(ext)?;
+    let ns = NamespaceIdent::new(namespace.into());
+    let ctx =
+        SessionContext::new_with_config(SessionConfig::new().with_target_partitions(partitions));
+    for ident in catalog.list_tables(&ns).await.map_err(ext)? {
+        let table = catalog
+            .load_table(&TableIdent::new(ns.clone(), ident.name().to_string()))
+            .await
+            .map_err(ext)?;
+        let provider = iceberg_datafusion::IcebergStaticTableProvider::try_new_from_table(table)
+            .await
+            .map_err(ext)?;
+        ctx.register_table(ident.name(), Arc::new(provider))?;
+    }
+    Ok(Runner::DataFusion { ctx })
+}
+
 fn duckdb_runner(python: &Path, data_dir: &Path, namespace: &str) -> Result<Runner> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/duckdb_worker.py");
     let mut child = Command::new(python)
@@ -412,12 +434,17 @@ pub async fn run(args: Args) -> Result<()> {
     if args.rounds == 0 {
         return Err(DataFusionError::Plan("--rounds must be at least 1".into()));
     }
-    let known = ["iceflight", "duckdb", "datafusion-parquet", "trino"];
+    let known = [
+        "iceflight",
+        "duckdb",
+        "datafusion-parquet",
+        "trino",
+        "iceberg-datafusion",
+    ];
     let trino_missing = args.trino_url.is_none().then_some(
         "no --trino-url: start it with bench/scripts/trino.sh on a REST copy of the data",
     );
     let missing_reason = |e: &str| match e {
-        "iceberg-datafusion" => Some("not wired into iceflight-bench yet"),
         "trino" => trino_missing,
         _ => None,
     };
@@ -465,6 +492,7 @@ pub async fn run(args: Args) -> Result<()> {
             "iceflight" => iceflight_runner(&engine).await?,
             "duckdb" => duckdb_runner(&args.python, &args.data_dir, &args.namespace)?,
             "datafusion-parquet" => datafusion_runner(&engine, &args.namespace, partitions).await?,
+            "iceberg-datafusion" => upstream_runner(&engine, &args.namespace, partitions).await?,
             "trino" => match &args.trino_url {
                 Some(url) => Runner::Trino {
                     http: reqwest::Client::new(),
