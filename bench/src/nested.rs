@@ -110,7 +110,7 @@ async fn pages_per_chunk(engine: &Engine, ns: &str) -> Result<(usize, usize)> {
     let (mut chunks, mut pages) = (0, 0);
     for path in index.paths() {
         let local = path.strip_prefix("file://").unwrap_or(path);
-        let file = std::fs::File::open(local).map_err(|e| ext(e))?;
+        let file = std::fs::File::open(local).map_err(ext)?;
         let metadata = ParquetMetaDataReader::new()
             .with_page_index_policy(PageIndexPolicy::Required)
             .parse_and_finish(&file)

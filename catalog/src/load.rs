@@ -401,7 +401,7 @@ pub fn parse_size(s: &str) -> Result<usize, CatalogError> {
         _ => return Err(CatalogError::Config(format!("invalid size unit in {s:?}"))),
     };
     let bytes = value * mult;
-    if !(bytes >= 1.0) {
+    if bytes.is_nan() || bytes < 1.0 {
         return Err(CatalogError::Config(format!(
             "size must be positive: {s:?}"
         )));

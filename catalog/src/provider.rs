@@ -79,7 +79,7 @@ impl IcebergCatalogProvider {
                 .catalog
                 .list_namespaces(parent.as_ref())
                 .await
-                .map_err(|e| to_df_error(e))?;
+                .map_err(to_df_error)?;
             for child in children {
                 if out.insert(child.join(".")) {
                     stack.push(Some(child));
@@ -139,7 +139,7 @@ impl CatalogProvider for IcebergCatalogProvider {
             self.catalog
                 .create_namespace(&namespace, Default::default()),
         )
-        .map_err(|e| to_df_error(e))?;
+        .map_err(to_df_error)?;
         Ok(None)
     }
 }
@@ -194,7 +194,7 @@ impl IcebergSchemaProvider {
 
     fn list(&self) -> Result<Vec<String>> {
         let mut names: Vec<String> = block_on(self.catalog.list_tables(&self.namespace))
-            .map_err(|e| to_df_error(e))?
+            .map_err(to_df_error)?
             .into_iter()
             .map(|t| t.name().to_string())
             .collect();

@@ -817,10 +817,10 @@ impl TaskOpener {
                 .await?;
             deletes.push((keys, positions));
         }
-        if read_ids.is_empty() {
-            if let Some((id, _)) = self.field_types.first() {
-                read_ids.push(*id);
-            }
+        if read_ids.is_empty()
+            && let Some((id, _)) = self.field_types.first()
+        {
+            read_ids.push(*id);
         }
         task.project_field_ids = read_ids.clone();
         for piece in &mut pieces {

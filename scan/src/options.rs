@@ -55,7 +55,7 @@ pub fn parse_duration(value: &str) -> Option<std::time::Duration> {
 /// `1s`, `1.5s` or `250ms`: how [`parse_duration`] reads it back.
 pub fn format_duration(d: std::time::Duration) -> String {
     let ms = d.as_millis();
-    if ms % 1000 == 0 && ms > 0 {
+    if ms.is_multiple_of(1000) && ms > 0 {
         format!("{}s", ms / 1000)
     } else {
         format!("{ms}ms")

@@ -233,9 +233,7 @@ impl<'a> PredicateConverter<'a> {
         };
         let name = self.binding.name_by_field_id(field.id)?;
         // Only top-level fields: a dotted name would be read as a path by `Reference`.
-        if self.binding.as_struct().field_by_id(field.id).is_none() {
-            return None;
-        }
+        self.binding.as_struct().field_by_id(field.id)?;
         let arrow_type = self
             .arrow
             .field_with_name(&c.name)

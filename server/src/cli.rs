@@ -361,7 +361,7 @@ async fn run_sql_command(
 }
 
 async fn run_load(config: Config, args: TpchArgs, out: &mut dyn Write) -> Result<(), CliError> {
-    if !(args.scale > 0.0) {
+    if args.scale.is_nan() || args.scale <= 0.0 {
         return Err(CliError(format!(
             "--scale must be positive, got {}",
             args.scale

@@ -734,7 +734,7 @@ impl FlightSqlService for IceflightService {
         query: CommandGetCatalogs,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        let schema = query.clone().into_builder().schema();
+        let schema = query.into_builder().schema();
         self.command_info(&query, schema, request)
     }
 
@@ -793,7 +793,7 @@ impl FlightSqlService for IceflightService {
         query: CommandGetTableTypes,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        let schema = query.clone().into_builder().schema();
+        let schema = query.into_builder().schema();
         self.command_info(&query, schema, request)
     }
 
@@ -834,7 +834,7 @@ impl FlightSqlService for IceflightService {
         query: CommandGetXdbcTypeInfo,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        let schema = query.clone().into_builder(&metadata::XDBC_TYPES).schema();
+        let schema = query.into_builder(&metadata::XDBC_TYPES).schema();
         self.command_info(&query, schema, request)
     }
 
