@@ -27,28 +27,16 @@ import subprocess
 import tempfile
 import time
 
-import duckdb
+import duckdb  # noqa: F401 - the worker's dependency, checked early
+
+import duckdb_worker
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TABLES = ["lineitem", "orders", "customer", "part", "partsupp", "supplier", "nation", "region"]
 
 
 def duckdb_connection(ext_dir, data_dir, namespace):
-    con = duckdb.connect(config={"extension_directory": ext_dir, "autoinstall_known_extensions": "false"})
-    for pkg in ["duckdb_extension_avro", "duckdb_extension_iceberg"]:
-        spec = importlib.util.find_spec(pkg)
-        path = glob.glob(os.path.join(os.path.dirname(spec.origin), "**", "*.duckdb_extension"), recursive=True)[0]
-        con.execute(f"INSTALL '{path}'")
-    con.execute("LOAD avro")
-    con.execute("LOAD iceberg")
-    db = sqlite3.connect(os.path.join(data_dir, "catalog.db"))
-    for t in TABLES:
-        (loc,) = db.execute(
-            "SELECT metadata_location FROM iceberg_tables WHERE table_namespace = ? AND table_name = ?",
-            (namespace, t),
-        ).fetchone()
-        con.execute(f"CREATE VIEW {t} AS SELECT * FROM iceberg_scan('{loc}')")
-    return con
+    return duckdb_worker.connect(ext_dir, data_dir, namespace)
 
 
 def normalise(rows):

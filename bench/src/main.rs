@@ -13,10 +13,6 @@ use std::time::Instant;
 
 use clap::{Parser, Subcommand};
 use datafusion::catalog::{CatalogProvider, MemoryCatalogProvider, MemorySchemaProvider};
-use datafusion::datasource::file_format::parquet::ParquetFormat;
-use datafusion::datasource::listing::{
-    ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl,
-};
 use datafusion::prelude::SessionContext;
 use iceberg::{NamespaceIdent, TableIdent};
 use iceflight::config::Config;
@@ -240,23 +236,11 @@ async fn readpath(
     let raw_off = make_raw(false)?;
     let raw_on = make_raw(true)?;
     for ctx in [&raw_off, &raw_on] {
-        let urls = index
-            .paths()
-            .map(ListingTableUrl::parse)
-            .collect::<datafusion::common::Result<Vec<_>>>()?;
-        let options =
-            ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
-        let config = ListingTableConfig::new_with_multi_paths(urls)
-            .with_listing_options(options)
-            .infer_schema(&ctx.state())
-            .await?;
+        let table = run::listing_table(ctx, index.paths()).await?;
         let catalog = Arc::new(MemoryCatalogProvider::new());
         catalog.register_schema("public", Arc::new(MemorySchemaProvider::new()))?;
         ctx.register_catalog("raw", catalog);
-        ctx.register_table(
-            "raw.public.lineitem_raw",
-            Arc::new(ListingTable::try_new(config)?),
-        )?;
+        ctx.register_table("raw.public.lineitem_raw", Arc::new(table))?;
     }
     let paths: Vec<(&str, &SessionContext, String)> = vec![
         (

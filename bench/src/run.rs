@@ -298,35 +298,40 @@ async fn iceflight_runner(engine: &Engine) -> Result<Runner> {
     Ok(Runner::Iceflight { client })
 }
 
-async fn datafusion_runner(engine: &Engine, namespace: &str, partitions: usize) -> Result<Runner> {
-    let catalog = engine.catalogs().get("local").map_err(ext)?;
-    let ns = NamespaceIdent::new(namespace.into());
-    let ctx =
-        SessionContext::new_with_config(SessionConfig::new().with_target_partitions(partitions));
-    for ident in catalog.list_tables(&ns).await.map_err(ext)? {
-        let table = catalog
-            .load_table(&TableIdent::new(ns.clone(), ident.name().to_string()))
-            .await
-            .map_err(ext)?;
-        let index = FileMetricsIndex::load(&table).await.map_err(ext)?;
-        let urls = index
-            .paths()
-            .map(ListingTableUrl::parse)
-            .collect::<Result<Vec<_>>>()?;
-        let options =
-            ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
-        let config = ListingTableConfig::new_with_multi_paths(urls)
-            .with_listing_options(options)
-            .infer_schema(&ctx.state())
-            .await?;
-        ctx.register_table(ident.name(), Arc::new(ListingTable::try_new(config)?))?;
-    }
-    Ok(Runner::DataFusion { ctx })
+/// A DataFusion `ListingTable` over Parquet data files (`paths`: URLs such as `file:///…`).
+pub async fn listing_table<'a>(
+    ctx: &SessionContext,
+    paths: impl Iterator<Item = &'a str>,
+) -> Result<ListingTable> {
+    let urls = paths
+        .map(ListingTableUrl::parse)
+        .collect::<Result<Vec<_>>>()?;
+    let options =
+        ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
+    let config = ListingTableConfig::new_with_multi_paths(urls)
+        .with_listing_options(options)
+        .infer_schema(&ctx.state())
+        .await?;
+    ListingTable::try_new(config)
 }
 
-/// Upstream iceberg-datafusion 0.10.1: its `IcebergStaticTableProvider` per table of the
-/// embedded catalog (what a Rust user would pick today).
-async fn upstream_runner(engine: &Engine, namespace: &str, partitions: usize) -> Result<Runner> {
+/// How a plain DataFusion engine reads each table of the embedded catalog.
+#[derive(Clone, Copy)]
+enum Reader {
+    /// `ListingTable` over the snapshot's data files: DataFusion 53.1's own Parquet path.
+    RawParquet,
+    /// Upstream iceberg-datafusion 0.10.1's `IcebergStaticTableProvider` (what a Rust user
+    /// would pick today).
+    Upstream,
+}
+
+/// A DataFusion session with every table of `namespace` registered through `reader`.
+async fn datafusion_runner(
+    engine: &Engine,
+    namespace: &str,
+    partitions: usize,
+    reader: Reader,
+) -> Result<Runner> {
     let catalog = engine.catalogs().get("local").map_err(ext)?;
     let ns = NamespaceIdent::new(namespace.into());
     let ctx =
@@ -336,10 +341,18 @@ async fn upstream_runner(engine: &Engine, namespace: &str, partitions: usize) ->
             .load_table(&TableIdent::new(ns.clone(), ident.name().to_string()))
             .await
             .map_err(ext)?;
-        let provider = iceberg_datafusion::IcebergStaticTableProvider::try_new_from_table(table)
-            .await
-            .map_err(ext)?;
-        ctx.register_table(ident.name(), Arc::new(provider))?;
+        let provider: Arc<dyn datafusion::catalog::TableProvider> = match reader {
+            Reader::RawParquet => {
+                let index = FileMetricsIndex::load(&table).await.map_err(ext)?;
+                Arc::new(listing_table(&ctx, index.paths()).await?)
+            }
+            Reader::Upstream => Arc::new(
+                iceberg_datafusion::IcebergStaticTableProvider::try_new_from_table(table)
+                    .await
+                    .map_err(ext)?,
+            ),
+        };
+        ctx.register_table(ident.name(), provider)?;
     }
     Ok(Runner::DataFusion { ctx })
 }
@@ -492,8 +505,12 @@ pub async fn run(args: Args) -> Result<()> {
         let runner = match e.as_str() {
             "iceflight" => iceflight_runner(&engine).await?,
             "duckdb" => duckdb_runner(&args.python, &args.data_dir, &args.namespace)?,
-            "datafusion-parquet" => datafusion_runner(&engine, &args.namespace, partitions).await?,
-            "iceberg-datafusion" => upstream_runner(&engine, &args.namespace, partitions).await?,
+            "datafusion-parquet" => {
+                datafusion_runner(&engine, &args.namespace, partitions, Reader::RawParquet).await?
+            }
+            "iceberg-datafusion" => {
+                datafusion_runner(&engine, &args.namespace, partitions, Reader::Upstream).await?
+            }
             "trino" => match &args.trino_url {
                 Some(url) => Runner::Trino {
                     http: reqwest::Client::new(),
