@@ -99,8 +99,9 @@ impl CachingCatalog {
         self.generation.load(std::sync::atomic::Ordering::SeqCst)
     }
 
-    /// Runs a write, then drops the caches (the write changed what they hold).
-    async fn write<T>(&self, result: Result<T>) -> Result<T> {
+    /// Passes a write's result through after dropping the caches (the write changed what they
+    /// hold).
+    fn written<T>(&self, result: Result<T>) -> Result<T> {
         self.invalidate();
         result
     }
@@ -133,8 +134,7 @@ impl Catalog for CachingCatalog {
         namespace: &NamespaceIdent,
         properties: HashMap<String, String>,
     ) -> Result<Namespace> {
-        self.write(self.inner.create_namespace(namespace, properties).await)
-            .await
+        self.written(self.inner.create_namespace(namespace, properties).await)
     }
 
     async fn get_namespace(&self, namespace: &NamespaceIdent) -> Result<Namespace> {
@@ -162,12 +162,11 @@ impl Catalog for CachingCatalog {
         namespace: &NamespaceIdent,
         properties: HashMap<String, String>,
     ) -> Result<()> {
-        self.write(self.inner.update_namespace(namespace, properties).await)
-            .await
+        self.written(self.inner.update_namespace(namespace, properties).await)
     }
 
     async fn drop_namespace(&self, namespace: &NamespaceIdent) -> Result<()> {
-        self.write(self.inner.drop_namespace(namespace).await).await
+        self.written(self.inner.drop_namespace(namespace).await)
     }
 
     async fn list_tables(&self, namespace: &NamespaceIdent) -> Result<Vec<TableIdent>> {
@@ -191,8 +190,7 @@ impl Catalog for CachingCatalog {
         namespace: &NamespaceIdent,
         creation: TableCreation,
     ) -> Result<Table> {
-        self.write(self.inner.create_table(namespace, creation).await)
-            .await
+        self.written(self.inner.create_table(namespace, creation).await)
     }
 
     async fn load_table(&self, table: &TableIdent) -> Result<Table> {
@@ -222,11 +220,11 @@ impl Catalog for CachingCatalog {
     }
 
     async fn drop_table(&self, table: &TableIdent) -> Result<()> {
-        self.write(self.inner.drop_table(table).await).await
+        self.written(self.inner.drop_table(table).await)
     }
 
     async fn purge_table(&self, table: &TableIdent) -> Result<()> {
-        self.write(self.inner.purge_table(table).await).await
+        self.written(self.inner.purge_table(table).await)
     }
 
     async fn table_exists(&self, table: &TableIdent) -> Result<bool> {
@@ -234,15 +232,14 @@ impl Catalog for CachingCatalog {
     }
 
     async fn rename_table(&self, src: &TableIdent, dest: &TableIdent) -> Result<()> {
-        self.write(self.inner.rename_table(src, dest).await).await
+        self.written(self.inner.rename_table(src, dest).await)
     }
 
     async fn register_table(&self, table: &TableIdent, metadata_location: String) -> Result<Table> {
-        self.write(self.inner.register_table(table, metadata_location).await)
-            .await
+        self.written(self.inner.register_table(table, metadata_location).await)
     }
 
     async fn update_table(&self, commit: TableCommit) -> Result<Table> {
-        self.write(self.inner.update_table(commit).await).await
+        self.written(self.inner.update_table(commit).await)
     }
 }

@@ -16,18 +16,19 @@ use tonic::Status;
 /// Converts a DataFusion error (possibly wrapping catalog errors) to a status.
 pub fn to_status(e: DataFusionError) -> Status {
     let root = e.find_root();
-    if let DataFusionError::External(inner) = root {
-        if let Some(c) = inner.downcast_ref::<CatalogError>() {
-            return match c {
-                CatalogError::NotFound(m) => Status::not_found(m.clone()),
-                CatalogError::Unavailable { .. } => Status::unavailable(c.to_string()),
-                CatalogError::Unauthenticated { .. } => Status::unauthenticated(c.to_string()),
-                CatalogError::AlreadyExists(m) => Status::already_exists(m.clone()),
-                CatalogError::Config(m) => Status::invalid_argument(m.clone()),
-                other => internal(other),
-            };
-        }
+    if let DataFusionError::External(inner) = root
+        && let Some(c) = inner.downcast_ref::<CatalogError>()
+    {
+        return match c {
+            CatalogError::NotFound(m) => Status::not_found(m.clone()),
+            CatalogError::Unavailable { .. } => Status::unavailable(c.to_string()),
+            CatalogError::Unauthenticated { .. } => Status::unauthenticated(c.to_string()),
+            CatalogError::AlreadyExists(m) => Status::already_exists(m.clone()),
+            CatalogError::Config(m) => Status::invalid_argument(m.clone()),
+            other => internal(other),
+        };
     }
+
     match root {
         DataFusionError::SQL(..) | DataFusionError::SchemaError(..) => {
             Status::invalid_argument(root.to_string())
