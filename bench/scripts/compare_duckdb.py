@@ -36,7 +36,14 @@ TABLES = ["lineitem", "orders", "customer", "part", "partsupp", "supplier", "nat
 
 
 def duckdb_connection(ext_dir, data_dir, namespace):
-    return duckdb_worker.connect(ext_dir, data_dir, namespace)
+    """The worker's connection over the embedded catalog's current metadata.json files."""
+    db = sqlite3.connect(os.path.join(data_dir, "catalog.db"))
+    tables = dict(
+        db.execute(
+            "SELECT table_name, metadata_location FROM iceberg_tables WHERE table_namespace = ?", (namespace,)
+        ).fetchall()
+    )
+    return duckdb_worker.connect(ext_dir, tables, None)
 
 
 def normalise(rows):

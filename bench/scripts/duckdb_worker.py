@@ -2,13 +2,16 @@
 """A warm DuckDB 1.5.5 connection for `iceflight-bench run`, driven over stdin/stdout.
 
 Protocol, one JSON object per line:
-  in:  {"data_dir": D, "namespace": NS}   first line: views over iceberg_scan('<metadata.json>')
-                                          for every table of NS in the embedded catalog D
+  in:  {"tables": {"lineitem": "s3://…/00001-….metadata.json", …},
+        "s3": {"endpoint": "http://127.0.0.1:8333", "key_id": K, "secret": S, "region": R} | null}
+                                          first line: one view per table over
+                                          iceberg_scan('<metadata.json>'), S3 through httpfs
   out: {"ready": true, "version": "1.5.5"}
   in:  {"sql": "..."}
   out: {"ms": 12.3, "rows": [["1", "2.5", null], ...]}   or   {"error": "..."}
 
-The extensions come from the offline wheels (duckdb-extension-iceberg / -avro), never a download.
+The extensions come from the offline wheels (duckdb-extension-iceberg / -avro / -httpfs), never a
+download.
 Cells are strings (NULL as null) so the runner compares every engine the same way; timing covers
 execution and fetching, inside this process.
 """
@@ -17,7 +20,6 @@ import glob
 import importlib.util
 import json
 import os
-import sqlite3
 import sys
 import tempfile
 import time
@@ -25,21 +27,30 @@ import time
 import duckdb
 
 
-def connect(ext_dir, data_dir, namespace):
+def connect(ext_dir, tables, s3):
     con = duckdb.connect(config={"extension_directory": ext_dir, "autoinstall_known_extensions": "false"})
-    for pkg in ["duckdb_extension_avro", "duckdb_extension_iceberg"]:
+    for pkg in ["duckdb_extension_avro", "duckdb_extension_iceberg", "duckdb_extension_httpfs"]:
         spec = importlib.util.find_spec(pkg)
         path = glob.glob(os.path.join(os.path.dirname(spec.origin), "**", "*.duckdb_extension"), recursive=True)[0]
         con.execute(f"INSTALL '{path}'")
-    con.execute("LOAD avro")
-    con.execute("LOAD iceberg")
-    db = sqlite3.connect(os.path.join(data_dir, "catalog.db"))
-    rows = db.execute(
-        "SELECT table_name, metadata_location FROM iceberg_tables WHERE table_namespace = ?", (namespace,)
-    ).fetchall()
-    for name, loc in rows:
-        con.execute(f"CREATE VIEW {name} AS SELECT * FROM iceberg_scan('{loc}')")
+    for ext in ["avro", "iceberg", "httpfs"]:
+        con.execute(f"LOAD {ext}")
+    if s3:
+        endpoint = s3["endpoint"]
+        use_ssl = endpoint.startswith("https://")
+        host = endpoint.split("://", 1)[-1].rstrip("/")
+        con.execute(
+            "CREATE SECRET lake (TYPE s3, KEY_ID ?, SECRET ?, ENDPOINT ?, REGION ?, URL_STYLE 'path', USE_SSL ?)"
+            .replace("?", "{}")
+            .format(*(quote(v) for v in [s3["key_id"], s3["secret"], host, s3["region"]]), str(use_ssl).lower())
+        )
+    for name, loc in sorted(tables.items()):
+        con.execute(f"CREATE VIEW {name} AS SELECT * FROM iceberg_scan({quote(loc)})")
     return con
+
+
+def quote(v):
+    return "'" + str(v).replace("'", "''") + "'"
 
 
 def cell(v):
@@ -51,7 +62,7 @@ def cell(v):
 def main():
     first = json.loads(sys.stdin.readline())
     with tempfile.TemporaryDirectory() as ext_dir:
-        con = connect(ext_dir, first["data_dir"], first["namespace"])
+        con = connect(ext_dir, first["tables"], first.get("s3"))
         print(json.dumps({"ready": True, "version": duckdb.__version__}), flush=True)
         for line in sys.stdin:
             req = json.loads(line)

@@ -59,26 +59,26 @@ enum Command {
         #[arg(long, default_value_t = 1000)]
         calls: usize,
     },
+    /// Generates a suite's tables once into the benchmark catalog (by default the lake of
+    /// bench/scripts/lake.sh: SeaweedFS REST + S3, which every engine reads), namespace
+    /// `<suite>_sf<scale>[_sorted]`.
+    Load {
+        #[command(flatten)]
+        data: run::DataArgs,
+        /// Drop and reload an existing namespace.
+        #[arg(long)]
+        replace: bool,
+    },
     /// A suite's queries on several engines over the same files, alternating rounds, answers
-    /// compared; writes bench/results/<suite>-sf<scale>-<yyyymmdd>.json and .md.
+    /// compared; writes bench/results/<suite>-sf<scale>[-sorted]-<yyyymmdd>.json, .md and .png.
     Run {
-        /// Data directory of the embedded catalog holding the suite's tables.
-        #[arg(long, default_value = "./iceflight-data")]
-        data_dir: std::path::PathBuf,
-        /// Namespace of the tables.
-        #[arg(long, default_value = "tpch")]
-        namespace: String,
-        /// Query suite: a folder of bench/queries.
-        #[arg(long, default_value = "tpch")]
-        suite: String,
-        /// Scale factor label for the results.
-        #[arg(long, default_value = "1")]
-        scale: String,
+        #[command(flatten)]
+        data: run::DataArgs,
         /// Engines, comma-separated: iceflight, duckdb, datafusion-parquet, iceberg-datafusion,
         /// trino (needs --trino-url, else reported as missing).
         #[arg(
             long,
-            default_value = "iceflight,duckdb,datafusion-parquet",
+            default_value = "iceflight,duckdb,datafusion-parquet,iceberg-datafusion,trino",
             value_delimiter = ','
         )]
         engines: Vec<String>,
@@ -94,12 +94,10 @@ enum Command {
         /// Python with duckdb 1.5.5 and its extension wheels (scripts/setup-python.sh).
         #[arg(long, env = "ICEFLIGHT_PYTHON", default_value = "python3")]
         python: std::path::PathBuf,
-        /// Trino's HTTP URI, e.g. http://127.0.0.1:28090 (bench/scripts/trino.sh start).
-        #[arg(long)]
+        /// Trino's HTTP URI, e.g. http://127.0.0.1:28090 (bench/scripts/trino.sh start); its
+        /// catalog `iceberg` must be the same REST catalog.
+        #[arg(long, env = "TRINO_URL")]
         trino_url: Option<String>,
-        /// Trino's schema in its catalog `iceberg` (default: --namespace).
-        #[arg(long)]
-        trino_schema: Option<String>,
     },
     /// Bytes read by nested-field predicates as % of a full scan, three layouts, flat control.
     Nested {
@@ -122,6 +120,8 @@ enum Command {
     },
 }
 
+mod chart;
+mod fileio_store;
 mod flight;
 mod nested;
 mod run;
@@ -145,31 +145,24 @@ async fn main() -> datafusion::common::Result<()> {
             rounds,
             calls,
         } => flight::run(data_dir, &namespace, rounds, calls).await,
+        Command::Load { data, replace } => run::load(&data, replace).await,
         Command::Run {
-            data_dir,
-            namespace,
-            suite,
-            scale,
+            data,
             engines,
             rounds,
             queries,
             out_dir,
             python,
             trino_url,
-            trino_schema,
         } => {
             run::run(run::Args {
-                trino_url,
-                trino_schema,
-                data_dir,
-                namespace,
-                suite,
-                scale,
+                data,
                 engines,
                 rounds,
                 queries,
                 out_dir,
                 python,
+                trino_url,
             })
             .await
         }

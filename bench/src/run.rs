@@ -1,17 +1,19 @@
-//! `iceflight-bench run`: one suite's queries on several engines over the same Iceberg files, in
-//! one process, with alternating engine order per round.
+//! `iceflight-bench load` and `run`: a suite's tables made once in one catalog, then its queries on
+//! several engines over those same files, in one process, with alternating engine order per round.
 //!
 //! ```text
-//!   warm-up round (not counted) ──► N rounds, engine order reversed every other round
+//!   load: tpchgen / SSB derivation ──► iceberg writer ──► <catalog>.<suite>_sf<scale>[_sorted]
+//!         (default catalog: the lake of bench/scripts/lake.sh, SeaweedFS REST + S3)
+//!   run:  warm-up round (not counted) ──► N rounds, engine order reversed every other round
 //!     iceflight            Flight SQL over loopback (in-process server; the protocol is timed)
-//!     duckdb               DuckDB 1.5.5 iceberg_scan views, warm connection (duckdb_worker.py)
-//!     datafusion-parquet   DataFusion 53.1 ListingTable over the same data files (the ceiling)
+//!     duckdb               DuckDB 1.5.5 iceberg_scan('<metadata.json>') views, warm connection
+//!                          (duckdb_worker.py; S3 through httpfs)
+//!     datafusion-parquet   DataFusion 53.1 ListingTable over the snapshot's data files (the ceiling)
 //!     iceberg-datafusion   upstream iceberg-datafusion 0.10.1 IcebergStaticTableProvider
-//!     trino                Trino (bench/scripts/trino.sh) over its Iceberg REST catalog, which
-//!                          must hold the same tables (iceflight load … --catalog <rest>)
+//!     trino                Trino (bench/scripts/trino.sh) over the same REST catalog
 //!   ──► answers compared across engines (numbers to 1e-9 relative or the printed precision; a mismatch fails the run)
 //!   ──► iceflight's scan counters from one more, untimed, in-process run per query
-//!   ──► bench/results/<suite>-sf<scale>-<yyyymmdd>.json and .md
+//!   ──► bench/results/<suite>-sf<scale>[-sorted]-<yyyymmdd>.json, .md and .png
 //! ```
 //!
 //! An engine that cannot run (Trino without `--trino-url`) is listed with status `missing` and
@@ -35,34 +37,161 @@ use datafusion::datasource::listing::{
 use datafusion::physical_plan::{ExecutionPlan, collect};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use futures::TryStreamExt;
-use iceberg::{NamespaceIdent, TableIdent};
+use iceberg::NamespaceIdent;
+use iceberg::table::Table;
 use iceflight::config::Config;
 use iceflight::flight;
 use iceflight::session::Engine;
+use iceflight_catalog::CatalogConfig;
+use iceflight_catalog::load::{LoadOptions, load_ssb, load_tpch};
 use iceflight_scan::IcebergScanExec;
 use iceflight_scan::metrics_index::FileMetricsIndex;
 use serde_json::{Value, json};
 use tonic::transport::Channel;
 
+use crate::fileio_store::FileIoStore;
+
 fn ext(e: impl std::error::Error + Send + Sync + 'static) -> DataFusionError {
     DataFusionError::External(Box::new(e))
 }
 
+/// Where a suite's tables live: shared by `load` and `run`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct DataArgs {
+    /// Suite: `tpch` or `ssb` (its queries are the folder bench/queries/<suite>).
+    #[arg(long, default_value = "tpch")]
+    pub suite: String,
+    /// Scale factor (1 = 6 M lineitem / lineorder rows).
+    #[arg(long, default_value = "1")]
+    pub scale: String,
+    /// `default`: generator order (dates shuffled); `sorted`: TPC-H lineitem by l_shipdate and
+    /// orders by o_orderdate, SSB lineorder by lo_orderdate.
+    #[arg(long, default_value = "default", value_parser = ["default", "sorted"])]
+    pub layout: String,
+    /// iceflight configuration holding the catalog (default: the lake of bench/scripts/lake.sh).
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../config/bench-lake.toml"))]
+    pub config: PathBuf,
+    /// Catalog of that configuration (default: its default catalog).
+    #[arg(long)]
+    pub catalog: Option<String>,
+    /// Namespace (default: `<suite>_sf<scale>[_sorted]`, dots in the scale as `_`, e.g. `tpch_sf1`).
+    #[arg(long)]
+    pub namespace: Option<String>,
+}
+
+impl DataArgs {
+    /// The namespace of the suite's tables.
+    pub fn namespace(&self) -> String {
+        self.namespace.clone().unwrap_or_else(|| {
+            let sorted = if self.layout == "sorted" {
+                "_sorted"
+            } else {
+                ""
+            };
+            format!("{}_sf{}{sorted}", self.suite, self.scale.replace('.', "_"))
+        })
+    }
+
+    /// The results' file stem without the date: `tpch-sf1`, `ssb-sf1-sorted`.
+    fn label(&self) -> String {
+        let sorted = if self.layout == "sorted" {
+            "-sorted"
+        } else {
+            ""
+        };
+        format!("{}-sf{}{sorted}", self.suite, self.scale)
+    }
+
+    fn scale_factor(&self) -> Result<f64> {
+        match self.scale.parse::<f64>() {
+            Ok(s) if s > 0.0 && s.is_finite() => Ok(s),
+            _ => Err(DataFusionError::Plan(format!(
+                "--scale must be a positive number, got {:?}",
+                self.scale
+            ))),
+        }
+    }
+
+    /// The iceflight configuration with the suite's catalog and namespace as defaults (whole
+    /// machine for query partitions).
+    fn config(&self) -> Result<(Config, CatalogConfig)> {
+        let mut config = Config::from_file(&self.config).map_err(|e| {
+            DataFusionError::Plan(format!("--config {}: {e}", self.config.display()))
+        })?;
+        if let Some(c) = &self.catalog {
+            config.default_catalog = Some(c.clone());
+        }
+        let name = config.effective_default_catalog().map_err(ext)?;
+        let catalog = config
+            .effective_catalogs()
+            .into_iter()
+            .find(|c| c.name == name)
+            .expect("the default catalog is configured");
+        config.default_catalog = Some(name);
+        config.default_schema = self.namespace();
+        config.query.target_partitions = 0;
+        Ok((config, catalog))
+    }
+}
+
+/// `iceflight-bench load`: generates the suite at its scale and layout into its namespace.
+///
+/// Errors: an unknown suite, a bad scale, an existing namespace without `replace`, any catalog
+/// or write error (the load is then rolled back).
+pub async fn load(data: &DataArgs, replace: bool) -> Result<()> {
+    let scale = data.scale_factor()?;
+    let (config, catalog_config) = data.config()?;
+    let engine = Engine::connect(config).await.map_err(ext)?;
+    let catalog = engine.catalogs().get(&catalog_config.name).map_err(ext)?;
+    let namespace = data.namespace();
+    let ns = NamespaceIdent::from_strs(namespace.split('.')).map_err(ext)?;
+    let sorted = data.layout == "sorted";
+    let mut options = LoadOptions {
+        scale,
+        replace,
+        ..LoadOptions::default()
+    };
+    let start = Instant::now();
+    let report = match data.suite.as_str() {
+        "tpch" => {
+            if sorted {
+                options
+                    .sort
+                    .insert("lineitem".into(), vec!["l_shipdate".into()]);
+                options
+                    .sort
+                    .insert("orders".into(), vec!["o_orderdate".into()]);
+            }
+            load_tpch(&catalog, &ns, &options).await
+        }
+        "ssb" => load_ssb(&catalog, &ns, &options, sorted).await,
+        other => {
+            return Err(DataFusionError::Plan(format!(
+                "unknown suite {other} (known: tpch, ssb)"
+            )));
+        }
+    }
+    .map_err(ext)?;
+    for (table, rows, files) in &report.tables {
+        println!(
+            "{}.{namespace}.{table}: {rows} rows, {files} data files",
+            catalog_config.name
+        );
+    }
+    println!("loaded in {:.1} s", start.elapsed().as_secs_f64());
+    Ok(())
+}
+
 /// Options of one run.
 pub struct Args {
-    pub data_dir: PathBuf,
-    pub namespace: String,
-    pub suite: String,
-    pub scale: String,
+    pub data: DataArgs,
     pub engines: Vec<String>,
     pub rounds: usize,
     pub queries: Option<Vec<String>>,
     pub out_dir: PathBuf,
     pub python: PathBuf,
-    /// Trino's HTTP URI (`bench/scripts/trino.sh start`), catalog `iceberg`.
+    /// Trino's HTTP URI (`bench/scripts/trino.sh start`), catalog `iceberg`, schema = namespace.
     pub trino_url: Option<String>,
-    /// Trino's schema for the suite (default: `namespace`).
-    pub trino_schema: Option<String>,
 }
 
 /// Rows as strings (`None` = NULL), the form every engine's answer is compared in.
@@ -315,49 +444,85 @@ pub async fn listing_table<'a>(
     ListingTable::try_new(config)
 }
 
-/// How a plain DataFusion engine reads each table of the embedded catalog.
+/// How a plain DataFusion engine reads each table of the suite's catalog.
 #[derive(Clone, Copy)]
 enum Reader {
-    /// `ListingTable` over the snapshot's data files: DataFusion 53.1's own Parquet path.
+    /// `ListingTable` over the snapshot's data files: DataFusion 53.1's own Parquet path
+    /// (objects on S3 through [`FileIoStore`], the table's own `FileIO`).
     RawParquet,
     /// Upstream iceberg-datafusion 0.10.1's `IcebergStaticTableProvider` (what a Rust user
     /// would pick today).
     Upstream,
 }
 
-/// A DataFusion session with every table of `namespace` registered through `reader`.
+/// The suite's tables: name and loaded table, in catalog order.
+async fn tables(engine: &Engine, catalog: &str, namespace: &str) -> Result<Vec<(String, Table)>> {
+    let catalog = engine.catalogs().get(catalog).map_err(ext)?;
+    let ns = NamespaceIdent::from_strs(namespace.split('.')).map_err(ext)?;
+    let mut out = vec![];
+    for ident in catalog.list_tables(&ns).await.map_err(ext)? {
+        let table = catalog.load_table(&ident).await.map_err(ext)?;
+        out.push((ident.name().to_string(), table));
+    }
+    if out.is_empty() {
+        return Err(DataFusionError::Plan(format!(
+            "no tables in {namespace}: run iceflight-bench load first"
+        )));
+    }
+    Ok(out)
+}
+
+/// A DataFusion session with every table of the suite registered through `reader`.
 async fn datafusion_runner(
-    engine: &Engine,
-    namespace: &str,
+    tables: &[(String, Table)],
     partitions: usize,
     reader: Reader,
 ) -> Result<Runner> {
-    let catalog = engine.catalogs().get("local").map_err(ext)?;
-    let ns = NamespaceIdent::new(namespace.into());
     let ctx =
         SessionContext::new_with_config(SessionConfig::new().with_target_partitions(partitions));
-    for ident in catalog.list_tables(&ns).await.map_err(ext)? {
-        let table = catalog
-            .load_table(&TableIdent::new(ns.clone(), ident.name().to_string()))
-            .await
-            .map_err(ext)?;
+    for (name, table) in tables {
         let provider: Arc<dyn datafusion::catalog::TableProvider> = match reader {
             Reader::RawParquet => {
-                let index = FileMetricsIndex::load(&table).await.map_err(ext)?;
+                let index = FileMetricsIndex::load(table).await.map_err(ext)?;
+                for path in index.paths() {
+                    let url = url::Url::parse(path).map_err(ext)?;
+                    if url.scheme() != "file" {
+                        let base = format!("{}://{}", url.scheme(), url.authority());
+                        let store = FileIoStore::new(table.file_io().clone(), &base);
+                        ctx.register_object_store(
+                            &url::Url::parse(&base).map_err(ext)?,
+                            Arc::new(store),
+                        );
+                    }
+                }
                 Arc::new(listing_table(&ctx, index.paths()).await?)
             }
             Reader::Upstream => Arc::new(
-                iceberg_datafusion::IcebergStaticTableProvider::try_new_from_table(table)
+                iceberg_datafusion::IcebergStaticTableProvider::try_new_from_table(table.clone())
                     .await
                     .map_err(ext)?,
             ),
         };
-        ctx.register_table(ident.name(), provider)?;
+        ctx.register_table(name, provider)?;
     }
     Ok(Runner::DataFusion { ctx })
 }
 
-fn duckdb_runner(python: &Path, data_dir: &Path, namespace: &str) -> Result<Runner> {
+/// DuckDB's S3 settings from the catalog's `s3.*` properties (`None` without an endpoint).
+fn duckdb_s3(catalog: &CatalogConfig) -> Value {
+    let p = |k: &str| catalog.properties.get(k).cloned();
+    match p("s3.endpoint") {
+        None => Value::Null,
+        Some(endpoint) => json!({
+            "endpoint": endpoint,
+            "key_id": p("s3.access-key-id").unwrap_or_default(),
+            "secret": p("s3.secret-access-key").unwrap_or_default(),
+            "region": p("s3.region").unwrap_or_else(|| "us-east-1".into()),
+        }),
+    }
+}
+
+fn duckdb_runner(python: &Path, tables: &[(String, Table)], s3: Value) -> Result<Runner> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/duckdb_worker.py");
     let mut child = Command::new(python)
         .arg(script)
@@ -368,12 +533,11 @@ fn duckdb_runner(python: &Path, data_dir: &Path, namespace: &str) -> Result<Runn
         .map_err(ext)?;
     let mut stdin = child.stdin.take().expect("piped");
     let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
-    writeln!(
-        stdin,
-        "{}",
-        json!({ "data_dir": data_dir, "namespace": namespace })
-    )
-    .map_err(ext)?;
+    let locations: BTreeMap<&str, &str> = tables
+        .iter()
+        .filter_map(|(n, t)| Some((n.as_str(), t.metadata_location()?)))
+        .collect();
+    writeln!(stdin, "{}", json!({ "tables": locations, "s3": s3 })).map_err(ext)?;
     let mut ready = String::new();
     stdout.read_line(&mut ready).map_err(ext)?;
     if !ready.contains("\"ready\"") {
@@ -389,8 +553,8 @@ fn duckdb_runner(python: &Path, data_dir: &Path, namespace: &str) -> Result<Runn
 }
 
 /// iceflight's scan counters for `sql`, summed over its scans (one untimed in-process run).
-async fn counters(engine: &Engine, namespace: &str, sql: &str) -> Result<Value> {
-    let ctx = engine.session(None, Some(namespace), &[])?;
+async fn counters(engine: &Engine, sql: &str) -> Result<Value> {
+    let ctx = engine.session(None, None, &[])?;
     let plan = ctx.sql(sql).await?.create_physical_plan().await?;
     collect(Arc::clone(&plan), ctx.task_ctx()).await?;
     let mut sums: BTreeMap<&str, usize> = BTreeMap::new();
@@ -429,6 +593,7 @@ fn machine() -> Value {
         "cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
         "memory_gib": mem_kib as f64 / 1024.0 / 1024.0,
         "loadavg": read("/proc/loadavg").split_whitespace().take(3).collect::<Vec<_>>().join(" "),
+        "cpu": read("/proc/cpuinfo").lines().find_map(|l| Some(l.strip_prefix("model name")?.trim_start_matches([' ', '\t', ':']).to_string())),
         "os": std::env::consts::OS,
         "arch": std::env::consts::ARCH,
     })
@@ -455,23 +620,26 @@ pub async fn run(args: Args) -> Result<()> {
         "trino",
         "iceberg-datafusion",
     ];
-    let trino_missing = args.trino_url.is_none().then_some(
-        "no --trino-url: start it with bench/scripts/trino.sh on a REST copy of the data",
-    );
+    let trino_missing = args
+        .trino_url
+        .is_none()
+        .then_some("no --trino-url: start it with bench/scripts/trino.sh on the same REST catalog");
     let missing_reason = |e: &str| match e {
         "trino" => trino_missing,
         _ => None,
     };
     for e in &args.engines {
-        if !known.contains(&e.as_str()) && missing_reason(e).is_none() {
+        if !known.contains(&e.as_str()) {
             return Err(DataFusionError::Plan(format!(
-                "unknown engine {e} (known: iceflight, duckdb, datafusion-parquet, trino, iceberg-datafusion)"
+                "unknown engine {e} (known: {})",
+                known.join(", ")
             )));
         }
     }
+    let suite = &args.data.suite;
     let qdir = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("queries")
-        .join(&args.suite);
+        .join(suite);
     let mut queries: Vec<(String, String)> = vec![];
     let mut files: Vec<PathBuf> = std::fs::read_dir(&qdir)
         .map_err(|e| DataFusionError::Plan(format!("{}: {e}", qdir.display())))?
@@ -489,14 +657,17 @@ pub async fn run(args: Args) -> Result<()> {
             queries.push((name, std::fs::read_to_string(&f).map_err(ext)?));
         }
     }
+    if queries.is_empty() {
+        return Err(DataFusionError::Plan(format!(
+            "no queries selected in {}",
+            qdir.display()
+        )));
+    }
 
-    let mut config = Config {
-        data_dir: args.data_dir.clone(),
-        default_schema: args.namespace.clone(),
-        ..Config::default()
-    };
-    config.query.target_partitions = 0;
+    let (config, catalog_config) = args.data.config()?;
+    let namespace = args.data.namespace();
     let engine = Engine::connect(config).await.map_err(ext)?;
+    let tables = tables(&engine, &catalog_config.name, &namespace).await?;
     let partitions = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);
@@ -504,22 +675,19 @@ pub async fn run(args: Args) -> Result<()> {
     for e in &args.engines {
         let runner = match e.as_str() {
             "iceflight" => iceflight_runner(&engine).await?,
-            "duckdb" => duckdb_runner(&args.python, &args.data_dir, &args.namespace)?,
+            "duckdb" => duckdb_runner(&args.python, &tables, duckdb_s3(&catalog_config))?,
             "datafusion-parquet" => {
-                datafusion_runner(&engine, &args.namespace, partitions, Reader::RawParquet).await?
+                datafusion_runner(&tables, partitions, Reader::RawParquet).await?
             }
             "iceberg-datafusion" => {
-                datafusion_runner(&engine, &args.namespace, partitions, Reader::Upstream).await?
+                datafusion_runner(&tables, partitions, Reader::Upstream).await?
             }
             "trino" => match &args.trino_url {
                 Some(url) => Runner::Trino {
                     http: reqwest::Client::new(),
                     url: url.trim_end_matches('/').to_string(),
                     catalog: "iceberg".into(),
-                    schema: args
-                        .trino_schema
-                        .clone()
-                        .unwrap_or_else(|| args.namespace.clone()),
+                    schema: namespace.clone(),
                 },
                 None => continue,
             },
@@ -528,6 +696,7 @@ pub async fn run(args: Args) -> Result<()> {
         runners.push((e.clone(), runner));
     }
 
+    let machine_at_start = machine();
     let bar =
         indicatif::ProgressBar::new(((args.rounds + 1) * queries.len() * runners.len()) as u64);
     let mut times: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
@@ -568,13 +737,13 @@ pub async fn run(args: Args) -> Result<()> {
             .iter()
             .find_map(|e| answers.get(&(q.clone(), e.clone()))?.as_ref().ok());
         let iceflight_counters = if args.engines.iter().any(|e| e == "iceflight") {
-            counters(&engine, &args.namespace, sql).await.ok()
+            counters(&engine, sql).await.ok()
         } else {
             None
         };
         for e in &args.engines {
             let key = (q.clone(), e.clone());
-            let mut entry = json!({ "query": q, "engine": e });
+            let mut entry = json!({ "query": q, "class": class(suite, q), "engine": e });
             match (missing_reason(e), answers.get(&key)) {
                 (Some(reason), _) => {
                     entry["status"] = json!("missing");
@@ -607,19 +776,23 @@ pub async fn run(args: Args) -> Result<()> {
             results.push(entry);
         }
     }
+    let mut machine_info = machine_at_start;
+    machine_info["loadavg_end"] = machine()["loadavg"].clone();
     let report = json!({
-        "suite": args.suite,
-        "scale": args.scale,
+        "suite": suite,
+        "scale": args.data.scale,
+        "layout": args.data.layout,
+        "catalog": catalog_config.name,
+        "namespace": namespace,
         "rounds": args.rounds,
-        "machine": machine(),
+        "machine": machine_info,
         "engines": args.engines,
         "queries": results,
     });
     std::fs::create_dir_all(&args.out_dir).map_err(ext)?;
     let stem = format!(
-        "{}-sf{}-{}",
-        args.suite,
-        args.scale,
+        "{}-{}",
+        args.data.label(),
         chrono::Local::now().format("%Y%m%d")
     );
     let json_path = args.out_dir.join(format!("{stem}.json"));
@@ -632,6 +805,11 @@ pub async fn run(args: Args) -> Result<()> {
     std::fs::write(args.out_dir.join(format!("{stem}.md")), &md).map_err(ext)?;
     println!("{md}");
     eprintln!("wrote {}", json_path.display());
+    let png = args.out_dir.join(format!("{stem}.png"));
+    match crate::chart::draw(&report, &args.engines, &png) {
+        Ok(()) => eprintln!("wrote {}", png.display()),
+        Err(e) => eprintln!("no chart: {e}"),
+    }
     if !mismatches.is_empty() {
         return Err(DataFusionError::Execution(format!(
             "answers differ across engines: {}",
@@ -641,18 +819,42 @@ pub async fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
+/// The class a query belongs to, for reading results by kind of work.
+///
+/// SSB follows the engineering log's classes: q1.x filter lineorder on a date range through
+/// `dwdate` (they prune when lineorder is sorted by date), q2.x join part and supplier, q3.x and
+/// q4.x join on customer / supplier / part keys that are shuffled in every layout (dynamic filters
+/// cannot prune files, only rows). TPC-H: scan-aggregate (one table, no join), join (star-like
+/// joins with selective dimension filters), subquery (correlated or nested subqueries, EXISTS,
+/// views) and big-join (joins and group-bys over most of lineitem and orders).
+pub fn class(suite: &str, query: &str) -> &'static str {
+    match (suite, query) {
+        ("ssb", q) if q.starts_with("q1.") => "sorted-date",
+        ("ssb", q) if q.starts_with("q2.") => "dimension-join",
+        ("ssb", q) if q.starts_with("q3.") || q.starts_with("q4.") => "shuffled-keys",
+        ("tpch", "q01" | "q06") => "scan-aggregate",
+        ("tpch", "q03" | "q05" | "q07" | "q08" | "q10" | "q12" | "q14" | "q19") => "join",
+        ("tpch", "q09" | "q13" | "q18") => "big-join",
+        ("tpch", _) => "subquery",
+        _ => "",
+    }
+}
+
 /// Per-query medians (ms) per engine and each engine's total relative to iceflight.
 fn markdown(report: &Value, engines: &[String]) -> String {
     let mut out = format!(
-        "{} SF {}, {} alternating rounds after a warm-up; median ms (status when not ok)\n\n| query |",
+        "{} SF {} ({} layout, {}.{}), {} alternating rounds after a warm-up; median ms (status when not ok)\n\n| query | class |",
         report["suite"].as_str().unwrap_or(""),
         report["scale"].as_str().unwrap_or(""),
+        report["layout"].as_str().unwrap_or(""),
+        report["catalog"].as_str().unwrap_or(""),
+        report["namespace"].as_str().unwrap_or(""),
         report["rounds"]
     );
     for e in engines {
         out.push_str(&format!(" {e} |"));
     }
-    out.push_str(&format!("\n|---|{}\n", "---|".repeat(engines.len())));
+    out.push_str(&format!("\n|---|---|{}\n", "---|".repeat(engines.len())));
     let mut totals = vec![0.0; engines.len()];
     let entries = report["queries"].as_array().cloned().unwrap_or_default();
     let mut queries: Vec<String> = entries
@@ -661,7 +863,12 @@ fn markdown(report: &Value, engines: &[String]) -> String {
         .collect();
     queries.dedup();
     for q in &queries {
-        out.push_str(&format!("| {q} |"));
+        let class = entries
+            .iter()
+            .find(|x| x["query"] == json!(q))
+            .and_then(|x| x["class"].as_str())
+            .unwrap_or("");
+        out.push_str(&format!("| {q} | {class} |"));
         for (i, e) in engines.iter().enumerate() {
             let entry = entries
                 .iter()
@@ -679,7 +886,7 @@ fn markdown(report: &Value, engines: &[String]) -> String {
         }
         out.push('\n');
     }
-    out.push_str("| total |");
+    out.push_str("| total | |");
     for t in &totals {
         out.push_str(&format!(" {t:.1} |"));
     }
@@ -689,7 +896,7 @@ fn markdown(report: &Value, engines: &[String]) -> String {
         .position(|e| e == "iceflight")
         .map(|i| totals[i])
     {
-        out.push_str("| total / iceflight |");
+        out.push_str("| total / iceflight | |");
         for t in &totals {
             out.push_str(&format!(" {:.2} |", t / base));
         }

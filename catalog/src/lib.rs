@@ -15,6 +15,7 @@ pub mod load;
 pub mod nested;
 pub mod provider;
 pub mod rest;
+pub mod ssb;
 pub mod tpch;
 
 use std::sync::Arc;

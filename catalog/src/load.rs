@@ -15,6 +15,7 @@ use std::sync::Arc;
 use arrow::array::RecordBatch;
 use arrow::compute::{SortColumn, concat_batches, lexsort_to_indices, take_record_batch};
 use arrow::datatypes::SchemaRef;
+use futures::TryStreamExt;
 use iceberg::spec::DataFileFormat;
 use iceberg::table::Table;
 use iceberg::transaction::{ApplyTransactionAction, Transaction};
@@ -32,7 +33,7 @@ use parquet::file::properties::{EnabledStatistics, WriterProperties};
 
 use crate::error::CatalogError;
 use crate::nested::{self, NestedLayout};
-use crate::tpch;
+use crate::{ssb, tpch};
 
 /// Layout options of a load.
 #[derive(Debug, Clone)]
@@ -141,6 +142,97 @@ pub async fn load_nested(
     }
     .await;
     drop_on_error(catalog, namespace, loaded).await
+}
+
+/// Loads the five Star Schema Benchmark tables (`ssb.rs`: derived from TPC-H at
+/// `options.scale`) into `namespace`, with the same namespace rules as [`load_tpch`].
+/// `sorted_dates` orders LINEORDER by `lo_orderdate`; otherwise it keeps TPC-H's order-key
+/// order (dates shuffled). `options.sort` is not used.
+///
+/// Errors: as [`load_tpch`]; [`CatalogError::Load`] when deriving a table fails.
+pub async fn load_ssb(
+    catalog: &Arc<dyn Catalog>,
+    namespace: &NamespaceIdent,
+    options: &LoadOptions,
+    sorted_dates: bool,
+) -> Result<LoadReport, CatalogError> {
+    if options.row_group_rows == 0 || options.target_file_size == 0 {
+        return Err(CatalogError::Config(
+            "row group rows and target file size must be positive".into(),
+        ));
+    }
+    create_namespace(catalog, namespace, options.replace).await?;
+    let loaded = async {
+        let source = ssb::tpch_context(options.scale)
+            .await
+            .map_err(CatalogError::Load)?;
+        let mut report = LoadReport { tables: vec![] };
+        for name in ssb::TABLES {
+            let schema = ssb::schema(name).expect("known table");
+            let creation = TableCreation::builder()
+                .name(name.to_string())
+                .schema(schema)
+                .build();
+            let table = catalog.create_table(namespace, creation).await?;
+            let arrow_schema: SchemaRef = Arc::new(iceberg::arrow::schema_to_arrow_schema(
+                table.metadata().current_schema(),
+            )?);
+            let estimate = match name {
+                "dwdate" => 2557,
+                "lineorder" => tpch::estimated_rows("lineitem", options.scale),
+                other => tpch::estimated_rows(other, options.scale),
+            };
+            let bar = progress_bar(options.progress, name, estimate);
+            let mut writer = data_file_writer(&table, name, options).await?;
+            let chunk = options.row_group_rows.clamp(1024, 64 * 1024);
+            let mut rows = 0u64;
+            let load_err = |e: datafusion::error::DataFusionError| {
+                CatalogError::Load(format!("deriving {name}: {e}"))
+            };
+            match ssb::query(name, sorted_dates) {
+                None => {
+                    let batch =
+                        ssb::dwdate(Arc::clone(&arrow_schema)).map_err(CatalogError::Load)?;
+                    rows += batch.num_rows() as u64;
+                    write_chunked(&mut writer, batch, chunk).await?;
+                }
+                Some(sql) => {
+                    let mut stream = source
+                        .sql(&sql)
+                        .await
+                        .map_err(load_err)?
+                        .execute_stream()
+                        .await
+                        .map_err(load_err)?;
+                    while let Some(batch) = stream.try_next().await.map_err(load_err)? {
+                        let batch = conform(&arrow_schema, &batch)?;
+                        bar.inc(batch.num_rows() as u64);
+                        rows += batch.num_rows() as u64;
+                        write_chunked(&mut writer, batch, chunk).await?;
+                    }
+                }
+            }
+            let n_files = commit(catalog, &table, writer).await?;
+            bar.finish_with_message(format!("{name}: {rows} rows, {n_files} files"));
+            report.tables.push((name.to_string(), rows, n_files));
+        }
+        Ok(report)
+    }
+    .await;
+    drop_on_error(catalog, namespace, loaded).await
+}
+
+/// `batch` under the table's Arrow `schema` (field ids, exact types): columns by position, each
+/// cast to the schema's type. Errors: a failed cast or a NULL in a required column.
+fn conform(schema: &SchemaRef, batch: &RecordBatch) -> Result<RecordBatch, CatalogError> {
+    let columns = schema
+        .fields()
+        .iter()
+        .zip(batch.columns())
+        .map(|(f, c)| arrow::compute::cast(c, f.data_type()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| CatalogError::Load(e.to_string()))?;
+    RecordBatch::try_new(Arc::clone(schema), columns).map_err(|e| CatalogError::Load(e.to_string()))
 }
 
 /// Creates `namespace`, first dropping an existing one when `replace` is set.
