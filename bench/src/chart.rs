@@ -68,6 +68,25 @@ fn median(report: &Value, query: &str, engine: &str) -> Option<f64> {
         .and_then(|x| x["median_ms"].as_f64())
 }
 
+/// Redraws the chart of a results file: `<stem>.json` → `<stem>.png` beside it.
+///
+/// Errors: an unreadable or malformed file, or any [`draw`] error, as text.
+pub fn redraw(json_path: &Path) -> Result<std::path::PathBuf, String> {
+    let text =
+        std::fs::read_to_string(json_path).map_err(|e| format!("{}: {e}", json_path.display()))?;
+    let report: Value =
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", json_path.display()))?;
+    let engines: Vec<String> = report["engines"]
+        .as_array()
+        .ok_or_else(|| format!("{}: no engines", json_path.display()))?
+        .iter()
+        .filter_map(|e| e.as_str().map(String::from))
+        .collect();
+    let png = json_path.with_extension("png");
+    draw(&report, &engines, &png)?;
+    Ok(png)
+}
+
 /// Draws `report` (the run's JSON) to `path` (PNG, 1400 × 600 px). Errors: no font, no iceflight
 /// column, or a drawing error, as text.
 pub fn draw(report: &Value, engines: &[String], path: &Path) -> Result<(), String> {
@@ -97,7 +116,8 @@ pub fn draw(report: &Value, engines: &[String], path: &Path) -> Result<(), Strin
         .filter(|(_, _, r)| r.is_finite() && *r > 0.0)
         .collect();
     let lo = bars.iter().map(|b| b.2).fold(1.0f64, f64::min) / 1.5;
-    let hi = bars.iter().map(|b| b.2).fold(1.0f64, f64::max) * 1.5;
+    // Headroom above the tallest bar for the legend (upper right).
+    let hi = bars.iter().map(|b| b.2).fold(1.0f64, f64::max) * 4.0;
 
     let err = |e: &dyn std::fmt::Display| e.to_string();
     let root = BitMapBackend::new(path, (1400, 600)).into_drawing_area();

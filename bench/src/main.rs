@@ -99,6 +99,12 @@ enum Command {
         #[arg(long, env = "TRINO_URL")]
         trino_url: Option<String>,
     },
+    /// Redraws the PNG chart of results files (`<stem>.json` → `<stem>.png`).
+    Chart {
+        /// Results files written by `run`.
+        #[arg(required = true)]
+        results: Vec<std::path::PathBuf>,
+    },
     /// Bytes read by nested-field predicates as % of a full scan, three layouts, flat control.
     Nested {
         /// Data directory of the embedded catalog (namespaces nested_clustered, nested_zorder,
@@ -146,6 +152,13 @@ async fn main() -> datafusion::common::Result<()> {
             calls,
         } => flight::run(data_dir, &namespace, rounds, calls).await,
         Command::Load { data, replace } => run::load(&data, replace).await,
+        Command::Chart { results } => {
+            for r in results {
+                let png = chart::redraw(&r).map_err(datafusion::common::DataFusionError::Plan)?;
+                println!("wrote {}", png.display());
+            }
+            Ok(())
+        }
         Command::Run {
             data,
             engines,

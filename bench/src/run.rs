@@ -77,6 +77,9 @@ pub struct DataArgs {
     /// Namespace (default: `<suite>_sf<scale>[_sorted]`, dots in the scale as `_`, e.g. `tpch_sf1`).
     #[arg(long)]
     pub namespace: Option<String>,
+    /// `load`: rows per Parquet row group.
+    #[arg(long, default_value_t = 128 * 1024)]
+    pub row_group_rows: usize,
 }
 
 impl DataArgs {
@@ -149,6 +152,7 @@ pub async fn load(data: &DataArgs, replace: bool) -> Result<()> {
     let mut options = LoadOptions {
         scale,
         replace,
+        row_group_rows: data.row_group_rows,
         ..LoadOptions::default()
     };
     let start = Instant::now();
@@ -943,5 +947,130 @@ mod tests {
             &rows(&[&[Some("A"), Some("0.05"), Some("x")]])
         ));
         assert!(!same_answer(&a, &rows(&[])));
+    }
+
+    /// `load` then `run` on the embedded catalog at SF 0.01 for `suite`: every query answers
+    /// on every engine, the engines agree, and iceflight's counters are recorded. DuckDB joins
+    /// when the test venv is there (`ICEFLIGHT_PYTHON`, as in scripts/test.sh).
+    async fn load_and_run(suite: &str, layout: &str) -> Value {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("bench.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "data_dir = {:?}\n",
+                dir.path().join("data").display().to_string()
+            ),
+        )
+        .unwrap();
+        let data = DataArgs {
+            suite: suite.into(),
+            scale: "0.01".into(),
+            layout: layout.into(),
+            config,
+            catalog: None,
+            namespace: None,
+            row_group_rows: 8192,
+        };
+        load(&data, false).await.unwrap();
+        // A second load of the same namespace is refused without --replace.
+        let again = load(&data, false).await.unwrap_err().to_string();
+        assert!(again.contains("already exists"), "{again}");
+        let python = std::env::var_os("ICEFLIGHT_PYTHON").map(PathBuf::from);
+        let mut engines = vec!["iceflight", "datafusion-parquet", "iceberg-datafusion"];
+        if python.is_some() {
+            engines.push("duckdb");
+        }
+        engines.push("trino");
+        let out_dir = dir.path().join("results");
+        run(Args {
+            data: data.clone(),
+            engines: engines.iter().map(|e| e.to_string()).collect(),
+            rounds: 1,
+            queries: None,
+            out_dir: out_dir.clone(),
+            python: python.unwrap_or_else(|| "python3".into()),
+            trino_url: None,
+        })
+        .await
+        .unwrap();
+        let json = std::fs::read_dir(&out_dir)
+            .unwrap()
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .find(|p| p.extension().is_some_and(|x| x == "json"))
+            .unwrap();
+        assert!(
+            json.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with(&data.label())
+        );
+        serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap()
+    }
+
+    fn check_report(report: &Value, queries: usize, engines: usize) {
+        let entries = report["queries"].as_array().unwrap();
+        assert_eq!(entries.len(), queries * engines);
+        for e in entries {
+            if e["engine"] == json!("trino") {
+                assert_eq!(e["status"], json!("missing"), "{e}");
+                assert!(e["reason"].as_str().unwrap().contains("--trino-url"));
+                continue;
+            }
+            assert_eq!(e["status"], json!("ok"), "{e}");
+            assert!(e["median_ms"].as_f64().unwrap() > 0.0);
+            assert!(!e["class"].as_str().unwrap().is_empty());
+            if e["engine"] == json!("iceflight") {
+                assert!(e["counters"]["bytes_scanned"].as_u64().unwrap() > 0, "{e}");
+            }
+        }
+        assert!(report["machine"]["cores"].as_u64().unwrap() > 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tpch_loads_and_runs_on_every_engine_with_agreeing_answers() {
+        let report = load_and_run("tpch", "default").await;
+        let engines = report["engines"].as_array().unwrap().len();
+        check_report(&report, 22, engines);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ssb_sorted_loads_and_runs_on_every_engine_with_agreeing_answers() {
+        let report = load_and_run("ssb", "sorted").await;
+        let engines = report["engines"].as_array().unwrap().len();
+        check_report(&report, 13, engines);
+        // q1.1 filters one year of seven through dwdate: the dynamic filter on lo_orderdate
+        // prunes row groups of the date-sorted lineorder.
+        let q11 = report["queries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["query"] == json!("q1.1") && e["engine"] == json!("iceflight"))
+            .unwrap();
+        let pruned = q11["counters"]["row_groups_pruned"].as_u64().unwrap()
+            + q11["counters"]["files_pruned_dynamic"].as_u64().unwrap();
+        assert!(pruned > 0, "{q11}");
+    }
+
+    #[test]
+    fn classes_cover_every_query_file() {
+        for suite in ["tpch", "ssb"] {
+            let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("queries")
+                .join(suite);
+            let mut n = 0;
+            for f in std::fs::read_dir(dir).unwrap() {
+                let name = f
+                    .unwrap()
+                    .path()
+                    .file_stem()
+                    .unwrap()
+                    .to_string_lossy()
+                    .to_string();
+                assert!(!class(suite, &name).is_empty(), "{suite} {name}");
+                n += 1;
+            }
+            assert_eq!(n, if suite == "tpch" { 22 } else { 13 });
+        }
     }
 }
