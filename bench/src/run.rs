@@ -166,9 +166,9 @@ pub async fn load(data: &DataArgs, replace: bool) -> Result<()> {
                     .sort
                     .insert("orders".into(), vec!["o_orderdate".into()]);
             }
-            load_tpch(&catalog, &ns, &options).await
+            load_tpch(catalog, &ns, &options).await
         }
-        "ssb" => load_ssb(&catalog, &ns, &options, sorted).await,
+        "ssb" => load_ssb(catalog, &ns, &options, sorted).await,
         other => {
             return Err(DataFusionError::Plan(format!(
                 "unknown suite {other} (known: tpch, ssb)"

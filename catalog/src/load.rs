@@ -169,14 +169,7 @@ pub async fn load_ssb(
         let mut report = LoadReport { tables: vec![] };
         for name in ssb::TABLES {
             let schema = ssb::schema(name).expect("known table");
-            let creation = TableCreation::builder()
-                .name(name.to_string())
-                .schema(schema)
-                .build();
-            let table = catalog.create_table(namespace, creation).await?;
-            let arrow_schema: SchemaRef = Arc::new(iceberg::arrow::schema_to_arrow_schema(
-                table.metadata().current_schema(),
-            )?);
+            let (table, arrow_schema) = create_table(catalog, namespace, name, schema).await?;
             let estimate = match name {
                 "dwdate" => 2557,
                 "lineorder" => tpch::estimated_rows("lineitem", options.scale),
@@ -289,14 +282,7 @@ async fn load_tables(
     let mut report = LoadReport { tables: vec![] };
     for name in tpch::TABLES {
         let schema = tpch::schema(name).expect("known table");
-        let creation = TableCreation::builder()
-            .name(name.to_string())
-            .schema(schema)
-            .build();
-        let table = catalog.create_table(namespace, creation).await?;
-        let arrow_schema: SchemaRef = Arc::new(iceberg::arrow::schema_to_arrow_schema(
-            table.metadata().current_schema(),
-        )?);
+        let (table, arrow_schema) = create_table(catalog, namespace, name, schema).await?;
 
         let bar = progress_bar(
             options.progress,
@@ -344,6 +330,25 @@ async fn load_tables(
         report.tables.push((name.to_string(), rows, n_files));
     }
     Ok(report)
+}
+
+/// Creates table `name` with `schema` in `namespace`; returns it and its Arrow schema (with
+/// field ids), the schema its batches are written under.
+async fn create_table(
+    catalog: &Arc<dyn Catalog>,
+    namespace: &NamespaceIdent,
+    name: &str,
+    schema: iceberg::spec::Schema,
+) -> Result<(Table, SchemaRef), CatalogError> {
+    let creation = TableCreation::builder()
+        .name(name.to_string())
+        .schema(schema)
+        .build();
+    let table = catalog.create_table(namespace, creation).await?;
+    let arrow_schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(
+        table.metadata().current_schema(),
+    )?);
+    Ok((table, arrow_schema))
 }
 
 /// A rolling data-file writer for `table`: ZSTD(1), page-level statistics (page index on),

@@ -27,7 +27,7 @@ use arrow::datatypes::SchemaRef;
 use chrono::{Datelike, NaiveDate, Weekday};
 use datafusion::datasource::MemTable;
 use datafusion::prelude::{SessionConfig, SessionContext};
-use iceberg::spec::{NestedField, PrimitiveType, Schema, Type};
+use iceberg::spec::{PrimitiveType, Schema};
 
 use crate::tpch;
 
@@ -120,19 +120,14 @@ fn columns(table: &str) -> Option<&'static [(&'static str, Col)]> {
 /// small numbers, `VARCHAR` text; every field required, ids 1.. in column order); `None` for an
 /// unknown name.
 pub fn schema(table: &str) -> Option<Schema> {
-    let fields = columns(table)?.iter().enumerate().map(|(i, (name, col))| {
+    tpch::required_schema(columns(table)?.iter().map(|(name, col)| {
         let ty = match col {
             Col::Key => PrimitiveType::Long,
             Col::Int => PrimitiveType::Int,
             Col::Text => PrimitiveType::String,
         };
-        Arc::new(NestedField::required(
-            i as i32 + 1,
-            *name,
-            Type::Primitive(ty),
-        ))
-    });
-    Schema::builder().with_fields(fields).build().ok()
+        (*name, ty)
+    }))
 }
 
 /// `'Manufacturer#m'` → `'MFGR#m'`, `'Brand#mn'` → category `'MFGR#mn'` and brand

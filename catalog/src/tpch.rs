@@ -115,7 +115,7 @@ fn columns(table: &str) -> Option<&'static [(&'static str, Col)]> {
 
 /// The iceberg schema of a TPC-H table; `None` for an unknown name.
 pub fn schema(table: &str) -> Option<Schema> {
-    let fields = columns(table)?.iter().enumerate().map(|(i, (name, col))| {
+    required_schema(columns(table)?.iter().map(|(name, col)| {
         let ty = match col {
             Col::Key => PrimitiveType::Long,
             Col::Int => PrimitiveType::Int,
@@ -126,9 +126,19 @@ pub fn schema(table: &str) -> Option<Schema> {
             Col::Date => PrimitiveType::Date,
             Col::Text => PrimitiveType::String,
         };
+        (*name, ty)
+    }))
+}
+
+/// A schema of required primitive columns with field ids 1.. in order (the generated suites
+/// have no NULLs); `None` if iceberg refuses it (e.g. a repeated name).
+pub(crate) fn required_schema<'a>(
+    columns: impl Iterator<Item = (&'a str, PrimitiveType)>,
+) -> Option<Schema> {
+    let fields = columns.enumerate().map(|(i, (name, ty))| {
         Arc::new(NestedField::required(
             i as i32 + 1,
-            *name,
+            name,
             Type::Primitive(ty),
         ))
     });
