@@ -10,7 +10,7 @@
 #
 # Settings (environment): LAKE_DIR (~/.cache/iceflight-bench/lake), LAKE_REST_PORT (8181),
 # LAKE_S3_PORT (8333), LAKE_PORT_BASE (19300: master, volume, filer, admin and their gRPC ports
-# take BASE..BASE+7), ICEFLIGHT_PYTHON (the venv python next to `weed`; scripts/setup-python.sh).
+# take BASE..BASE+8), ICEFLIGHT_PYTHON (the venv python next to `weed`; scripts/setup-python.sh).
 # Keys: admin / password (S3 and the catalog's OAuth2 client credential).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)

@@ -9,8 +9,8 @@
 # Settings (environment): TRINO_VERSION (476: the newest trino-server on Maven Central on
 # 2026-11-30), TRINO_HOME (~/.cache/trino), TRINO_PORT (28090), TRINO_HEAP (6G), REST_URI
 # (http://127.0.0.1:8181), TRINO_QUERY_MEMORY (4GB: query.max-memory and its per-node cap, under the
-# heap; the default 30 % of a 6G heap fails TPC-H SF10 q09/q18/q21), WAREHOUSE (warehouse), CREDENTIAL (admin:password), S3_ENDPOINT
-# (http://127.0.0.1:8333), S3_ACCESS_KEY / S3_SECRET_KEY (admin / password), JAVA_HOME (Temurin 25:
+# heap, raised from the 30 %-of-heap default for TPC-H SF 10's large joins), WAREHOUSE (warehouse), CREDENTIAL (admin:password), S3_ENDPOINT
+# (http://127.0.0.1:8333), S3_ACCESS_KEY / S3_SECRET_KEY (admin / password), JAVA_HOME_TRINO (default Temurin 25, set as JAVA_HOME for Trino:
 # Trino 476 needs a newer Java than 17). Verified here: 476 on Temurin 25.0.3 starts in ~20 s and
 # reads tables iceflight's loader wrote over SeaweedFS's REST catalog.
 set -euo pipefail

@@ -484,14 +484,18 @@ async fn datafusion_runner(
 ) -> Result<Runner> {
     let ctx =
         SessionContext::new_with_config(SessionConfig::new().with_target_partitions(partitions));
+    // One store per bucket, from the first table's FileIO (a URL maps to one store): the lake
+    // serves every table with the same keys; per-table vended credentials would need a store
+    // per table prefix.
+    let mut registered = std::collections::HashSet::new();
     for (name, table) in tables {
         let provider: Arc<dyn datafusion::catalog::TableProvider> = match reader {
             Reader::RawParquet => {
                 let index = FileMetricsIndex::load(table).await.map_err(ext)?;
                 for path in index.paths() {
                     let url = url::Url::parse(path).map_err(ext)?;
-                    if url.scheme() != "file" {
-                        let base = format!("{}://{}", url.scheme(), url.authority());
+                    let base = format!("{}://{}", url.scheme(), url.authority());
+                    if url.scheme() != "file" && registered.insert(base.clone()) {
                         let store = FileIoStore::new(table.file_io().clone(), &base);
                         ctx.register_object_store(
                             &url::Url::parse(&base).map_err(ext)?,
