@@ -21,7 +21,15 @@ base=${LAKE_PORT_BASE:-19300}
 python=${ICEFLIGHT_PYTHON:-$("$here/scripts/setup-python.sh")}
 weed="$(dirname "$python")/weed"
 
-up() { curl -sf "http://127.0.0.1:$rest/v1/config?warehouse=warehouse" >/dev/null 2>&1; }
+# Up once a namespace listing answers: weed answers /v1/config before its table bucket exists.
+up() {
+  local token
+  token=$(curl -sf -X POST "http://127.0.0.1:$rest/v1/oauth/tokens" \
+    -d "grant_type=client_credentials&client_id=admin&client_secret=password&scope=PRINCIPAL_ROLE:ALL" 2>/dev/null |
+    sed -n 's/.*"access_token" *: *"\([^"]*\)".*/\1/p') || return 1
+  [ -n "$token" ] && curl -sf -H "Authorization: Bearer $token" \
+    "http://127.0.0.1:$rest/v1/warehouse/namespaces" >/dev/null 2>&1
+}
 
 case "${1:-}" in
 start)

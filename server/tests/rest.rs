@@ -199,16 +199,27 @@ c = RestCatalog("lake", uri="{uri}", warehouse="warehouse", credential="{KEY}:{S
         uri = weed.rest_uri(),
         s3 = weed.s3_uri(),
     );
-    let out = Command::new(python())
-        .arg("-c")
-        .arg(script)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "pyiceberg over REST failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    // `weed mini` answers /v1/config before its table bucket exists; until then namespace
+    // calls get 404. Retry those (nothing was written), up to 15 s.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let out = Command::new(python())
+            .arg("-c")
+            .arg(&script)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let bucket_not_ready = stderr.contains("404 Client Error: Not Found for url")
+            && stderr.contains("/namespaces");
+        if out.status.success() || !bucket_not_ready || Instant::now() > deadline {
+            assert!(
+                out.status.success(),
+                "pyiceberg over REST failed:\n{stderr}"
+            );
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }
 
 /// pyiceberg creates `py.people` through the REST catalog and appends three rows.
