@@ -40,9 +40,8 @@ def connect(ext_dir, tables, s3):
         use_ssl = endpoint.startswith("https://")
         host = endpoint.split("://", 1)[-1].rstrip("/")
         con.execute(
-            "CREATE SECRET lake (TYPE s3, KEY_ID ?, SECRET ?, ENDPOINT ?, REGION ?, URL_STYLE 'path', USE_SSL ?)"
-            .replace("?", "{}")
-            .format(*(quote(v) for v in [s3["key_id"], s3["secret"], host, s3["region"]]), str(use_ssl).lower())
+            f"CREATE SECRET lake (TYPE s3, KEY_ID {quote(s3['key_id'])}, SECRET {quote(s3['secret'])}, "
+            f"ENDPOINT {quote(host)}, REGION {quote(s3['region'])}, URL_STYLE 'path', USE_SSL {str(use_ssl).lower()})"
         )
     for name, loc in sorted(tables.items()):
         con.execute(f"CREATE VIEW {name} AS SELECT * FROM iceberg_scan({quote(loc)})")

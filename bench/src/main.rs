@@ -71,34 +71,7 @@ enum Command {
     },
     /// A suite's queries on several engines over the same files, alternating rounds, answers
     /// compared; writes bench/results/<suite>-sf<scale>[-sorted]-<yyyymmdd>.json, .md and .png.
-    Run {
-        #[command(flatten)]
-        data: run::DataArgs,
-        /// Engines, comma-separated: iceflight, duckdb, datafusion-parquet, iceberg-datafusion,
-        /// trino (needs --trino-url, else reported as missing).
-        #[arg(
-            long,
-            default_value = "iceflight,duckdb,datafusion-parquet,iceberg-datafusion,trino",
-            value_delimiter = ','
-        )]
-        engines: Vec<String>,
-        /// Measured rounds after one warm-up round.
-        #[arg(long, default_value_t = 5)]
-        rounds: usize,
-        /// Only these queries (e.g. q01,q06).
-        #[arg(long, value_delimiter = ',')]
-        queries: Option<Vec<String>>,
-        /// Where results are written.
-        #[arg(long, default_value = "bench/results")]
-        out_dir: std::path::PathBuf,
-        /// Python with duckdb 1.5.5 and its extension wheels (scripts/setup-python.sh).
-        #[arg(long, env = "ICEFLIGHT_PYTHON", default_value = "python3")]
-        python: std::path::PathBuf,
-        /// Trino's HTTP URI, e.g. http://127.0.0.1:28090 (bench/scripts/trino.sh start); its
-        /// catalog `iceberg` must be the same REST catalog.
-        #[arg(long, env = "TRINO_URL")]
-        trino_url: Option<String>,
-    },
+    Run(run::Args),
     /// Redraws the PNG chart of results files (`<stem>.json` → `<stem>.png`).
     Chart {
         /// Results files written by `run`.
@@ -159,26 +132,7 @@ async fn main() -> datafusion::common::Result<()> {
             }
             Ok(())
         }
-        Command::Run {
-            data,
-            engines,
-            rounds,
-            queries,
-            out_dir,
-            python,
-            trino_url,
-        } => {
-            run::run(run::Args {
-                data,
-                engines,
-                rounds,
-                queries,
-                out_dir,
-                python,
-                trino_url,
-            })
-            .await
-        }
+        Command::Run(args) => run::run(args).await,
         Command::Nested {
             data_dir,
             rows,

@@ -78,7 +78,7 @@ pub struct DataArgs {
     #[arg(long)]
     pub namespace: Option<String>,
     /// `load`: rows per Parquet row group.
-    #[arg(long, default_value_t = 128 * 1024)]
+    #[arg(long, default_value_t = LoadOptions::default().row_group_rows)]
     pub row_group_rows: usize,
 }
 
@@ -186,15 +186,34 @@ pub async fn load(data: &DataArgs, replace: bool) -> Result<()> {
     Ok(())
 }
 
-/// Options of one run.
+/// Options of one run (also `iceflight-bench run`'s command line).
+#[derive(clap::Args, Debug)]
 pub struct Args {
+    #[command(flatten)]
     pub data: DataArgs,
+    /// Engines, comma-separated: iceflight, duckdb, datafusion-parquet, iceberg-datafusion,
+    /// trino (needs --trino-url, else reported as missing).
+    #[arg(
+        long,
+        default_value = "iceflight,duckdb,datafusion-parquet,iceberg-datafusion,trino",
+        value_delimiter = ','
+    )]
     pub engines: Vec<String>,
+    /// Measured rounds after one warm-up round.
+    #[arg(long, default_value_t = 5)]
     pub rounds: usize,
+    /// Only these queries (e.g. q01,q06).
+    #[arg(long, value_delimiter = ',')]
     pub queries: Option<Vec<String>>,
+    /// Where results are written.
+    #[arg(long, default_value = "bench/results")]
     pub out_dir: PathBuf,
+    /// Python with duckdb 1.5.5 and its extension wheels (scripts/setup-python.sh).
+    #[arg(long, env = "ICEFLIGHT_PYTHON", default_value = "python3")]
     pub python: PathBuf,
-    /// Trino's HTTP URI (`bench/scripts/trino.sh start`), catalog `iceberg`, schema = namespace.
+    /// Trino's HTTP URI, e.g. http://127.0.0.1:28090 (bench/scripts/trino.sh start); its
+    /// catalog `iceberg` must be the same REST catalog (schema = the namespace).
+    #[arg(long, env = "TRINO_URL")]
     pub trino_url: Option<String>,
 }
 
@@ -319,18 +338,14 @@ impl Runner {
                 schema,
             } => {
                 let start = Instant::now();
-                let mut response: Value = http
-                    .post(format!("{url}/v1/statement"))
-                    .header("X-Trino-User", "bench")
-                    .header("X-Trino-Catalog", catalog.as_str())
-                    .header("X-Trino-Schema", schema.as_str())
-                    .body(sql.trim().trim_end_matches(';').to_string())
-                    .send()
-                    .await
-                    .map_err(ext)?
-                    .json()
-                    .await
-                    .map_err(ext)?;
+                let mut response = trino_json(
+                    http.post(format!("{url}/v1/statement"))
+                        .header("X-Trino-User", "bench")
+                        .header("X-Trino-Catalog", catalog.as_str())
+                        .header("X-Trino-Schema", schema.as_str())
+                        .body(sql.trim().trim_end_matches(';').to_string()),
+                )
+                .await?;
                 let mut rows: Rows = vec![];
                 loop {
                     if let Some(e) = response.get("error") {
@@ -355,14 +370,7 @@ impl Runner {
                     let Some(next) = response["nextUri"].as_str().map(String::from) else {
                         break;
                     };
-                    response = http
-                        .get(next)
-                        .send()
-                        .await
-                        .map_err(ext)?
-                        .json()
-                        .await
-                        .map_err(ext)?;
+                    response = trino_json(http.get(next)).await?;
                 }
                 Ok((rows, start.elapsed().as_secs_f64() * 1e3))
             }
@@ -392,6 +400,11 @@ impl Runner {
             }
         }
     }
+}
+
+/// Sends one request of Trino's statement protocol and parses its JSON answer.
+async fn trino_json(request: reqwest::RequestBuilder) -> Result<Value> {
+    request.send().await.map_err(ext)?.json().await.map_err(ext)
 }
 
 impl Drop for Runner {

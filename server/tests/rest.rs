@@ -100,10 +100,11 @@ impl Weed {
             .spawn()
             .unwrap_or_else(|e| panic!("start {}: {e}", binary.display()));
         self.child = Some(child);
-        // Ready when the catalog answers its config endpoint with 200.
+        // Ready when an authenticated namespace listing answers 200: weed answers /v1/config
+        // before its table bucket exists, and namespace calls get 404 until then.
         let deadline = Instant::now() + Duration::from_secs(60);
         while Instant::now() < deadline {
-            if http_ok(self.ports[10], "/v1/config?warehouse=warehouse") {
+            if namespaces_listed(self.ports[10]) {
                 return;
             }
             std::thread::sleep(Duration::from_millis(200));
@@ -138,18 +139,49 @@ impl Drop for Weed {
 }
 
 /// Whether `GET path` on the loopback `port` answers 200 (plain HTTP/1.0, no client library).
-fn http_ok(port: u16, path: &str) -> bool {
+/// One HTTP/1.0 exchange on loopback (`request`: method and path; `headers`: extra header
+/// lines): the status code and the body, `None` on any I/O error.
+fn http(port: u16, request: &str, headers: &[String], body: &str) -> Option<(u16, String)> {
     use std::io::{Read, Write};
-    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
-        return false;
-    };
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
-    let request = format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
-    if stream.write_all(request.as_bytes()).is_err() {
-        return false;
-    }
-    let mut head = [0u8; 12];
-    stream.read_exact(&mut head).is_ok() && head.ends_with(b" 200")
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    let headers: String = headers.iter().map(|h| format!("{h}\r\n")).collect();
+    let request = format!(
+        "{request} HTTP/1.0\r\nHost: 127.0.0.1\r\n{headers}Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let status = response.get(9..12)?.parse().ok()?;
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())?;
+    Some((status, body))
+}
+
+/// Whether the catalog lists the warehouse's namespaces for a client-credentials token.
+fn namespaces_listed(port: u16) -> bool {
+    let form = format!(
+        "grant_type=client_credentials&client_id={KEY}&client_secret={SECRET}&scope=PRINCIPAL_ROLE:ALL"
+    );
+    let token = http(
+        port,
+        "POST /v1/oauth/tokens",
+        &["Content-Type: application/x-www-form-urlencoded".into()],
+        &form,
+    )
+    .filter(|(status, _)| *status == 200)
+    .and_then(|(_, body)| {
+        serde_json::from_str::<serde_json::Value>(&body).ok()?["access_token"]
+            .as_str()
+            .map(String::from)
+    });
+    token.is_some_and(|t| {
+        let auth = format!("Authorization: Bearer {t}");
+        http(port, "GET /v1/warehouse/namespaces", &[auth], "")
+            .is_some_and(|(status, _)| status == 200)
+    })
 }
 
 fn lake(weed: &Weed, credential: &str) -> CatalogConfig {
@@ -199,27 +231,16 @@ c = RestCatalog("lake", uri="{uri}", warehouse="warehouse", credential="{KEY}:{S
         uri = weed.rest_uri(),
         s3 = weed.s3_uri(),
     );
-    // `weed mini` answers /v1/config before its table bucket exists; until then namespace
-    // calls get 404. Retry those (nothing was written), up to 15 s.
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let out = Command::new(python())
-            .arg("-c")
-            .arg(&script)
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        let bucket_not_ready = stderr.contains("404 Client Error: Not Found for url")
-            && stderr.contains("/namespaces");
-        if out.status.success() || !bucket_not_ready || Instant::now() > deadline {
-            assert!(
-                out.status.success(),
-                "pyiceberg over REST failed:\n{stderr}"
-            );
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    let out = Command::new(python())
+        .arg("-c")
+        .arg(script)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "pyiceberg over REST failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// pyiceberg creates `py.people` through the REST catalog and appends three rows.
