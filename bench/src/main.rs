@@ -109,9 +109,20 @@ const Q6: &str = "SELECT sum(l_extendedprice * l_discount) AS revenue FROM {t} \
     WHERE l_shipdate >= DATE '1994-01-01' AND l_shipdate < DATE '1995-01-01' \
     AND l_discount BETWEEN 0.05 AND 0.07 AND l_quantity < 24";
 
-#[tokio::main]
-async fn main() -> datafusion::common::Result<()> {
-    match Cli::parse().command {
+/// Errors are one line on stderr with exit code 1, as `iceflight`'s.
+fn main() -> std::process::ExitCode {
+    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
+    match runtime.block_on(dispatch(Cli::parse().command)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {}", e.to_string().replace('\n', " "));
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn dispatch(command: Command) -> datafusion::common::Result<()> {
+    match command {
         Command::Readpath {
             data_dir,
             namespace,

@@ -477,7 +477,12 @@ async fn tables(engine: &Engine, catalog: &str, namespace: &str) -> Result<Vec<(
     let catalog = engine.catalogs().get(catalog).map_err(ext)?;
     let ns = NamespaceIdent::from_strs(namespace.split('.')).map_err(ext)?;
     let mut out = vec![];
-    for ident in catalog.list_tables(&ns).await.map_err(ext)? {
+    let idents = catalog.list_tables(&ns).await.map_err(|e| {
+        DataFusionError::Plan(format!(
+            "cannot list namespace {namespace}: {e} (load it first: iceflight-bench load with the same --suite, --scale and --layout)"
+        ))
+    })?;
+    for ident in idents {
         let table = catalog.load_table(&ident).await.map_err(ext)?;
         out.push((ident.name().to_string(), table));
     }
@@ -685,6 +690,10 @@ pub async fn run(args: Args) -> Result<()> {
         )));
     }
 
+    args.data.scale_factor()?;
+    if cfg!(debug_assertions) {
+        eprintln!("warning: debug build: timings say little; use cargo build --release");
+    }
     let (config, catalog_config) = args.data.config()?;
     let namespace = args.data.namespace();
     let engine = Engine::connect(config).await.map_err(ext)?;
@@ -823,7 +832,9 @@ pub async fn run(args: Args) -> Result<()> {
     )
     .map_err(ext)?;
     let md = markdown(&report, &args.engines);
-    std::fs::write(args.out_dir.join(format!("{stem}.md")), &md).map_err(ext)?;
+    let md_path = args.out_dir.join(format!("{stem}.md"));
+    std::fs::write(&md_path, &md).map_err(ext)?;
+    eprintln!("wrote {}", md_path.display());
     println!("{md}");
     eprintln!("wrote {}", json_path.display());
     let png = args.out_dir.join(format!("{stem}.png"));
