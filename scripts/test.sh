@@ -8,3 +8,12 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/iceflight-target}
 ICEFLIGHT_PYTHON=$(scripts/setup-python.sh)
 export ICEFLIGHT_PYTHON
 cargo test --workspace --locked "$@"
+# README's demo command (`cargo run -p iceflight`) must reuse what the tests built: one feature
+# set for both (server/Cargo.toml pins the features other members turn on). A dependency compiled
+# here means they drifted apart.
+rebuilt=$(cargo build -p iceflight --locked 2>&1 | grep -E '^ *Compiling ' | grep -v -E 'Compiling iceflight(-[a-z]+)? v' || true)
+if [ -n "$rebuilt" ]; then
+  echo "scripts/test.sh: cargo run -p iceflight rebuilds dependencies the tests built with other features:" >&2
+  echo "$rebuilt" >&2
+  exit 1
+fi

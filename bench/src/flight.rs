@@ -144,7 +144,7 @@ async fn channel(addr: SocketAddr) -> Result<Channel> {
 pub async fn run(data_dir: PathBuf, namespace: &str, rounds: usize, calls: usize) -> Result<()> {
     let mut config = Config {
         data_dir,
-        default_schema: namespace.to_string(),
+        default_schema: Some(namespace.to_string()),
         ..Config::default()
     };
     config.server.auth = "none".into();

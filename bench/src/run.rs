@@ -61,16 +61,23 @@ pub struct DataArgs {
     /// Suite: `tpch` or `ssb` (its queries are the folder bench/queries/<suite>).
     #[arg(long, default_value = "tpch")]
     pub suite: String,
-    /// Scale factor (1 = 6 M lineitem / lineorder rows).
-    #[arg(long, default_value = "1")]
-    pub scale: String,
+    /// Scale factor (1 = 6 M lineitem / lineorder rows); `load` defaults to 1. `run` reads the
+    /// scale from the data (`customer` holds 150 000 rows per unit) and refuses a `--scale` the
+    /// data contradicts; without `--namespace`, the namespace follows the scale (default 1).
+    #[arg(long)]
+    pub scale: Option<String>,
     /// `default`: generator order (dates shuffled); `sorted`: TPC-H lineitem by l_shipdate and
     /// orders by o_orderdate, SSB lineorder by lo_orderdate.
     #[arg(long, default_value = "default", value_parser = ["default", "sorted"])]
     pub layout: String,
-    /// iceflight configuration holding the catalog (default: the lake of bench/scripts/lake.sh).
-    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../config/bench-lake.toml"))]
-    pub config: PathBuf,
+    /// iceflight configuration holding the catalog (default: `config/bench-lake.toml` of the
+    /// repository, the lake of bench/scripts/lake.sh).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// The iceflight repository (queries, scripts, default config) [default: the nearest
+    /// directory above the working directory that holds bench/queries].
+    #[arg(long, env = "ICEFLIGHT_REPO")]
+    pub repo: Option<PathBuf>,
     /// Catalog of that configuration (default: its default catalog).
     #[arg(long)]
     pub catalog: Option<String>,
@@ -83,6 +90,11 @@ pub struct DataArgs {
 }
 
 impl DataArgs {
+    /// `--scale` as given, else 1.
+    fn scale_text(&self) -> &str {
+        self.scale.as_deref().unwrap_or("1")
+    }
+
     /// The namespace of the suite's tables.
     pub fn namespace(&self) -> String {
         self.namespace.clone().unwrap_or_else(|| {
@@ -91,36 +103,52 @@ impl DataArgs {
             } else {
                 ""
             };
-            format!("{}_sf{}{sorted}", self.suite, self.scale.replace('.', "_"))
+            format!(
+                "{}_sf{}{sorted}",
+                self.suite,
+                self.scale_text().replace('.', "_")
+            )
         })
     }
 
-    /// The results' file stem without the date: `tpch-sf1`, `ssb-sf1-sorted`.
-    fn label(&self) -> String {
+    /// The results' file stem without the date for data of scale `scale`: `tpch-sf1`,
+    /// `ssb-sf1-sorted`.
+    fn label(&self, scale: f64) -> String {
         let sorted = if self.layout == "sorted" {
             "-sorted"
         } else {
             ""
         };
-        format!("{}-sf{}{sorted}", self.suite, self.scale)
+        format!("{}-sf{scale}{sorted}", self.suite)
     }
 
     fn scale_factor(&self) -> Result<f64> {
-        match self.scale.parse::<f64>() {
+        match self.scale_text().parse::<f64>() {
             Ok(s) if s > 0.0 && s.is_finite() => Ok(s),
             _ => Err(DataFusionError::Plan(format!(
                 "--scale must be a positive number, got {:?}",
-                self.scale
+                self.scale_text()
             ))),
         }
+    }
+
+    /// The repository: `--repo` / `ICEFLIGHT_REPO`, else the nearest directory at or above the
+    /// working directory holding `bench/queries`.
+    ///
+    /// Errors: no such directory.
+    pub fn repo(&self) -> Result<PathBuf> {
+        repo_root(self.repo.as_deref())
     }
 
     /// The iceflight configuration with the suite's catalog and namespace as defaults (whole
     /// machine for query partitions).
     fn config(&self) -> Result<(Config, CatalogConfig)> {
-        let mut config = Config::from_file(&self.config).map_err(|e| {
-            DataFusionError::Plan(format!("--config {}: {e}", self.config.display()))
-        })?;
+        let path = match &self.config {
+            Some(p) => p.clone(),
+            None => self.repo()?.join("config/bench-lake.toml"),
+        };
+        let mut config = Config::from_file(&path)
+            .map_err(|e| DataFusionError::Plan(format!("--config {}: {e}", path.display())))?;
         if let Some(c) = &self.catalog {
             config.default_catalog = Some(c.clone());
         }
@@ -131,10 +159,65 @@ impl DataArgs {
             .find(|c| c.name == name)
             .expect("the default catalog is configured");
         config.default_catalog = Some(name);
-        config.default_schema = self.namespace();
+        config.default_schema = Some(self.namespace());
         config.query.target_partitions = 0;
         Ok((config, catalog))
     }
+}
+
+/// The iceflight repository: `explicit`, else the nearest directory at or above the working
+/// directory that holds `bench/queries`.
+///
+/// Errors: `explicit` lacks `bench/queries`, or no such directory exists above the working one.
+pub fn repo_root(explicit: Option<&Path>) -> Result<PathBuf> {
+    let holds = |d: &Path| d.join("bench/queries").is_dir();
+    if let Some(dir) = explicit {
+        return if holds(dir) {
+            Ok(dir.to_path_buf())
+        } else {
+            Err(DataFusionError::Plan(format!(
+                "--repo {} is not the iceflight repository (no bench/queries there)",
+                dir.display()
+            )))
+        };
+    }
+    let cwd = std::env::current_dir().map_err(ext)?;
+    cwd.ancestors()
+        .find(|d| holds(d))
+        .map(Path::to_path_buf)
+        .ok_or_else(|| {
+            DataFusionError::Plan(format!(
+                "run iceflight-bench inside the iceflight repository, or pass --repo DIR \
+                 (no bench/queries at or above {})",
+                cwd.display()
+            ))
+        })
+}
+
+/// The scale factor of loaded TPC-H or SSB data: `customer`'s rows (snapshot summary, no data
+/// read) over 150 000, its rows at SF 1 in both suites.
+///
+/// Errors: no `customer` table or no row count in its snapshot.
+fn data_scale(tables: &[(String, Table)]) -> Result<f64> {
+    tables
+        .iter()
+        .find(|(n, _)| n == "customer")
+        .and_then(|(_, t)| {
+            t.metadata()
+                .current_snapshot()?
+                .summary()
+                .additional_properties
+                .get("total-records")?
+                .parse::<f64>()
+                .ok()
+        })
+        .map(|rows| rows / 150_000.0)
+        .ok_or_else(|| {
+            DataFusionError::Plan(
+                "cannot tell the scale factor: the namespace has no committed customer table"
+                    .into(),
+            )
+        })
 }
 
 /// `iceflight-bench load`: generates the suite at its scale and layout into its namespace.
@@ -548,10 +631,35 @@ fn duckdb_s3(catalog: &CatalogConfig) -> Value {
     }
 }
 
-fn duckdb_runner(python: &Path, tables: &[(String, Table)], s3: Value) -> Result<Runner> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/duckdb_worker.py");
+fn duckdb_runner(
+    repo: &Path,
+    python: &Path,
+    tables: &[(String, Table)],
+    s3: Value,
+) -> Result<Runner> {
+    let setup = "export ICEFLIGHT_PYTHON=$(scripts/setup-python.sh)";
+    let has_duckdb = Command::new(python)
+        .args(["-c", "import duckdb"])
+        .stderr(Stdio::null())
+        .status();
+    match has_duckdb {
+        Ok(s) if s.success() => {}
+        Ok(_) => {
+            return Err(DataFusionError::Plan(format!(
+                "{} cannot import duckdb: run `{setup}` (the venv with duckdb 1.5.5) or pass --python",
+                python.display()
+            )));
+        }
+        Err(e) => {
+            return Err(DataFusionError::Plan(format!(
+                "cannot run {} ({e}): run `{setup}` or pass --python",
+                python.display()
+            )));
+        }
+    }
+    let script = repo.join("bench/scripts/duckdb_worker.py");
     let mut child = Command::new(python)
-        .arg(script)
+        .arg(&script)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -567,9 +675,13 @@ fn duckdb_runner(python: &Path, tables: &[(String, Table)], s3: Value) -> Result
     let mut ready = String::new();
     stdout.read_line(&mut ready).map_err(ext)?;
     if !ready.contains("\"ready\"") {
-        return Err(DataFusionError::Execution(format!(
-            "duckdb worker did not start: {ready}"
-        )));
+        return Err(DataFusionError::Execution(match ready.trim() {
+            "" => format!(
+                "the duckdb worker ({}) exited before it was ready; its error is above",
+                script.display()
+            ),
+            said => format!("the duckdb worker did not start: {said}"),
+        }));
     }
     Ok(Runner::DuckDb {
         child,
@@ -663,9 +775,7 @@ pub async fn run(args: Args) -> Result<()> {
         }
     }
     let suite = &args.data.suite;
-    let qdir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("queries")
-        .join(suite);
+    let qdir = args.data.repo()?.join("bench/queries").join(suite);
     let mut queries: Vec<(String, String)> = vec![];
     let mut files: Vec<PathBuf> = std::fs::read_dir(&qdir)
         .map_err(|e| DataFusionError::Plan(format!("{}: {e}", qdir.display())))?
@@ -690,7 +800,9 @@ pub async fn run(args: Args) -> Result<()> {
         )));
     }
 
-    args.data.scale_factor()?;
+    if args.data.scale.is_some() {
+        args.data.scale_factor()?;
+    }
     if cfg!(debug_assertions) {
         eprintln!("warning: debug build: timings say little; use cargo build --release");
     }
@@ -698,6 +810,14 @@ pub async fn run(args: Args) -> Result<()> {
     let namespace = args.data.namespace();
     let engine = Engine::connect(config).await.map_err(ext)?;
     let tables = tables(&engine, &catalog_config.name, &namespace).await?;
+    let scale = data_scale(&tables)?;
+    if args.data.scale.is_some() && (args.data.scale_factor()? - scale).abs() > 1e-9 {
+        return Err(DataFusionError::Plan(format!(
+            "namespace {namespace} holds SF {scale} data, not --scale {}",
+            args.data.scale_text()
+        )));
+    }
+    let repo = args.data.repo()?;
     let partitions = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);
@@ -705,7 +825,7 @@ pub async fn run(args: Args) -> Result<()> {
     for e in &args.engines {
         let runner = match e.as_str() {
             "iceflight" => iceflight_runner(&engine).await?,
-            "duckdb" => duckdb_runner(&args.python, &tables, duckdb_s3(&catalog_config))?,
+            "duckdb" => duckdb_runner(&repo, &args.python, &tables, duckdb_s3(&catalog_config))?,
             "datafusion-parquet" => {
                 datafusion_runner(&tables, partitions, Reader::RawParquet).await?
             }
@@ -810,7 +930,7 @@ pub async fn run(args: Args) -> Result<()> {
     machine_info["loadavg_end"] = machine()["loadavg"].clone();
     let report = json!({
         "suite": suite,
-        "scale": args.data.scale,
+        "scale": scale.to_string(),
         "layout": args.data.layout,
         "catalog": catalog_config.name,
         "namespace": namespace,
@@ -822,7 +942,7 @@ pub async fn run(args: Args) -> Result<()> {
     std::fs::create_dir_all(&args.out_dir).map_err(ext)?;
     let stem = format!(
         "{}-{}",
-        args.data.label(),
+        args.data.label(scale),
         chrono::Local::now().format("%Y%m%d")
     );
     let json_path = args.out_dir.join(format!("{stem}.json"));
@@ -993,9 +1113,10 @@ mod tests {
         .unwrap();
         let data = DataArgs {
             suite: suite.into(),
-            scale: "0.01".into(),
+            scale: Some("0.01".into()),
             layout: layout.into(),
-            config,
+            config: Some(config),
+            repo: Some(Path::new(env!("CARGO_MANIFEST_DIR")).join("..")),
             catalog: None,
             namespace: None,
             row_group_rows: 8192,
@@ -1011,8 +1132,14 @@ mod tests {
         }
         engines.push("trino");
         let out_dir = dir.path().join("results");
+        // The run names the namespace only: the scale in the results comes from the data.
+        let named = DataArgs {
+            scale: None,
+            namespace: Some(data.namespace()),
+            ..data.clone()
+        };
         run(Args {
-            data: data.clone(),
+            data: named,
             engines: engines.iter().map(|e| e.to_string()).collect(),
             rounds: 1,
             queries: None,
@@ -1031,7 +1158,7 @@ mod tests {
             json.file_name()
                 .unwrap()
                 .to_string_lossy()
-                .starts_with(&data.label())
+                .starts_with(&data.label(0.01))
         );
         serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap()
     }

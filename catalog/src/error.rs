@@ -37,6 +37,9 @@ pub enum CatalogError {
     /// Failure while generating or writing data.
     #[error("{0}")]
     Load(String),
+    /// A load was stopped (Ctrl-C, SIGTERM) and removed what it had written.
+    #[error("load interrupted; removed what it had written")]
+    Interrupted,
 }
 
 /// An iceberg error, unwrapped to the typed outage or refusal it carries (REST client), so its

@@ -25,7 +25,7 @@ use iceberg::Catalog;
 
 pub use config::{CatalogConfig, CatalogKind, DEFAULT_CATALOG_NAME};
 pub use error::CatalogError;
-pub use provider::{IcebergCatalogProvider, IcebergSchemaProvider};
+pub use provider::{IcebergCatalogProvider, IcebergSchemaProvider, NO_DEFAULT_SCHEMA};
 
 /// The connected catalogs of one server or CLI run, by name.
 #[derive(Debug, Default, Clone)]
@@ -96,16 +96,17 @@ impl Catalogs {
         self.entries.iter().map(|(n, _, _)| n.as_str()).collect()
     }
 
-    /// Registers every catalog with `ctx` under its name.
+    /// Registers every catalog with `ctx` under its name (after the session's table functions,
+    /// which the providers learn here).
     pub fn register(&self, ctx: &SessionContext) {
+        let table_functions = Arc::new(ctx.state().table_functions().keys().cloned().collect());
         for (name, uri, catalog) in &self.entries {
             ctx.register_catalog(
                 name.as_str(),
-                Arc::new(IcebergCatalogProvider::new(
-                    name.clone(),
-                    uri.clone(),
-                    Arc::clone(catalog),
-                )),
+                Arc::new(
+                    IcebergCatalogProvider::new(name.clone(), uri.clone(), Arc::clone(catalog))
+                        .with_table_functions(Arc::clone(&table_functions)),
+                ),
             );
         }
     }

@@ -7,7 +7,11 @@
 //! ```
 //!
 //! A load is all or nothing per namespace: it refuses an existing namespace unless `replace` is
-//! set, and on any failure drops what it created (tables, their files and the namespace).
+//! set, and on any failure, or when [`LoadOptions::cancel`] fires (the CLI cancels it on Ctrl-C
+//! and SIGTERM), drops what it created (tables, their files and the namespace). Each table is
+//! committed in one fast append, so a table with a current snapshot holds all its rows: a load
+//! killed outright (SIGKILL, power loss) leaves tables without snapshots, which
+//! [`tpch_status`] reports as incomplete.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -30,6 +34,7 @@ use iceberg::{Catalog, NamespaceIdent, TableCreation, TableIdent};
 use indicatif::{ProgressBar, ProgressStyle};
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use tokio_util::sync::CancellationToken;
 
 use crate::error::CatalogError;
 use crate::nested::{self, NestedLayout};
@@ -48,8 +53,29 @@ pub struct LoadOptions {
     pub row_group_rows: usize,
     /// Drop and recreate an existing namespace instead of refusing.
     pub replace: bool,
-    /// Show a progress bar on stderr (when it is a terminal).
+    /// Show progress on stderr: a bar per table on a terminal, else one line per table.
     pub progress: bool,
+    /// Cancelling it stops the load, which then removes what it wrote and fails with
+    /// [`CatalogError::Interrupted`].
+    pub cancel: CancellationToken,
+}
+
+/// Largest scale factor a load accepts (SF 1 is about 1 GB of Parquet-bound data, 6 M lineitem
+/// rows; SF 1000 is TPC-H's largest standard size below 3000).
+pub const MAX_SCALE: f64 = 1000.0;
+
+/// Checks a scale factor: finite, above 0 and at most [`MAX_SCALE`].
+///
+/// Errors: [`CatalogError::Config`] naming the value.
+pub fn check_scale(scale: f64) -> Result<(), CatalogError> {
+    if scale.is_finite() && scale > 0.0 && scale <= MAX_SCALE {
+        Ok(())
+    } else {
+        Err(CatalogError::Config(format!(
+            "scale factor {scale} is out of range: it must be above 0 and at most {MAX_SCALE} \
+             (SF 1 is about 1 GB of data)"
+        )))
+    }
 }
 
 impl Default for LoadOptions {
@@ -61,6 +87,7 @@ impl Default for LoadOptions {
             row_group_rows: 128 * 1024,
             replace: false,
             progress: true,
+            cancel: CancellationToken::new(),
         }
     }
 }
@@ -93,14 +120,21 @@ pub async fn load_tpch(
             }
         }
     }
+    check_scale(options.scale)?;
     if options.row_group_rows == 0 || options.target_file_size == 0 {
         return Err(CatalogError::Config(
             "row group rows and target file size must be positive".into(),
         ));
     }
-    create_namespace(catalog, namespace, options.replace).await?;
-    let loaded = load_tables(catalog, namespace, options).await;
-    drop_on_error(catalog, namespace, loaded).await
+    let what = format!("TPC-H SF {} ({} tables)", options.scale, tpch::TABLES.len());
+    all_or_nothing(
+        catalog,
+        namespace,
+        options,
+        &what,
+        load_tables(catalog, namespace, options),
+    )
+    .await
 }
 
 /// Loads the nested-field table `nested` (`nested.rs`: `rows` rows in `layout` order) into
@@ -120,28 +154,27 @@ pub async fn load_nested(
             "rows, row group rows and target file size must be positive".into(),
         ));
     }
-    create_namespace(catalog, namespace, options.replace).await?;
     let loaded = async {
-        let creation = TableCreation::builder()
-            .name(nested::TABLE.to_string())
-            .schema(nested::schema())
-            .build();
-        let table = catalog.create_table(namespace, creation).await?;
-        let arrow_schema: SchemaRef = Arc::new(iceberg::arrow::schema_to_arrow_schema(
-            table.metadata().current_schema(),
-        )?);
+        let (table, arrow_schema) = create_table(
+            catalog,
+            namespace,
+            nested::TABLE,
+            nested::schema(),
+            &options.cancel,
+        )
+        .await?;
         let batch = nested::generate(&arrow_schema, rows, layout)
             .map_err(|e| CatalogError::Load(format!("generating {}: {e}", nested::TABLE)))?;
         let mut writer = data_file_writer(&table, nested::TABLE, options).await?;
         let chunk = options.row_group_rows.clamp(1024, 64 * 1024);
-        write_chunked(&mut writer, batch, chunk).await?;
-        let files = commit(catalog, &table, writer).await?;
+        write_chunked(&mut writer, batch, chunk, &options.cancel).await?;
+        let files = commit(catalog, &table, writer, &options.cancel).await?;
         Ok(LoadReport {
             tables: vec![(nested::TABLE.to_string(), rows as u64, files)],
         })
-    }
-    .await;
-    drop_on_error(catalog, namespace, loaded).await
+    };
+    let what = format!("the nested table ({rows} rows, {layout} layout)");
+    all_or_nothing(catalog, namespace, options, &what, loaded).await
 }
 
 /// Loads the five Star Schema Benchmark tables (`ssb.rs`: derived from TPC-H at
@@ -156,12 +189,12 @@ pub async fn load_ssb(
     options: &LoadOptions,
     sorted_dates: bool,
 ) -> Result<LoadReport, CatalogError> {
+    check_scale(options.scale)?;
     if options.row_group_rows == 0 || options.target_file_size == 0 {
         return Err(CatalogError::Config(
             "row group rows and target file size must be positive".into(),
         ));
     }
-    create_namespace(catalog, namespace, options.replace).await?;
     let loaded = async {
         let source = ssb::tpch_context(options.scale)
             .await
@@ -169,13 +202,14 @@ pub async fn load_ssb(
         let mut report = LoadReport { tables: vec![] };
         for name in ssb::TABLES {
             let schema = ssb::schema(name).expect("known table");
-            let (table, arrow_schema) = create_table(catalog, namespace, name, schema).await?;
+            let (table, arrow_schema) =
+                create_table(catalog, namespace, name, schema, &options.cancel).await?;
             let estimate = match name {
                 "dwdate" => 2557,
                 "lineorder" => tpch::estimated_rows("lineitem", options.scale),
                 other => tpch::estimated_rows(other, options.scale),
             };
-            let bar = progress_bar(options.progress, name, estimate);
+            let progress = Progress::start(options.progress, name, estimate);
             let mut writer = data_file_writer(&table, name, options).await?;
             let chunk = options.row_group_rows.clamp(1024, 64 * 1024);
             let mut rows = 0u64;
@@ -187,7 +221,7 @@ pub async fn load_ssb(
                     let batch =
                         ssb::dwdate(Arc::clone(&arrow_schema)).map_err(CatalogError::Load)?;
                     rows += batch.num_rows() as u64;
-                    write_chunked(&mut writer, batch, chunk).await?;
+                    write_chunked(&mut writer, batch, chunk, &options.cancel).await?;
                 }
                 Some(sql) => {
                     let mut stream = source
@@ -199,20 +233,20 @@ pub async fn load_ssb(
                         .map_err(load_err)?;
                     while let Some(batch) = stream.try_next().await.map_err(load_err)? {
                         let batch = conform(&arrow_schema, &batch)?;
-                        bar.inc(batch.num_rows() as u64);
+                        progress.inc(batch.num_rows());
                         rows += batch.num_rows() as u64;
-                        write_chunked(&mut writer, batch, chunk).await?;
+                        write_chunked(&mut writer, batch, chunk, &options.cancel).await?;
                     }
                 }
             }
-            let n_files = commit(catalog, &table, writer).await?;
-            bar.finish_with_message(format!("{name}: {rows} rows, {n_files} files"));
+            let n_files = commit(catalog, &table, writer, &options.cancel).await?;
+            progress.finish(rows, n_files);
             report.tables.push((name.to_string(), rows, n_files));
         }
         Ok(report)
-    }
-    .await;
-    drop_on_error(catalog, namespace, loaded).await
+    };
+    let what = format!("SSB SF {} ({} tables)", options.scale, ssb::TABLES.len());
+    all_or_nothing(catalog, namespace, options, &what, loaded).await
 }
 
 /// `batch` under the table's Arrow `schema` (field ids, exact types): columns by position, each
@@ -226,6 +260,15 @@ fn conform(schema: &SchemaRef, batch: &RecordBatch) -> Result<RecordBatch, Catal
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| CatalogError::Load(e.to_string()))?;
     RecordBatch::try_new(Arc::clone(schema), columns).map_err(|e| CatalogError::Load(e.to_string()))
+}
+
+/// `Err(Interrupted)` once `cancel` fired: the check a load makes between its steps.
+fn go_on(cancel: &CancellationToken) -> Result<(), CatalogError> {
+    if cancel.is_cancelled() {
+        Err(CatalogError::Interrupted)
+    } else {
+        Ok(())
+    }
 }
 
 /// Creates `namespace`, first dropping an existing one when `replace` is set.
@@ -260,12 +303,30 @@ async fn create_namespace(
     Ok(())
 }
 
-/// Passes `loaded` through; on error first drops what the load created.
-async fn drop_on_error(
+/// Creates `namespace` (see [`create_namespace`]), announces the load (`what`, on stderr when
+/// `options.progress`), then runs `body`, the load of its tables. On an error, including the
+/// [`CatalogError::Interrupted`] that `body` returns once `options.cancel` fired, it drops
+/// everything in the namespace and the namespace itself: a load leaves all its tables or nothing.
+///
+/// Cancellation is cooperative: `body` checks the token before each catalog write (table
+/// creation, commit) and each slice of rows, never inside a catalog call, so no catalog call is
+/// cut half-way (a table whose metadata file was written but whose entry was not would escape
+/// the cleanup, which finds tables by listing them).
+///
+/// Errors: those of `body` and [`create_namespace`].
+async fn all_or_nothing(
     catalog: &Arc<dyn Catalog>,
     namespace: &NamespaceIdent,
-    loaded: Result<LoadReport, CatalogError>,
+    options: &LoadOptions,
+    what: &str,
+    body: impl std::future::Future<Output = Result<LoadReport, CatalogError>>,
 ) -> Result<LoadReport, CatalogError> {
+    go_on(&options.cancel)?;
+    create_namespace(catalog, namespace, options.replace).await?;
+    if options.progress {
+        eprintln!("loading {what} into {}", namespace.join("."));
+    }
+    let loaded = body.await;
     if loaded.is_err()
         && let Err(cleanup) = drop_namespace(catalog, namespace).await
     {
@@ -282,9 +343,10 @@ async fn load_tables(
     let mut report = LoadReport { tables: vec![] };
     for name in tpch::TABLES {
         let schema = tpch::schema(name).expect("known table");
-        let (table, arrow_schema) = create_table(catalog, namespace, name, schema).await?;
+        let (table, arrow_schema) =
+            create_table(catalog, namespace, name, schema, &options.cancel).await?;
 
-        let bar = progress_bar(
+        let progress = Progress::start(
             options.progress,
             name,
             tpch::estimated_rows(name, options.scale),
@@ -308,10 +370,10 @@ async fn load_tables(
         let mut rows = 0u64;
         let mut held = Vec::new();
         while let Some(batch) = receiver.recv().await {
-            bar.inc(batch.num_rows() as u64);
+            progress.inc(batch.num_rows());
             rows += batch.num_rows() as u64;
             if sort.is_empty() {
-                write_chunked(&mut writer, batch, chunk).await?;
+                write_chunked(&mut writer, batch, chunk, &options.cancel).await?;
             } else {
                 held.push(batch);
             }
@@ -322,11 +384,11 @@ async fn load_tables(
             .map_err(CatalogError::Load)?;
         if !sort.is_empty() {
             for batch in sort_batches(&arrow_schema, held, &sort)? {
-                write_chunked(&mut writer, batch, chunk).await?;
+                write_chunked(&mut writer, batch, chunk, &options.cancel).await?;
             }
         }
-        let n_files = commit(catalog, &table, writer).await?;
-        bar.finish_with_message(format!("{name}: {rows} rows, {n_files} files"));
+        let n_files = commit(catalog, &table, writer, &options.cancel).await?;
+        progress.finish(rows, n_files);
         report.tables.push((name.to_string(), rows, n_files));
     }
     Ok(report)
@@ -339,7 +401,9 @@ async fn create_table(
     namespace: &NamespaceIdent,
     name: &str,
     schema: iceberg::spec::Schema,
+    cancel: &CancellationToken,
 ) -> Result<(Table, SchemaRef), CatalogError> {
+    go_on(cancel)?;
     let creation = TableCreation::builder()
         .name(name.to_string())
         .schema(schema)
@@ -386,7 +450,9 @@ async fn commit(
     catalog: &Arc<dyn Catalog>,
     table: &Table,
     mut writer: impl IcebergWriter,
+    cancel: &CancellationToken,
 ) -> Result<usize, CatalogError> {
+    go_on(cancel)?;
     let files = writer.close().await?;
     let n_files = files.len();
     let tx = Transaction::new(table);
@@ -395,13 +461,17 @@ async fn commit(
     Ok(n_files)
 }
 
+/// Writes `batch` in slices of `chunk` rows, stopping with [`CatalogError::Interrupted`] before
+/// any slice once `cancel` fired.
 async fn write_chunked(
     writer: &mut impl IcebergWriter,
     batch: RecordBatch,
     chunk: usize,
+    cancel: &CancellationToken,
 ) -> Result<(), CatalogError> {
     let mut start = 0;
     while start < batch.num_rows() {
+        go_on(cancel)?;
         let len = chunk.min(batch.num_rows() - start);
         writer.write(batch.slice(start, len)).await?;
         start += len;
@@ -438,18 +508,136 @@ fn sort_batches(
         .collect())
 }
 
-fn progress_bar(enabled: bool, table: &str, estimate: u64) -> ProgressBar {
-    if !enabled {
-        return ProgressBar::hidden();
+/// Progress of one table's load on stderr: an indicatif bar on a terminal; elsewhere (a log
+/// file, CI) one line when the table is done, so a long load is never silent.
+struct Progress {
+    table: String,
+    bar: ProgressBar,
+    lines: bool,
+    started: std::time::Instant,
+}
+
+impl Progress {
+    fn start(enabled: bool, table: &str, estimate: u64) -> Self {
+        let terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
+        let bar = if enabled && terminal {
+            let bar = ProgressBar::new(estimate);
+            bar.set_style(
+                ProgressStyle::with_template("{msg:>10} [{bar:30}] {pos}/~{len} rows {elapsed}")
+                    .expect("valid template")
+                    .progress_chars("=> "),
+            );
+            bar.set_message(table.to_string());
+            bar
+        } else {
+            ProgressBar::hidden()
+        };
+        Self {
+            table: table.to_string(),
+            bar,
+            lines: enabled && !terminal,
+            started: std::time::Instant::now(),
+        }
     }
-    let bar = ProgressBar::new(estimate);
-    bar.set_style(
-        ProgressStyle::with_template("{msg:>10} [{bar:30}] {pos}/~{len} rows {elapsed}")
-            .expect("valid template")
-            .progress_chars("=> "),
-    );
-    bar.set_message(table.to_string());
-    bar
+
+    fn inc(&self, rows: usize) {
+        self.bar.inc(rows as u64);
+    }
+
+    fn finish(&self, rows: u64, files: usize) {
+        let line = format!(
+            "{}: {rows} rows in {files} data files ({:.1} s)",
+            self.table,
+            self.started.elapsed().as_secs_f64()
+        );
+        if self.lines {
+            eprintln!("{line}");
+        } else {
+            self.bar.finish_with_message(line);
+        }
+    }
+}
+
+/// Whether `namespace` holds a complete TPC-H load, as the demo needs it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TpchStatus {
+    /// The namespace does not exist.
+    Missing,
+    /// All eight tables, each committed with the row counts of scale factor `scale` (derived
+    /// from `customer`: 150 000 rows per unit of scale).
+    Complete {
+        /// Scale factor of the data.
+        scale: f64,
+    },
+    /// Tables are missing, uncommitted (an interrupted load) or hold other row counts.
+    Incomplete {
+        /// What is wrong, for a person (`lineitem has no snapshot`).
+        reason: String,
+        /// Tables in the namespace that are not TPC-H tables (a reload would drop them).
+        foreign: Vec<String>,
+    },
+}
+
+/// Checks `namespace` for a complete TPC-H load from table metadata alone (snapshot summaries'
+/// `total-records`; no data file is read).
+///
+/// Errors: catalog errors.
+pub async fn tpch_status(
+    catalog: &Arc<dyn Catalog>,
+    namespace: &NamespaceIdent,
+) -> Result<TpchStatus, CatalogError> {
+    if !catalog.namespace_exists(namespace).await? {
+        return Ok(TpchStatus::Missing);
+    }
+    let tables = catalog.list_tables(namespace).await?;
+    let foreign: Vec<String> = tables
+        .iter()
+        .map(|t| t.name().to_string())
+        .filter(|n| !tpch::TABLES.contains(&n.as_str()))
+        .collect();
+    let mut rows = HashMap::new();
+    let mut problems = vec![];
+    for name in tpch::TABLES {
+        let ident = TableIdent::new(namespace.clone(), name.to_string());
+        if !tables.contains(&ident) {
+            problems.push(format!("{name} is missing"));
+            continue;
+        }
+        let table = catalog.load_table(&ident).await?;
+        let records = table
+            .metadata()
+            .current_snapshot()
+            .and_then(|s| s.summary().additional_properties.get("total-records"))
+            .and_then(|n| n.parse::<u64>().ok());
+        match records {
+            Some(n) if n > 0 => {
+                rows.insert(name, n);
+            }
+            _ => problems.push(format!("{name} has no data")),
+        }
+    }
+    let scale = rows.get("customer").map(|c| *c as f64 / 150_000.0);
+    if problems.is_empty()
+        && let Some(scale) = scale
+    {
+        for (name, n) in &rows {
+            if let Some(expected) = tpch::row_count(name, scale)
+                && expected != *n
+            {
+                problems.push(format!(
+                    "{name} has {n} rows, {expected} expected at SF {scale}"
+                ));
+            }
+        }
+    }
+    problems.sort();
+    Ok(match (problems.is_empty(), scale) {
+        (true, Some(scale)) => TpchStatus::Complete { scale },
+        _ => TpchStatus::Incomplete {
+            reason: problems.join(", "),
+            foreign,
+        },
+    })
 }
 
 /// Drops every table of `namespace` (catalog entry and files under the table location), then the

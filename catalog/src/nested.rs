@@ -53,6 +53,17 @@ pub enum NestedLayout {
     Random,
 }
 
+/// `clustered`, `zorder` or `random`, as [`std::str::FromStr`] reads it.
+impl std::fmt::Display for NestedLayout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Clustered => "clustered",
+            Self::Zorder => "zorder",
+            Self::Random => "random",
+        })
+    }
+}
+
 /// Parses `clustered`, `zorder` or `random`.
 impl std::str::FromStr for NestedLayout {
     type Err = String;

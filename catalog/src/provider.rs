@@ -42,6 +42,12 @@ pub fn to_df_error(e: iceberg::Error) -> DataFusionError {
     DataFusionError::External(Box::new(e))
 }
 
+/// The default schema of a session that has none (no `default_schema` configured and the
+/// catalog does not hold exactly one namespace). Never a namespace name (namespace parts are
+/// non-empty), so DataFusion resolves an unqualified table to it and [`NoDefaultSchemaProvider`]
+/// answers with the namespaces to choose from.
+pub const NO_DEFAULT_SCHEMA: &str = "";
+
 /// Parses a dotted schema name into a namespace.
 fn namespace_of(name: &str) -> Result<NamespaceIdent> {
     NamespaceIdent::from_strs(name.split('.')).map_err(|e| DataFusionError::Plan(e.to_string()))
@@ -53,6 +59,10 @@ pub struct IcebergCatalogProvider {
     name: String,
     uri: String,
     catalog: Arc<dyn Catalog>,
+    /// The session's table functions (`generate_series`, ...): DataFusion resolves a call such
+    /// as `FROM generate_series(1, 3)` like a table first, so the schema of sessions without a
+    /// default schema must let these names through.
+    table_functions: Arc<BTreeSet<String>>,
 }
 
 impl IcebergCatalogProvider {
@@ -62,7 +72,14 @@ impl IcebergCatalogProvider {
             name: name.into(),
             uri: uri.into(),
             catalog,
+            table_functions: Arc::default(),
         }
+    }
+
+    /// The provider with the names of the session's table functions (see the field).
+    pub fn with_table_functions(mut self, names: Arc<BTreeSet<String>>) -> Self {
+        self.table_functions = names;
+        self
     }
 
     /// The iceberg catalog.
@@ -103,6 +120,16 @@ impl CatalogProvider for IcebergCatalogProvider {
     }
 
     fn schema(&self, name: &str) -> Option<Arc<dyn SchemaProvider>> {
+        if name == NO_DEFAULT_SCHEMA {
+            return Some(Arc::new(NoDefaultSchemaProvider {
+                catalog: IcebergCatalogProvider::new(
+                    self.name.clone(),
+                    self.uri.clone(),
+                    Arc::clone(&self.catalog),
+                )
+                .with_table_functions(Arc::clone(&self.table_functions)),
+            }));
+        }
         let namespace = namespace_of(name).ok()?;
         match block_on(self.catalog.namespace_exists(&namespace)) {
             Ok(true) => Some(Arc::new(IcebergSchemaProvider::new(
@@ -167,6 +194,52 @@ impl SchemaProvider for UnavailableSchemaProvider {
             .duplicate()
             .unwrap_or_else(|| CatalogError::Load(self.error.to_string()));
         Err(DataFusionError::External(Box::new(error)))
+    }
+
+    fn table_exist(&self, _name: &str) -> bool {
+        false
+    }
+}
+
+/// The schema of unqualified names when a session has no default schema: every table lookup
+/// but a table function's fails with [`CatalogError::NotFound`] listing the catalog's
+/// namespaces to qualify with.
+#[derive(Debug)]
+struct NoDefaultSchemaProvider {
+    catalog: IcebergCatalogProvider,
+}
+
+#[async_trait]
+impl SchemaProvider for NoDefaultSchemaProvider {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn table_names(&self) -> Vec<String> {
+        vec![]
+    }
+
+    async fn table(&self, table: &str) -> Result<Option<Arc<dyn TableProvider>>> {
+        if self.catalog.table_functions.contains(table) {
+            return Ok(None);
+        }
+        let catalog = &self.catalog.name;
+        let namespaces = self.catalog.list_all_namespaces().await?;
+        let message = match namespaces.as_slice() {
+            [] => format!(
+                "table {table} not found: catalog {catalog} holds no namespace yet \
+                 (`iceflight load tpch --scale 0.1 --namespace tpch` makes one)"
+            ),
+            [first, ..] => format!(
+                "table {table} not found: no default schema is set, and catalog {catalog} holds \
+                 the namespaces {}; qualify the name ({catalog}.{first}.{table}) or choose a \
+                 schema (`--schema`, `default_schema` in the config, the session's `schema` option)",
+                namespaces.join(", ")
+            ),
+        };
+        Err(DataFusionError::External(Box::new(CatalogError::NotFound(
+            message,
+        ))))
     }
 
     fn table_exist(&self, _name: &str) -> bool {

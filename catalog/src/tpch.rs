@@ -412,6 +412,23 @@ pub fn generate(
     Ok(())
 }
 
+/// Exact row count of `table` at `scale` as tpchgen generates it; `None` for lineitem (1 to 7
+/// lines per order) and unknown tables.
+pub fn row_count(table: &str, scale: f64) -> Option<u64> {
+    let n = match table {
+        "region" => 5,
+        "nation" => 25,
+        "supplier" => SupplierGenerator::calculate_row_count(scale, 1, 1),
+        "customer" => CustomerGenerator::calculate_row_count(scale, 1, 1),
+        "part" => PartGenerator::calculate_row_count(scale, 1, 1),
+        // Four suppliers per part (TPC-H 4.2.5; the generator counts parts).
+        "partsupp" => 4 * PartSuppGenerator::calculate_row_count(scale, 1, 1),
+        "orders" => OrderGenerator::calculate_row_count(scale, 1, 1),
+        _ => return None,
+    };
+    u64::try_from(n).ok()
+}
+
 /// Expected row count of `table` at `scale` (lineitem: an estimate, 4 per order), for progress.
 pub fn estimated_rows(table: &str, scale: f64) -> u64 {
     let base: f64 = match table {
@@ -426,4 +443,32 @@ pub fn estimated_rows(table: &str, scale: f64) -> u64 {
         _ => 0.0,
     };
     (base * scale).max(1.0) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `row_count` says what `generate` makes, at scales that round differently.
+    #[test]
+    fn row_counts_are_exact() {
+        for scale in [0.001, 0.003, 0.01] {
+            for table in TABLES {
+                let Some(expected) = row_count(table, scale) else {
+                    assert_eq!(table, "lineitem");
+                    continue;
+                };
+                let schema = Arc::new(
+                    iceberg::arrow::schema_to_arrow_schema(&schema(table).unwrap()).unwrap(),
+                );
+                let mut rows = 0u64;
+                generate(table, scale, schema, 4096, |b| {
+                    rows += b.num_rows() as u64;
+                    Ok(())
+                })
+                .unwrap();
+                assert_eq!(rows, expected, "{table} at SF {scale}");
+            }
+        }
+    }
 }

@@ -37,20 +37,23 @@ impl Default for IceflightOptions {
 /// Default of `iceflight.scan.dynamic_filter_wait`; chosen by measurement (`scan/README.md`).
 pub const DEFAULT_DYNAMIC_FILTER_WAIT: std::time::Duration = std::time::Duration::from_millis(1000);
 
-/// Parses `250ms`, `1s`, `1.5s` or a plain number of milliseconds.
+/// Parses a non-negative duration: `250ms`, `1s`, `1.5s`, `5m`, `1h`, or a plain number of
+/// milliseconds. `None` for anything else (negative, not finite, an unknown unit, more than a
+/// year).
 pub fn parse_duration(value: &str) -> Option<std::time::Duration> {
     let v = value.trim();
-    let (number, scale) = if let Some(ms) = v.strip_suffix("ms") {
-        (ms, 1e-3)
-    } else if let Some(s) = v.strip_suffix('s') {
-        (s, 1.0)
-    } else {
-        (v, 1e-3)
-    };
+    let (number, seconds_per_unit) = [("ms", 1e-3), ("s", 1.0), ("m", 60.0), ("h", 3600.0)]
+        .into_iter()
+        .find_map(|(unit, scale)| Some((v.strip_suffix(unit)?, scale)))
+        .unwrap_or((v, 1e-3));
     let n: f64 = number.trim().parse().ok()?;
-    (n.is_finite() && n >= 0.0 && n * scale <= 3600.0)
-        .then(|| std::time::Duration::from_secs_f64(n * scale))
+    let seconds = n * seconds_per_unit;
+    (n.is_finite() && n >= 0.0 && seconds <= 366.0 * 86400.0)
+        .then(|| std::time::Duration::from_secs_f64(seconds))
 }
+
+/// Longest `iceflight.scan.dynamic_filter_wait` accepted.
+pub const MAX_DYNAMIC_FILTER_WAIT: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// `1s`, `1.5s` or `250ms`: how [`parse_duration`] reads it back.
 pub fn format_duration(d: std::time::Duration) -> String {
@@ -74,7 +77,7 @@ impl IceflightOptions {
         ),
         (
             "scan.dynamic_filter_wait",
-            "How long a partition waits for incomplete dynamic filters before its first file (e.g. 250ms, 1s; at most 1h)",
+            "How long a partition waits for incomplete dynamic filters before its first file (e.g. 250ms, 1s, 5m; at most 1h)",
         ),
         (
             "scan.reader_predicate",
@@ -122,7 +125,8 @@ impl ExtensionOptions for IceflightOptions {
             "scan.dynamic_filter_pruning" => self.dynamic_filter_pruning = boolean()?,
             "scan.dynamic_filter_wait" => {
                 self.dynamic_filter_wait = parse_duration(value)
-                    .ok_or_else(|| invalid("a duration such as 250ms or 1s (at most 1h)"))?;
+                    .filter(|d| *d <= MAX_DYNAMIC_FILTER_WAIT)
+                    .ok_or_else(|| invalid("a duration such as 250ms, 1s or 5m, at most 1h"))?;
             }
             "scan.reader_predicate" => self.reader_predicate = boolean()?,
             _ => {
@@ -179,7 +183,11 @@ mod tests {
         assert_eq!(opts.scan_batch_size, 1234);
         let opts = set(&ctx, "SET iceflight.scan.dynamic_filter_wait = '1.5s'").await;
         assert_eq!(opts.dynamic_filter_wait.as_millis(), 1500);
-        for bad in ["-1ms", "soon", "2h"] {
+        let opts = set(&ctx, "SET iceflight.scan.dynamic_filter_wait = '1h'").await;
+        assert_eq!(opts.dynamic_filter_wait.as_secs(), 3600);
+        let opts = set(&ctx, "SET iceflight.scan.dynamic_filter_wait = '5m'").await;
+        assert_eq!(opts.dynamic_filter_wait.as_secs(), 300);
+        for bad in ["-1ms", "soon", "2h", "61m"] {
             let err = ctx
                 .sql(&format!("SET iceflight.scan.dynamic_filter_wait = '{bad}'"))
                 .await

@@ -1,25 +1,47 @@
-//! Command line: `iceflight sql ...` and `iceflight load tpch ...`.
+//! Command line: `iceflight sql | load | serve | demo | hash-password`.
 //!
 //! Settings are resolved as: config file (`--config` / `ICEFLIGHT_CONFIG`) < `ICEFLIGHT_*`
 //! environment variables < flags (clap reads each flag's variable when the flag is absent).
+//!
+//! Every failure is one line on stderr, `error: …`, and an exit status ([`CliError::exit_code`]):
+//! 0 success (also when the reader of stdout closed it early, `iceflight sql … | head`), 1 a
+//! failed command, 2 a command line clap cannot parse, 130 / 143 interrupted by SIGINT / SIGTERM.
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
+use std::io::{BufRead, IsTerminal, Read, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand};
+use datafusion::common::DataFusionError;
 use iceberg::NamespaceIdent;
-use iceflight_catalog::load::{LoadOptions, load_nested, load_tpch, parse_size};
+use iceflight_catalog::CatalogError;
+use iceflight_catalog::load::{
+    LoadOptions, LoadReport, TpchStatus, check_scale, load_nested, load_tpch, parse_size,
+    tpch_status,
+};
 use iceflight_catalog::nested::NestedLayout;
 
 use crate::config::Config;
-use crate::output::{self, Format};
-use crate::session::{Engine, run_sql};
+use crate::message::{message, one_line};
+use crate::output::{DEFAULT_MAX_ROWS, Format, OutputError, ResultWriter};
+use crate::session::{Engine, execute_statement, parse_statements};
+use crate::signals::{LoadInterrupt, shutdown_signal};
+
+/// Text after every `--help`: the environment and the exit statuses.
+const AFTER_HELP: &str = "\
+Environment:
+  ICEFLIGHT_LOG     log filter, e.g. info or iceflight=debug,warn (default: `log` in the config,
+                    else warn); logs go to stderr
+  ICEFLIGHT_CONFIG  configuration file (as --config); other ICEFLIGHT_* variables are listed
+                    with the flags they stand for
+
+Exit status: 0 success (also when the reader of stdout closes it early, e.g. `| head`),
+1 the command failed, 2 the command line is invalid, 130 / 143 interrupted by SIGINT / SIGTERM.";
 
 /// Arrow Flight SQL query server for Iceberg tables.
 #[derive(Debug, Parser)]
-#[command(name = "iceflight", version, about)]
+#[command(name = "iceflight", version, about, after_help = AFTER_HELP)]
 pub struct Cli {
     #[command(flatten)]
     pub global: GlobalArgs,
@@ -47,19 +69,20 @@ pub struct GlobalArgs {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run SQL statements and print the results.
+    #[command(after_help = AFTER_HELP)]
     Sql(SqlArgs),
     /// Generate a benchmark data set into Iceberg tables.
     #[command(subcommand)]
     Load(LoadCommand),
     /// Serve Arrow Flight SQL.
+    #[command(after_help = AFTER_HELP)]
     Serve(ServeArgs),
     /// Serve the embedded catalog with TPC-H SF 0.1 (loaded on first start) and print how to connect.
+    #[command(after_help = AFTER_HELP)]
     Demo(DemoArgs),
-    /// Print an argon2 hash of a password for `[[server.user]] password_hash`.
-    HashPassword {
-        /// The password.
-        password: String,
-    },
+    /// Print an argon2 hash of a password read from a prompt or stdin, for
+    /// `[[server.user]] password_hash`.
+    HashPassword(HashPasswordArgs),
 }
 
 #[derive(Debug, Args)]
@@ -73,7 +96,7 @@ pub struct ServeArgs {
     /// Catalog for unqualified names.
     #[arg(long, env = "ICEFLIGHT_DEFAULT_CATALOG")]
     pub default_catalog: Option<String>,
-    /// Schema for unqualified names.
+    /// Schema for unqualified names [default: the default catalog's only namespace].
     #[arg(long, env = "ICEFLIGHT_DEFAULT_SCHEMA")]
     pub default_schema: Option<String>,
 }
@@ -85,20 +108,35 @@ pub struct DemoArgs {
     pub listen: Option<String>,
 }
 
+#[derive(Debug, Args)]
+pub struct HashPasswordArgs {
+    /// Refused: a password on the command line stays in the shell history.
+    #[arg(hide = true)]
+    pub password: Option<String>,
+}
+
 /// The demo's login when no user is configured.
 pub const DEMO_USER: &str = "demo:iceflight";
+
+/// Namespace and scale factor of the demo's data.
+const DEMO_NAMESPACE: &str = "tpch";
+const DEMO_SCALE: f64 = 0.1;
 
 #[derive(Debug, Args)]
 pub struct SqlArgs {
     /// Catalog for unqualified table names.
     #[arg(long, env = "ICEFLIGHT_DEFAULT_CATALOG")]
     pub catalog: Option<String>,
-    /// Schema (namespace) for unqualified table names.
+    /// Schema (namespace) for unqualified table names [default: the catalog's only namespace].
     #[arg(long, env = "ICEFLIGHT_DEFAULT_SCHEMA")]
     pub schema: Option<String>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
+    /// Rows the table format shows, then a count of the rest (0 = all); tables print in pages
+    /// of 1000 rows. csv and json print every row.
+    #[arg(long, default_value_t = DEFAULT_MAX_ROWS)]
+    pub max_rows: usize,
     /// Session setting KEY=VALUE (`datafusion.*` or `iceflight.*`); repeatable.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub settings: Vec<String>,
@@ -109,8 +147,10 @@ pub struct SqlArgs {
 #[derive(Debug, Subcommand)]
 pub enum LoadCommand {
     /// TPC-H, generated in process (the same rows as dbgen / tpchgen-cli).
+    #[command(after_help = AFTER_HELP)]
     Tpch(TpchArgs),
     /// The nested-field table `nested` (a wide struct and a flat control column).
+    #[command(after_help = AFTER_HELP)]
     Nested(NestedArgs),
 }
 
@@ -141,8 +181,8 @@ pub struct NestedArgs {
 
 #[derive(Debug, Args)]
 pub struct TpchArgs {
-    /// Scale factor (1 = 6M lineitem rows).
-    #[arg(long)]
+    /// Scale factor, above 0 and at most 1000 (1 = 6 M lineitem rows, about 1 GB).
+    #[arg(long, allow_negative_numbers = true)]
     pub scale: f64,
     /// Namespace to create (dots make a multi-level namespace).
     #[arg(long)]
@@ -164,24 +204,76 @@ pub struct TpchArgs {
     pub replace: bool,
 }
 
-/// A command failure, printed as one line on stderr.
+/// Why a command failed; printed as one line on stderr (none for [`Self::OutputClosed`]).
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct CliError(pub String);
+pub enum CliError {
+    /// The command line cannot be parsed (exit status 2).
+    #[error("{0}")]
+    Usage(String),
+    /// The command failed (exit status 1).
+    #[error("{0}")]
+    Failed(String),
+    /// SIGINT or SIGTERM stopped the command after it cleaned up (exit status `code`).
+    #[error("{message}")]
+    Interrupted {
+        /// What was interrupted and what was removed.
+        message: String,
+        /// 130 (SIGINT) or 143 (SIGTERM).
+        code: i32,
+    },
+    /// The reader of stdout went away (`| head`): the command stopped, quietly (exit status 0).
+    #[error("output closed")]
+    OutputClosed,
+}
 
 impl CliError {
     fn from_display(e: impl std::fmt::Display) -> Self {
-        Self(e.to_string())
+        Self::Failed(one_line(&e.to_string()))
+    }
+
+    fn engine(e: &DataFusionError) -> Self {
+        Self::Failed(message(e))
+    }
+
+    /// The process's exit status for this error.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Self::Usage(_) => 2,
+            Self::Failed(_) => 1,
+            Self::Interrupted { code, .. } => *code,
+            Self::OutputClosed => 0,
+        }
+    }
+
+    /// One line for a clap error on `args`: the error's first paragraph (`unexpected argument
+    /// '--x' found`, with the possible values when clap lists them) and which `--help` to read.
+    pub fn usage(e: &clap::Error, args: &[String]) -> Self {
+        let rendered = e.render().to_string();
+        let first: Vec<&str> = rendered
+            .lines()
+            .map(str::trim)
+            .take_while(|l| !l.is_empty())
+            .collect();
+        let text = first.join(" ");
+        let text = text.strip_prefix("error: ").unwrap_or(&text);
+        Self::Usage(format!("{text} (see `{} --help`)", command_path(args)))
     }
 }
 
-/// The message of an engine error for a person: catalog errors without DataFusion's
-/// "External error" wrapping, everything else as DataFusion prints it.
-fn df_message(e: &datafusion::common::DataFusionError) -> String {
-    match e.find_root() {
-        datafusion::common::DataFusionError::External(inner) => inner.to_string(),
-        _ => e.strip_backtrace(),
+/// The subcommand `args` (the process arguments, program first) names: `iceflight load tpch`.
+fn command_path(args: &[String]) -> String {
+    let mut command = <Cli as clap::CommandFactory>::command();
+    let mut path = vec!["iceflight".to_string()];
+    for arg in args.iter().skip(1) {
+        match command.find_subcommand(arg) {
+            Some(sub) => {
+                path.push(arg.clone());
+                command = sub.clone();
+            }
+            None => continue,
+        }
     }
+    path.join(" ")
 }
 
 /// Resolves the configuration: file, then environment and flags.
@@ -202,20 +294,52 @@ pub fn resolve_config(global: &GlobalArgs) -> Result<Config, CliError> {
     Ok(config)
 }
 
-/// Runs a parsed command line, writing results to `out`.
-pub async fn run(cli: Cli, out: &mut dyn Write) -> Result<(), CliError> {
-    let config = resolve_config(&cli.global)?;
+/// Runs a parsed command line with its resolved configuration, writing results to `out`.
+pub async fn run(cli: Cli, config: Config, out: &mut dyn Write) -> Result<(), CliError> {
     match cli.command {
         Command::Sql(args) => run_sql_command(config, args, out).await,
         Command::Load(LoadCommand::Tpch(args)) => run_load(config, args, out).await,
         Command::Load(LoadCommand::Nested(args)) => run_load_nested(config, args, out).await,
         Command::Serve(args) => run_serve(config, args, out).await,
         Command::Demo(args) => run_demo(config, args, out).await,
-        Command::HashPassword { password } => {
-            let hash = crate::flight::auth::hash_password(&password).map_err(CliError)?;
+        Command::HashPassword(args) => {
+            let password = read_password(args)?;
+            let hash = crate::flight::auth::hash_password(&password).map_err(CliError::Failed)?;
             writeln!(out, "{hash}").map_err(CliError::from_display)
         }
     }
+}
+
+/// The password for `hash-password`: typed at a prompt (not echoed, asked twice) when stdin is
+/// a terminal, else the first line of stdin.
+fn read_password(args: HashPasswordArgs) -> Result<String, CliError> {
+    if args.password.is_some() {
+        return Err(CliError::Usage(
+            "hash-password reads the password from a prompt or stdin, not from the command \
+             line (it would stay in the shell history): run `iceflight hash-password` and type \
+             it, or pipe it in"
+                .into(),
+        ));
+    }
+    let password = if std::io::stdin().is_terminal() {
+        let first = rpassword::prompt_password("password: ").map_err(CliError::from_display)?;
+        let again = rpassword::prompt_password("again: ").map_err(CliError::from_display)?;
+        if first != again {
+            return Err(CliError::Failed("the two passwords differ".into()));
+        }
+        first
+    } else {
+        let mut line = String::new();
+        std::io::stdin()
+            .lock()
+            .read_line(&mut line)
+            .map_err(|e| CliError::Failed(format!("reading the password from stdin: {e}")))?;
+        line.trim_end_matches(['\n', '\r']).to_string()
+    };
+    if password.is_empty() {
+        return Err(CliError::Failed("an empty password is refused".into()));
+    }
+    Ok(password)
 }
 
 fn listen_addr(config: &Config, flag: Option<&str>) -> Result<std::net::SocketAddr, CliError> {
@@ -225,10 +349,44 @@ fn listen_addr(config: &Config, flag: Option<&str>) -> Result<std::net::SocketAd
         .ok()
         .and_then(|mut a| a.next())
         .ok_or_else(|| {
-            CliError(format!(
+            CliError::Failed(format!(
                 "invalid listen address {text:?} (e.g. 127.0.0.1:50051)"
             ))
         })
+}
+
+/// What `serve` prints once it listens: address, catalogs, default schema, login.
+fn start_line(engine: &Engine, users: usize, addr: std::net::SocketAddr) -> String {
+    let catalogs = engine.catalogs().names().join(", ");
+    let schema = match engine.default_schema() {
+        Some(s) => format!("default schema {}.{s}", engine.default_catalog()),
+        None => format!(
+            "no default schema (qualify names; catalog {} does not hold exactly one namespace)",
+            engine.default_catalog()
+        ),
+    };
+    let login = if engine.config().server.auth_required() {
+        format!(
+            "login required ({users} user{})",
+            if users == 1 { "" } else { "s" }
+        )
+    } else {
+        "no login (server.auth = \"none\")".to_string()
+    };
+    format!(
+        "iceflight {} serving Flight SQL on {addr}: catalogs {catalogs}; {schema}; {login}",
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
+/// Warns on stderr when the server takes queries without a login.
+fn warn_without_auth(engine: &Engine, addr: std::net::SocketAddr) {
+    if !engine.config().server.auth_required() {
+        eprintln!(
+            "warning: server.auth = \"none\": anyone who can reach {addr} can query every \
+             catalog without logging in"
+        );
+    }
 }
 
 async fn run_serve(
@@ -240,26 +398,38 @@ async fn run_serve(
         config.default_catalog = Some(c);
     }
     if let Some(s) = args.default_schema {
-        config.default_schema = s;
+        config.default_schema = Some(s);
     }
+    config
+        .require_existing_catalog()
+        .map_err(CliError::from_display)?;
     let addr = listen_addr(&config, args.listen.as_deref())?;
-    let users = crate::flight::users(&config.server, &args.users).map_err(CliError)?;
+    let users = crate::flight::users(&config.server, &args.users).map_err(CliError::Failed)?;
+    let user_count = users.len();
     let engine = Engine::connect(config)
         .await
         .map_err(CliError::from_display)?;
-    let mut ready = None;
-    crate::flight::serve(engine, users, addr, crate::flight::shutdown_signal(), |a| {
-        ready = Some(a)
-    })
+    let line_engine = engine.clone();
+    crate::flight::serve(
+        engine,
+        users,
+        addr,
+        async {
+            shutdown_signal().await;
+        },
+        |a| {
+            let _ = writeln!(out, "{}", start_line(&line_engine, user_count, a));
+            let _ = out.flush();
+            warn_without_auth(&line_engine, a);
+        },
+    )
     .await
-    .map_err(CliError)?;
-    let _ = (ready, out);
-    Ok(())
+    .map_err(CliError::Failed)
 }
 
 async fn run_demo(mut config: Config, args: DemoArgs, out: &mut dyn Write) -> Result<(), CliError> {
-    if config.default_schema == Config::default().default_schema {
-        config.default_schema = "tpch".to_string();
+    if config.default_schema.is_none() {
+        config.default_schema = Some(DEMO_NAMESPACE.to_string());
     }
     let addr = listen_addr(&config, args.listen.as_deref())?;
     let quick = if config.server.users.is_empty() && config.server.auth_required() {
@@ -267,58 +437,122 @@ async fn run_demo(mut config: Config, args: DemoArgs, out: &mut dyn Write) -> Re
     } else {
         vec![]
     };
-    let users = crate::flight::users(&config.server, &quick).map_err(CliError)?;
+    let users = crate::flight::users(&config.server, &quick).map_err(CliError::Failed)?;
+    let user_count = users.len();
     let engine = Engine::connect(config)
         .await
         .map_err(CliError::from_display)?;
-    let catalog_name = engine
-        .config()
-        .effective_default_catalog()
-        .map_err(CliError::from_display)?;
-    let catalog = engine
-        .catalogs()
-        .get(&catalog_name)
-        .map_err(CliError::from_display)?;
-    let namespace = NamespaceIdent::new("tpch".into());
-    if !catalog
-        .namespace_exists(&namespace)
-        .await
-        .map_err(CliError::from_display)?
-    {
-        writeln!(
-            out,
-            "loading TPC-H SF 0.1 into {catalog_name}.tpch (first start only)..."
-        )
-        .map_err(CliError::from_display)?;
-        let options = LoadOptions {
-            scale: 0.1,
-            target_file_size: 16 * 1024 * 1024,
-            ..LoadOptions::default()
-        };
-        load_tpch(catalog, &namespace, &options)
-            .await
-            .map_err(CliError::from_display)?;
-    }
+    let catalog_name = engine.default_catalog().to_string();
+    let catalog = Arc::clone(
+        engine
+            .catalogs()
+            .get(&catalog_name)
+            .map_err(CliError::from_display)?,
+    );
+    let scale = ensure_demo_data(&catalog, &catalog_name, out).await?;
     let (user, password) = quick
         .first()
         .and_then(|q| q.split_once(':'))
         .map(|(u, p)| (u.to_string(), p.to_string()))
         .unwrap_or_else(|| ("<user>".into(), "<password>".into()));
-    let mut banner = String::new();
-    crate::flight::serve(engine, users, addr, crate::flight::shutdown_signal(), |a| {
-        banner = format!(
-            "iceflight {} serving Flight SQL on {a} (catalog {catalog_name}, schema tpch)\n\n\
-             Python (ADBC):\n  import adbc_driver_flightsql.dbapi as flight_sql\n  \
-             conn = flight_sql.connect(\"grpc://{a}\", db_kwargs={{\"username\": \"{user}\", \"password\": \"{password}\"}})\n  \
-             cur = conn.cursor(); cur.execute(\"SELECT count(*) FROM lineitem\"); print(cur.fetchall())\n\n\
-             JDBC:\n  jdbc:arrow-flight-sql://{a}/?useEncryption=false&user={user}&password={password}&catalog={catalog_name}\n\n\
-             Stop with Ctrl-C.",
-            env!("CARGO_PKG_VERSION")
-        );
-        println!("{banner}");
-    })
+    let banner_engine = engine.clone();
+    crate::flight::serve(
+        engine,
+        users,
+        addr,
+        async {
+            shutdown_signal().await;
+        },
+        |a| {
+            let _ = writeln!(
+                out,
+                "{}\n\nTPC-H SF {scale} is in {catalog_name}.{DEMO_NAMESPACE}, the default schema.\n\n\
+                 Python (ADBC):\n  import adbc_driver_flightsql.dbapi as flight_sql\n  \
+                 conn = flight_sql.connect(\"grpc://{a}\", db_kwargs={{\"username\": \"{user}\", \"password\": \"{password}\"}})\n  \
+                 cur = conn.cursor(); cur.execute(\"SELECT count(*) FROM lineitem\"); print(cur.fetchall())\n\n\
+                 JDBC (flight-sql-jdbc-driver; on Java 17 start java with --add-opens=java.base/java.nio=ALL-UNNAMED):\n  \
+                 jdbc:arrow-flight-sql://{a}/?useEncryption=false&user={user}&password={password}\n  \
+                 (other catalogs' tables by their full names, e.g. SELECT * FROM lake.ns.t)\n\n\
+                 Stop with Ctrl-C.",
+                start_line(&banner_engine, user_count, a)
+            );
+            let _ = out.flush();
+            warn_without_auth(&banner_engine, a);
+        },
+    )
     .await
-    .map_err(CliError)
+    .map_err(CliError::Failed)
+}
+
+/// Makes sure the demo's TPC-H is complete in `catalog` (every table committed with its rows):
+/// loads it on the first start, reloads data an interrupted start left behind, and refuses a
+/// namespace that holds other tables. Returns the data's scale factor.
+async fn ensure_demo_data(
+    catalog: &Arc<dyn iceberg::Catalog>,
+    catalog_name: &str,
+    out: &mut dyn Write,
+) -> Result<f64, CliError> {
+    let namespace = NamespaceIdent::new(DEMO_NAMESPACE.into());
+    // Listening starts before the first line, so a Ctrl-C after it always cleans up.
+    let interrupt = LoadInterrupt::listen();
+    let replace = match tpch_status(catalog, &namespace)
+        .await
+        .map_err(CliError::from_display)?
+    {
+        TpchStatus::Complete { scale } => {
+            interrupt.finish();
+            return Ok(scale);
+        }
+        TpchStatus::Missing => {
+            writeln!(
+                out,
+                "loading TPC-H SF {DEMO_SCALE} into {catalog_name}.{DEMO_NAMESPACE} (first start only)..."
+            )
+            .map_err(CliError::from_display)?;
+            false
+        }
+        TpchStatus::Incomplete { reason, foreign } if foreign.is_empty() => {
+            writeln!(
+                out,
+                "{catalog_name}.{DEMO_NAMESPACE} is incomplete ({reason}): loading TPC-H SF {DEMO_SCALE} again..."
+            )
+            .map_err(CliError::from_display)?;
+            true
+        }
+        TpchStatus::Incomplete { reason, foreign } => {
+            return Err(CliError::Failed(format!(
+                "{catalog_name}.{DEMO_NAMESPACE} is not complete TPC-H data ({reason}) and holds \
+                 tables the demo did not write ({}); use another --data-dir, or reload it with \
+                 `iceflight load tpch --scale {DEMO_SCALE} --namespace {DEMO_NAMESPACE} --replace`",
+                foreign.join(", ")
+            )));
+        }
+    };
+    let options = LoadOptions {
+        scale: DEMO_SCALE,
+        target_file_size: 16 * 1024 * 1024,
+        replace,
+        cancel: interrupt.token(),
+        ..LoadOptions::default()
+    };
+    load_result(load_tpch(catalog, &namespace, &options).await, interrupt)?;
+    Ok(DEMO_SCALE)
+}
+
+/// A load's result as the CLI reports it: an interrupted load (it has removed what it wrote)
+/// ends with the status of the signal that stopped it.
+fn load_result(
+    result: Result<LoadReport, CatalogError>,
+    interrupt: LoadInterrupt,
+) -> Result<LoadReport, CliError> {
+    let signal = interrupt.finish();
+    match result {
+        Err(CatalogError::Interrupted) => Err(CliError::Interrupted {
+            message: CatalogError::Interrupted.to_string(),
+            code: signal.unwrap_or(crate::signals::EXIT_SIGINT),
+        }),
+        result => result.map_err(CliError::from_display),
+    }
 }
 
 async fn run_sql_command(
@@ -332,7 +566,7 @@ async fn run_sql_command(
         .map(|s| {
             s.split_once('=')
                 .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-                .ok_or_else(|| CliError(format!("--set expects KEY=VALUE, got {s:?}")))
+                .ok_or_else(|| CliError::Failed(format!("--set expects KEY=VALUE, got {s:?}")))
         })
         .collect::<Result<Vec<_>, _>>()?;
     let sql = match args.sql {
@@ -341,37 +575,42 @@ async fn run_sql_command(
             let mut s = String::new();
             std::io::stdin()
                 .read_to_string(&mut s)
-                .map_err(|e| CliError(format!("reading SQL from stdin: {e}")))?;
+                .map_err(|e| CliError::Failed(format!("reading SQL from stdin: {e}")))?;
             s
         }
     };
+    let statements = parse_statements(&sql).map_err(|e| CliError::engine(&e))?;
+    config
+        .require_existing_catalog()
+        .map_err(CliError::from_display)?;
     let engine = Engine::connect(config)
         .await
         .map_err(CliError::from_display)?;
     let ctx = engine
         .session(args.catalog.as_deref(), args.schema.as_deref(), &settings)
-        .map_err(|e| CliError(df_message(&e)))?;
-    let results = run_sql(&ctx, &sql)
-        .await
-        .map_err(|e| CliError(df_message(&e)))?;
-    for r in results {
-        output::write(out, args.format, &r.schema, &r.batches).map_err(CliError::from_display)?;
+        .map_err(|e| CliError::engine(&e))?;
+    let mut writer = ResultWriter::new(out, args.format, args.max_rows);
+    for statement in statements {
+        let stream = execute_statement(&ctx, statement)
+            .await
+            .map_err(|e| CliError::engine(&e))?;
+        match writer.write_stream(stream).await {
+            Ok(_) => {}
+            Err(OutputError::Closed) => return Err(CliError::OutputClosed),
+            Err(OutputError::Query(e)) => return Err(CliError::engine(&e)),
+            Err(e @ OutputError::Write(_)) => return Err(CliError::from_display(e)),
+        }
     }
     Ok(())
 }
 
-async fn run_load(config: Config, args: TpchArgs, out: &mut dyn Write) -> Result<(), CliError> {
-    if args.scale.is_nan() || args.scale <= 0.0 {
-        return Err(CliError(format!(
-            "--scale must be positive, got {}",
-            args.scale
-        )));
-    }
+/// Parses `--sort TABLE=COL[,COL..]` values.
+fn sort_keys(specs: &[String]) -> Result<HashMap<String, Vec<String>>, CliError> {
     let mut sort: HashMap<String, Vec<String>> = HashMap::new();
-    for s in &args.sort {
-        let (table, cols) = s
-            .split_once('=')
-            .ok_or_else(|| CliError(format!("--sort expects TABLE=COL[,COL..], got {s:?}")))?;
+    for s in specs {
+        let (table, cols) = s.split_once('=').ok_or_else(|| {
+            CliError::Failed(format!("--sort expects TABLE=COL[,COL..], got {s:?}"))
+        })?;
         sort.insert(
             table.trim().to_string(),
             cols.split(',')
@@ -380,13 +619,22 @@ async fn run_load(config: Config, args: TpchArgs, out: &mut dyn Write) -> Result
                 .collect(),
         );
     }
+    Ok(sort)
+}
+
+async fn run_load(config: Config, args: TpchArgs, out: &mut dyn Write) -> Result<(), CliError> {
+    check_scale(args.scale)
+        .map_err(|e| CliError::Failed(format!("--scale {}: {e}", args.scale)))?;
+    let interrupt = LoadInterrupt::listen();
     let options = LoadOptions {
         scale: args.scale,
-        sort,
-        target_file_size: parse_size(&args.target_file_size).map_err(CliError::from_display)?,
+        sort: sort_keys(&args.sort)?,
+        target_file_size: parse_size(&args.target_file_size)
+            .map_err(|e| CliError::Failed(format!("--target-file-size: {e}")))?,
         row_group_rows: args.row_group_rows,
         replace: args.replace,
-        progress: true,
+        cancel: interrupt.token(),
+        ..LoadOptions::default()
     };
     let namespace =
         NamespaceIdent::from_strs(args.namespace.split('.')).map_err(CliError::from_display)?;
@@ -395,26 +643,35 @@ async fn run_load(config: Config, args: TpchArgs, out: &mut dyn Write) -> Result
         .map_err(CliError::from_display)?;
     let (catalog_name, catalog) = load_target(&engine, args.catalog.as_deref())?;
     let started = std::time::Instant::now();
-    let report = load_tpch(&catalog, &namespace, &options)
-        .await
-        .map_err(CliError::from_display)?;
-    for (table, rows, files) in &report.tables {
-        writeln!(
-            out,
-            "{catalog_name}.{}.{table}: {rows} rows in {files} data files",
-            args.namespace
-        )
-        .map_err(CliError::from_display)?;
-    }
+    let report = load_result(load_tpch(&catalog, &namespace, &options).await, interrupt)?;
+    summary(
+        out,
+        &report,
+        &format!("TPC-H SF {}", args.scale),
+        &catalog_name,
+        &args.namespace,
+        started,
+    )
+}
+
+/// The last line of a load on stdout: what was written where.
+fn summary(
+    out: &mut dyn Write,
+    report: &LoadReport,
+    what: &str,
+    catalog: &str,
+    namespace: &str,
+    started: std::time::Instant,
+) -> Result<(), CliError> {
+    let rows: u64 = report.tables.iter().map(|(_, r, _)| r).sum();
+    let files: usize = report.tables.iter().map(|(_, _, f)| f).sum();
     writeln!(
         out,
-        "loaded TPC-H SF {} into {catalog_name}.{} in {:.1} s",
-        args.scale,
-        args.namespace,
+        "loaded {what} into {catalog}.{namespace}: {} tables, {rows} rows, {files} data files in {:.1} s",
+        report.tables.len(),
         started.elapsed().as_secs_f64()
     )
-    .map_err(CliError::from_display)?;
-    Ok(())
+    .map_err(CliError::from_display)
 }
 
 /// The catalog a load writes into: `--catalog`, else the default catalog.
@@ -422,13 +679,7 @@ fn load_target(
     engine: &Engine,
     catalog: Option<&str>,
 ) -> Result<(String, Arc<dyn iceberg::Catalog>), CliError> {
-    let name = match catalog {
-        Some(c) => c.to_string(),
-        None => engine
-            .config()
-            .effective_default_catalog()
-            .map_err(CliError::from_display)?,
-    };
+    let name = catalog.unwrap_or(engine.default_catalog()).to_string();
     let catalog = engine
         .catalogs()
         .get(&name)
@@ -441,10 +692,13 @@ async fn run_load_nested(
     args: NestedArgs,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
+    let interrupt = LoadInterrupt::listen();
     let options = LoadOptions {
-        target_file_size: parse_size(&args.target_file_size).map_err(CliError::from_display)?,
+        target_file_size: parse_size(&args.target_file_size)
+            .map_err(|e| CliError::Failed(format!("--target-file-size: {e}")))?,
         row_group_rows: args.row_group_rows,
         replace: args.replace,
+        cancel: interrupt.token(),
         ..LoadOptions::default()
     };
     let namespace =
@@ -454,18 +708,10 @@ async fn run_load_nested(
         .map_err(CliError::from_display)?;
     let (catalog_name, catalog) = load_target(&engine, args.catalog.as_deref())?;
     let started = std::time::Instant::now();
-    let report = load_nested(&catalog, &namespace, args.rows, args.layout, &options)
-        .await
-        .map_err(CliError::from_display)?;
-    for (table, rows, files) in &report.tables {
-        writeln!(
-            out,
-            "loaded {catalog_name}.{}.{table}: {rows} rows ({} layout) in {files} data files in {:.1} s",
-            args.namespace,
-            format!("{:?}", args.layout).to_lowercase(),
-            started.elapsed().as_secs_f64()
-        )
-        .map_err(CliError::from_display)?;
-    }
-    Ok(())
+    let report = load_result(
+        load_nested(&catalog, &namespace, args.rows, args.layout, &options).await,
+        interrupt,
+    )?;
+    let what = format!("the nested table ({} layout)", args.layout);
+    summary(out, &report, &what, &catalog_name, &args.namespace, started)
 }

@@ -10,6 +10,9 @@ use serde::{Deserialize, Serialize};
 /// Default data directory (embedded catalog and warehouse), relative to the working directory.
 pub const DEFAULT_DATA_DIR: &str = "./iceflight-data";
 
+/// Default log filter: warnings and errors (failed logins, failed queries), nothing per query.
+pub const DEFAULT_LOG: &str = "warn";
+
 /// Everything iceflight reads from its configuration file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -18,8 +21,13 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// Catalog used for unqualified names; defaults to the first configured catalog.
     pub default_catalog: Option<String>,
-    /// Namespace (schema) used for unqualified names.
-    pub default_schema: String,
+    /// Namespace (schema) used for unqualified names; absent = the default catalog's only
+    /// namespace when it holds exactly one, else none (unqualified names then fail with an error
+    /// listing the namespaces).
+    pub default_schema: Option<String>,
+    /// Log filter (tracing's `EnvFilter` syntax: `warn`, `info`, `iceflight=debug,warn`); the
+    /// `ICEFLIGHT_LOG` environment variable wins over it. Logs go to stderr.
+    pub log: String,
     /// Query execution settings.
     pub query: QueryConfig,
     /// Flight SQL server settings.
@@ -109,7 +117,8 @@ impl Default for Config {
         Self {
             data_dir: PathBuf::from(DEFAULT_DATA_DIR),
             default_catalog: None,
-            default_schema: "default".to_string(),
+            default_schema: None,
+            log: DEFAULT_LOG.to_string(),
             query: QueryConfig::default(),
             server: ServerConfig::default(),
             catalogs: vec![],
@@ -139,6 +148,18 @@ pub enum ConfigError {
     /// The values do not fit together.
     #[error("invalid configuration: {0}")]
     Invalid(String),
+    /// A command that only reads found no embedded catalog in the data directory.
+    #[error(
+        "no iceflight catalog in data directory {} ({} does not exist): check --data-dir \
+         (or ICEFLIGHT_DATA_DIR, data_dir in the config); `iceflight demo` or \
+         `iceflight load tpch --scale 0.1 --namespace tpch` creates one",
+        dir.display(),
+        dir.join("catalog.db").display()
+    )]
+    NoCatalog {
+        /// The data directory.
+        dir: PathBuf,
+    },
 }
 
 impl Config {
@@ -170,6 +191,20 @@ impl Config {
         if let Some(limit) = &self.query.memory_limit {
             iceflight_catalog::load::parse_size(limit)
                 .map_err(|e| ConfigError::Invalid(format!("query.memory_limit: {e}")))?;
+        }
+        Ok(())
+    }
+
+    /// Checks that the embedded default catalog (no `[[catalog]]` configured) already exists in
+    /// `data_dir`, for commands that only read (`sql`, `serve`): they never create one, so a
+    /// mistyped `--data-dir` is an error instead of a new, empty catalog.
+    ///
+    /// Errors: [`ConfigError::NoCatalog`] naming the directory.
+    pub fn require_existing_catalog(&self) -> Result<(), ConfigError> {
+        if self.catalogs.is_empty() && !self.data_dir.join("catalog.db").is_file() {
+            return Err(ConfigError::NoCatalog {
+                dir: self.data_dir.clone(),
+            });
         }
         Ok(())
     }
@@ -249,6 +284,7 @@ mod tests {
             r#"
             data_dir = "/tmp/x"
             default_schema = "tpch"
+            log = "info"
             [query]
             target_partitions = 3
             [[catalog]]
@@ -261,6 +297,8 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.query.target_partitions, 3);
+        assert_eq!(c.default_schema.as_deref(), Some("tpch"));
+        assert_eq!(c.log, "info");
         assert_eq!(
             c.catalogs[0].properties["s3.endpoint"],
             "http://127.0.0.1:8333"

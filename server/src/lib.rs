@@ -9,5 +9,7 @@ pub mod cli;
 pub mod config;
 pub mod flight;
 pub mod invalidate;
+pub mod message;
 pub mod output;
 pub mod session;
+pub mod signals;

@@ -1,40 +1,64 @@
-//! `iceflight` binary: parses the command line, runs it, and turns any failure into one line on
-//! stderr and exit code 1.
+//! `iceflight` binary: parses the command line, resolves the configuration, starts logging, runs
+//! the command, and turns any failure into one line on stderr and its exit status (`cli.rs`).
 
 use clap::Parser;
-use iceflight::cli::{Cli, run};
+use iceflight::cli::{Cli, CliError, resolve_config, run};
 
 fn main() {
-    let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_env_filter(quiet_secret_loggers(
-            tracing_subscriber::EnvFilter::try_from_env("ICEFLIGHT_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        ))
-        .init();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // --help and --version print as clap formats them, to stdout, with status 0.
+        Err(e) if !e.use_stderr() => e.exit(),
+        Err(e) => fail(CliError::usage(&e, &std::env::args().collect::<Vec<_>>())),
+    };
+    let config = resolve_config(&cli.global).unwrap_or_else(|e| fail(e));
+    init_logging(&config.log);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
     {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            std::process::exit(1);
-        }
+        Err(e) => fail(CliError::Failed(format!(
+            "cannot start the async runtime: {e}"
+        ))),
     };
     let mut stdout = std::io::stdout().lock();
-    if let Err(e) = runtime.block_on(run(cli, &mut stdout)) {
-        let line = e.to_string().replace('\n', " ");
-        eprintln!("error: {line}");
-        std::process::exit(1);
+    if let Err(e) = runtime.block_on(run(cli, config, &mut stdout)) {
+        fail(e);
     }
+}
+
+/// Prints `e` as one `error:` line (nothing when stdout's reader went away) and exits with its
+/// status.
+fn fail(e: CliError) -> ! {
+    if !matches!(e, CliError::OutputClosed) {
+        eprintln!("error: {}", iceflight::message::one_line(&e.to_string()));
+    }
+    std::process::exit(e.exit_code());
+}
+
+/// Logs to stderr under `ICEFLIGHT_LOG`, else the config's `log` filter.
+fn init_logging(configured: &str) {
+    let (source, text) = match std::env::var("ICEFLIGHT_LOG") {
+        Ok(v) => ("ICEFLIGHT_LOG", v),
+        Err(_) => ("log", configured.to_string()),
+    };
+    let filter = tracing_subscriber::EnvFilter::try_new(&text).unwrap_or_else(|e| {
+        eprintln!("warning: invalid log filter {source} = {text:?} ({e}); using warn");
+        tracing_subscriber::EnvFilter::new("warn")
+    });
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_env_filter(quiet_secret_loggers(filter))
+        .init();
 }
 
 /// Caps the crates that log credentials at debug level (`reqsign` prints S3 secret keys, HTTP
 /// internals can print bearer tokens), whatever `ICEFLIGHT_LOG` asks for: secrets are never
-/// logged.
+/// logged. Also quiets opendal's warning for a data file writer dropped before it was closed:
+/// that is how a failed or interrupted load abandons its file (iceberg's writers have no abort),
+/// and the load then deletes the file.
 fn quiet_secret_loggers(filter: tracing_subscriber::EnvFilter) -> tracing_subscriber::EnvFilter {
     [
         "reqsign=warn",
@@ -42,6 +66,7 @@ fn quiet_secret_loggers(filter: tracing_subscriber::EnvFilter) -> tracing_subscr
         "hyper=info",
         "hyper_util=info",
         "h2=info",
+        "opendal_core::layers::complete=error",
     ]
     .into_iter()
     .fold(filter, |f, d| {

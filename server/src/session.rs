@@ -1,20 +1,18 @@
 //! Builds DataFusion sessions over the configured catalogs and runs SQL text.
 //!
 //! ```text
-//!   Config ──► Engine::connect (catalogs) ──► Engine::session ──► SessionContext
-//!   SQL text ──► DFParser (one or more statements) ──► plan ──► execute ──► batches
+//!   Config ──► Engine::connect (catalogs, default schema) ──► Engine::session ──► SessionContext
+//!   SQL text ──► parse_statements ──► execute_statement (plan, execute) ──► batch stream
 //! ```
 
 use std::sync::Arc;
 
-use arrow::array::RecordBatch;
-use arrow::datatypes::SchemaRef;
-use datafusion::common::{DataFusionError, Result};
-use datafusion::execution::SessionStateBuilder;
+use datafusion::common::{DataFusionError, Result, plan_err};
 use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
+use datafusion::execution::{SendableRecordBatchStream, SessionStateBuilder};
 use datafusion::prelude::{SessionConfig, SessionContext};
-use datafusion::sql::parser::DFParser;
-use iceflight_catalog::{CatalogError, Catalogs};
+use datafusion::sql::parser::{DFParser, Statement};
+use iceflight_catalog::{CatalogError, Catalogs, NO_DEFAULT_SCHEMA};
 use iceflight_scan::IceflightOptions;
 
 use crate::config::{Config, ConfigError};
@@ -24,6 +22,9 @@ use crate::config::{Config, ConfigError};
 pub struct Engine {
     config: Config,
     default_catalog: String,
+    /// The configured default schema, else the default catalog's only namespace, else
+    /// [`NO_DEFAULT_SCHEMA`].
+    default_schema: String,
     catalogs: Catalogs,
     runtime: Arc<RuntimeEnv>,
 }
@@ -53,12 +54,30 @@ impl Engine {
             .build_arc()
             .map_err(|e| ConfigError::Invalid(format!("query runtime: {e}")))?;
         let catalogs = Catalogs::connect(&config.effective_catalogs()).await?;
+        let default_schema = match &config.default_schema {
+            Some(schema) => schema.clone(),
+            None => only_namespace(&catalogs, &default_catalog)
+                .await
+                .unwrap_or_else(|| NO_DEFAULT_SCHEMA.to_string()),
+        };
         Ok(Self {
             config,
             default_catalog,
+            default_schema,
             catalogs,
             runtime,
         })
+    }
+
+    /// The catalog for unqualified names.
+    pub fn default_catalog(&self) -> &str {
+        &self.default_catalog
+    }
+
+    /// The schema for unqualified names: configured, or the default catalog's only namespace
+    /// (`None` when neither: unqualified names then fail with the namespaces listed).
+    pub fn default_schema(&self) -> Option<&str> {
+        (self.default_schema != NO_DEFAULT_SCHEMA).then_some(self.default_schema.as_str())
     }
 
     /// The connected catalogs.
@@ -84,8 +103,12 @@ impl Engine {
         let catalog = catalog.unwrap_or(&self.default_catalog);
         self.catalogs
             .get(catalog)
-            .map_err(|e| DataFusionError::Plan(e.to_string()))?;
-        let schema = schema.unwrap_or(&self.config.default_schema);
+            .map_err(|e| DataFusionError::External(Box::new(e)))?;
+        let schema = match (schema, catalog == self.default_catalog) {
+            (Some(s), _) => s,
+            (None, true) => &self.default_schema,
+            (None, false) => NO_DEFAULT_SCHEMA,
+        };
         let target_partitions = match self.config.query.target_partitions {
             0 => std::thread::available_parallelism()
                 .map(|n| n.get())
@@ -100,7 +123,9 @@ impl Engine {
             .with_batch_size(self.config.query.batch_size.max(1))
             .with_option_extension(IceflightOptions::default());
         for (k, v) in settings {
-            config.options_mut().set(k, v)?;
+            config.options_mut().set(k, v).map_err(|e| {
+                DataFusionError::Context(format!("invalid setting {k}={v}"), Box::new(e))
+            })?;
         }
         let state = SessionStateBuilder::new()
             .with_config(config)
@@ -117,31 +142,41 @@ impl Engine {
     }
 }
 
-/// The result of one statement.
-#[derive(Debug)]
-pub struct StatementResult {
-    /// Output schema (empty for DDL).
-    pub schema: SchemaRef,
-    /// Output rows.
-    pub batches: Vec<RecordBatch>,
+/// The only namespace of catalog `name`, if it holds exactly one (`None` also when listing
+/// fails: a catalog that is down must not stop the start).
+async fn only_namespace(catalogs: &Catalogs, name: &str) -> Option<String> {
+    let catalog = catalogs.get(name).ok()?;
+    let mut namespaces = catalog.list_namespaces(None).await.ok()?;
+    match namespaces.len() {
+        1 => {
+            let ns = namespaces.pop()?;
+            // A parent with children (`a` of `a.b`) is not a place for tables of its own.
+            let children = catalog.list_namespaces(Some(&ns)).await.ok()?;
+            children.is_empty().then(|| ns.join("."))
+        }
+        _ => None,
+    }
 }
 
-/// Parses `sql` (one or more `;`-separated statements) and runs each in order, stopping at the
-/// first error.
-pub async fn run_sql(ctx: &SessionContext, sql: &str) -> Result<Vec<StatementResult>> {
-    let statements = DFParser::parse_sql(sql)?;
+/// Parses `sql`: one or more `;`-separated statements.
+///
+/// Errors: a syntax error; no statement at all.
+pub fn parse_statements(sql: &str) -> Result<Vec<Statement>> {
+    let statements: Vec<Statement> = DFParser::parse_sql(sql)?.into_iter().collect();
     if statements.is_empty() {
-        return Err(DataFusionError::Plan("no SQL statement given".into()));
+        return plan_err!("no SQL statement given");
     }
-    let mut out = Vec::with_capacity(statements.len());
-    for statement in statements {
-        let plan = ctx.state().statement_to_plan(statement).await?;
-        let df = ctx.execute_logical_plan(plan).await?;
-        let schema: SchemaRef = Arc::new(df.schema().as_arrow().clone());
-        let batches = df.collect().await?;
-        out.push(StatementResult { schema, batches });
-    }
-    Ok(out)
+    Ok(statements)
+}
+
+/// Plans and starts one statement; DDL and `SET` take effect here. Returns its output stream
+/// (no columns for DDL).
+pub async fn execute_statement(
+    ctx: &SessionContext,
+    statement: Statement,
+) -> Result<SendableRecordBatchStream> {
+    let plan = ctx.state().statement_to_plan(statement).await?;
+    ctx.execute_logical_plan(plan).await?.execute_stream().await
 }
 
 /// DataFusion's physical optimizer rules, then iceflight's [`DynamicFilterRule`] (it needs

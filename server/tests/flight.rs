@@ -31,7 +31,7 @@ async fn start_server() -> Server {
     let dir = tempfile::tempdir().unwrap();
     let mut config = Config {
         data_dir: dir.path().to_path_buf(),
-        default_schema: "tpch".into(),
+        default_schema: Some("tpch".into()),
         ..Config::default()
     };
     config.query.target_partitions = 2;
@@ -339,7 +339,7 @@ async fn flight_sql_end_to_end() {
 
     // A CPU-heavy query runs apart from the gRPC runtime: others are still served, and a cancel
     // stops it.
-    let heavy_sql = "SELECT count(*), max(b.l_comment) FROM lineitem a CROSS JOIN (SELECT l_comment FROM lineitem LIMIT 2000) b";
+    let heavy_sql = "SELECT count(*), max(b.l_comment) FROM lineitem a CROSS JOIN (SELECT l_comment FROM lineitem LIMIT 50000) b";
     let heavy = c.execute(heavy_sql.into(), None).await.unwrap();
     let heavy_ticket = heavy.endpoint[0].ticket.clone().unwrap();
     let mut heavy_client = c.clone();

@@ -23,11 +23,16 @@ impl Users {
     }
 
     /// Adds a user from `NAME:PASSWORD`, hashing the password.
+    ///
+    /// Errors: no `:`, an empty name or an empty password.
     pub fn add_plain(&mut self, spec: &str) -> Result<(), String> {
         let (name, password) = spec
             .split_once(':')
             .filter(|(n, _)| !n.is_empty())
             .ok_or_else(|| format!("--user expects NAME:PASSWORD, got {spec:?}"))?;
+        if password.is_empty() {
+            return Err(format!("--user {name}: an empty password is refused"));
+        }
         let hash = hash_password(password)?;
         self.hashes.insert(name.to_string(), hash);
         Ok(())
@@ -36,6 +41,11 @@ impl Users {
     /// Whether any user is configured.
     pub fn is_empty(&self) -> bool {
         self.hashes.is_empty()
+    }
+
+    /// How many users are configured.
+    pub fn len(&self) -> usize {
+        self.hashes.len()
     }
 
     /// Checks a password; unknown users and wrong passwords are both `false`.
@@ -53,7 +63,12 @@ impl Users {
 }
 
 /// Hashes a password with argon2id and a random salt (PHC string, for `password_hash` in config).
+///
+/// Errors: an empty password; a hashing failure.
 pub fn hash_password(password: &str) -> Result<String, String> {
+    if password.is_empty() {
+        return Err("an empty password is refused".into());
+    }
     let salt = SaltString::generate(&mut OsRng);
     Argon2::default()
         .hash_password(password.as_bytes(), &salt)
@@ -111,6 +126,13 @@ mod tests {
         assert!(!users.verify("alice", "wrong"));
         assert!(!users.verify("bob", "secret"));
         assert!(users.add_plain("nocolon").is_err());
+        assert!(
+            users
+                .add_plain("alice:")
+                .unwrap_err()
+                .contains("empty password")
+        );
+        assert!(hash_password("").is_err());
         let phc = hash_password("pw").unwrap();
         users.add_hash("carol", &phc).unwrap();
         assert!(users.verify("carol", "pw"));

@@ -81,7 +81,8 @@ pub struct QueryLog {
     started: Instant,
     rows: AtomicU64,
     bytes: AtomicU64,
-    failed: std::sync::atomic::AtomicBool,
+    /// The status message of the failure, once the query failed.
+    failed: std::sync::OnceLock<String>,
     finished: std::sync::atomic::AtomicBool,
 }
 
@@ -100,9 +101,12 @@ impl QueryLog {
         })
     }
 
-    /// Marks the query failed (logged at the end).
-    pub fn fail(&self) {
-        self.failed.store(true, Ordering::Relaxed);
+    /// Marks the query failed with the status it ends with (logged at the end, with its message;
+    /// the first failure counts).
+    pub fn fail(&self, status: &tonic::Status) {
+        let _ = self
+            .failed
+            .set(format!("{:?}: {}", status.code(), status.message()));
     }
 
     /// Marks the result fully sent; a log dropped before this reports `cancelled`.
@@ -111,7 +115,7 @@ impl QueryLog {
     }
 
     fn status(&self) -> &'static str {
-        if self.failed.load(Ordering::Relaxed) {
+        if self.failed.get().is_some() {
             "error"
         } else if self.finished.load(Ordering::Relaxed) {
             "ok"
@@ -121,18 +125,38 @@ impl QueryLog {
     }
 }
 
+/// One line per query: at `info` when it succeeded or was cancelled, at `warn` with the error
+/// (gRPC code and message) when it failed, so failures show under the default log filter.
 impl Drop for QueryLog {
     fn drop(&mut self) {
-        tracing::info!(
-            query_id = %self.id,
-            user = %self.user,
-            duration_ms = self.started.elapsed().as_millis() as u64,
-            rows = self.rows.load(Ordering::Relaxed),
-            bytes = self.bytes.load(Ordering::Relaxed),
-            status = self.status(),
-            sql = %self.what,
-            "query"
+        let duration_ms = self.started.elapsed().as_millis() as u64;
+        let (rows, bytes) = (
+            self.rows.load(Ordering::Relaxed),
+            self.bytes.load(Ordering::Relaxed),
         );
+        match self.failed.get() {
+            Some(error) => tracing::warn!(
+                query_id = %self.id,
+                user = %self.user,
+                duration_ms,
+                rows,
+                bytes,
+                status = "error",
+                %error,
+                sql = %self.what,
+                "query"
+            ),
+            None => tracing::info!(
+                query_id = %self.id,
+                user = %self.user,
+                duration_ms,
+                rows,
+                bytes,
+                status = self.status(),
+                sql = %self.what,
+                "query"
+            ),
+        }
     }
 }
 
@@ -148,9 +172,8 @@ pub fn encode<G: Send + 'static>(
     let batch_schema = Arc::clone(&schema);
     let counting = Arc::clone(&log);
     let batches = input
-        .map(move |b| {
-            let b = b.and_then(|b| flight_batch(b, &batch_schema));
-            match &b {
+        .map(
+            move |b| match b.and_then(|b| flight_batch(b, &batch_schema)) {
                 Ok(b) => {
                     counting
                         .rows
@@ -158,11 +181,15 @@ pub fn encode<G: Send + 'static>(
                     counting
                         .bytes
                         .fetch_add(b.get_array_memory_size() as u64, Ordering::Relaxed);
+                    Ok(b)
                 }
-                Err(_) => counting.fail(),
-            }
-            b.map_err(|e| FlightError::Tonic(Box::new(super::status::to_status(e))))
-        })
+                Err(e) => {
+                    let status = super::status::to_status(e);
+                    counting.fail(&status);
+                    Err(FlightError::Tonic(Box::new(status)))
+                }
+            },
+        )
         .chain(
             futures::stream::once(async move {
                 // Reached only when the input ended: every batch went out.
@@ -243,7 +270,8 @@ mod tests {
         assert_eq!(log.status(), "cancelled", "dropped before the end");
         log.finish();
         assert_eq!(log.status(), "ok");
-        log.fail();
+        log.fail(&tonic::Status::invalid_argument("bad"));
         assert_eq!(log.status(), "error");
+        assert_eq!(log.failed.get().unwrap(), "InvalidArgument: bad");
     }
 }

@@ -186,12 +186,14 @@ impl IceflightService {
         let schema = match schema_rx.await {
             Ok(Ok(schema)) => schema,
             Ok(Err(e)) => {
-                log.fail();
-                return Err(to_status(e));
+                let status = to_status(e);
+                log.fail(&status);
+                return Err(status);
             }
             Err(_) => {
-                log.fail();
-                return Err(Status::internal("the query task stopped before it started"));
+                let status = Status::internal("the query task stopped before it started");
+                log.fail(&status);
+                return Err(status);
             }
         };
         let key = (caller.token.clone(), ticket);
@@ -271,10 +273,10 @@ impl IceflightService {
             .create_logical_plan(sql)
             .await
             .map_err(|e| {
+                let status = to_status(e);
                 let log = QueryLog::start(&session.user, sql);
-                log.fail();
-                log.finish();
-                to_status(e)
+                log.fail(&status);
+                status
             })
     }
 
@@ -291,11 +293,12 @@ impl IceflightService {
                 .await
         }
         .await;
-        if result.is_err() {
-            log.fail();
-        }
         log.finish();
-        result.map_err(to_status)?;
+        result.map_err(|e| {
+            let status = to_status(e);
+            log.fail(&status);
+            status
+        })?;
         // Tables are read-only: DDL and SET change no rows.
         Ok(0)
     }
@@ -461,14 +464,25 @@ impl FlightSqlService for IceflightService {
             .metadata()
             .get("authorization")
             .and_then(|v| v.to_str().ok());
+        let peer = request
+            .remote_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_else(|| "unknown".into());
         let user = match header.and_then(parse_basic) {
             Some((user, password)) => {
                 if !self.inner.users.verify(&user, &password) && self.inner.options.auth_required {
+                    tracing::warn!(%user, %peer, reason = "invalid user name or password", "login failed");
                     return Err(Status::unauthenticated("invalid user name or password"));
                 }
                 user
             }
             None if self.inner.options.auth_required => {
+                let reason = if header.is_some() {
+                    "malformed Basic credentials"
+                } else {
+                    "no credentials"
+                };
+                tracing::warn!(%peer, reason, "login failed");
                 return Err(Status::unauthenticated(
                     "missing credentials: use HTTP Basic user and password",
                 ));

@@ -13,49 +13,52 @@ use datafusion::common::DataFusionError;
 use iceflight_catalog::CatalogError;
 use tonic::Status;
 
-/// Converts a DataFusion error (possibly wrapping catalog errors) to a status.
+use crate::message::message;
+
+/// Converts a DataFusion error (possibly wrapping catalog errors) to a status whose message is
+/// [`message`]'s one line.
 pub fn to_status(e: DataFusionError) -> Status {
     let root = e.find_root();
     if let DataFusionError::External(inner) = root
         && let Some(c) = inner.downcast_ref::<CatalogError>()
     {
         return match c {
-            CatalogError::NotFound(m) => Status::not_found(m.clone()),
-            CatalogError::Unavailable { .. } => Status::unavailable(c.to_string()),
-            CatalogError::Unauthenticated { .. } => Status::unauthenticated(c.to_string()),
-            CatalogError::AlreadyExists(m) => Status::already_exists(m.clone()),
-            CatalogError::Config(m) => Status::invalid_argument(m.clone()),
+            CatalogError::NotFound(_) => Status::not_found(message(&e)),
+            CatalogError::Unavailable { .. } => Status::unavailable(message(&e)),
+            CatalogError::Unauthenticated { .. } => Status::unauthenticated(message(&e)),
+            CatalogError::AlreadyExists(_) => Status::already_exists(message(&e)),
+            CatalogError::Config(_) => Status::invalid_argument(message(&e)),
             other => internal(other),
         };
     }
 
     match root {
         DataFusionError::SQL(..) | DataFusionError::SchemaError(..) => {
-            Status::invalid_argument(root.to_string())
+            Status::invalid_argument(message(&e))
         }
         DataFusionError::Plan(m) => {
             if is_not_found(m) {
-                Status::not_found(root.to_string())
+                Status::not_found(message(&e))
             } else {
-                Status::invalid_argument(root.to_string())
+                Status::invalid_argument(message(&e))
             }
         }
         DataFusionError::Configuration(_) | DataFusionError::NotImplemented(_) => {
-            Status::invalid_argument(root.to_string())
+            Status::invalid_argument(message(&e))
         }
-        DataFusionError::ResourcesExhausted(_) => Status::resource_exhausted(root.to_string()),
+        DataFusionError::ResourcesExhausted(_) => Status::resource_exhausted(message(&e)),
         // Errors the statement itself causes while running: division by zero, a failed cast,
         // a value out of range, a read-only table.
-        DataFusionError::Execution(_) => Status::invalid_argument(root.to_string()),
+        DataFusionError::Execution(_) => Status::invalid_argument(message(&e)),
         DataFusionError::ArrowError(a, _)
             if !matches!(
                 a.as_ref(),
                 arrow::error::ArrowError::IoError(..) | arrow::error::ArrowError::ExternalError(_)
             ) =>
         {
-            Status::invalid_argument(root.to_string())
+            Status::invalid_argument(message(&e))
         }
-        _ => internal(&e),
+        _ => internal(&message(&e)),
     }
 }
 

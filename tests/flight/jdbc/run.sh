@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Runs JdbcTest.java against a running `iceflight serve` with the Arrow Flight SQL JDBC driver.
+# Runs JdbcTest.java (or the program named as the first argument, e.g. ConnectUrl.java) against a
+# running `iceflight serve` with the Arrow Flight SQL JDBC driver.
 #
 #   ICEFLIGHT_URI=grpc://127.0.0.1:PORT [ICEFLIGHT_USER=alice ICEFLIGHT_PASSWORD=secret] tests/flight/jdbc/run.sh
+#   ICEFLIGHT_JDBC_URL=jdbc:arrow-flight-sql://... tests/flight/jdbc/run.sh ConnectUrl.java
 #
 # The driver jar (one shaded jar, no dependencies) is resolved into the local Maven repository
 # (~/.m2, or $MAVEN_REPO_LOCAL) with `mvn dependency:get`; once it is there no network is needed.
@@ -50,9 +52,12 @@ if [ ! -s "$jar" ]; then
   rm -f "$log"
 fi
 
-# The source launcher compiles JdbcTest.java in memory. --add-opens lets Arrow's memory code reach
-# java.nio on Java 17 (the first form for a module path, the second for the class path).
-exec timeout "${ICEFLIGHT_JDBC_TIMEOUT:-600}" "$java" \
-  --add-opens=java.base/java.nio=org.apache.arrow.memory.core,ALL-UNNAMED \
-  --add-opens=java.base/java.nio=ALL-UNNAMED \
-  -cp "$jar" "$here/JdbcTest.java"
+# The source launcher compiles the program in memory. --add-opens lets Arrow's memory code reach
+# java.nio on Java 17 (the first form for a module path, the second, the one iceflight's banner
+# and README give, for the class path); without it the JVM hangs.
+# $ICEFLIGHT_JAVA_OPTS replaces these flags (the demo test passes exactly the one its banner
+# prints).
+program=${1:-JdbcTest.java}
+opts=${ICEFLIGHT_JAVA_OPTS:---add-opens=java.base/java.nio=org.apache.arrow.memory.core,ALL-UNNAMED --add-opens=java.base/java.nio=ALL-UNNAMED}
+# shellcheck disable=SC2086  # the options are split on purpose
+exec timeout "${ICEFLIGHT_JDBC_TIMEOUT:-600}" "$java" $opts -cp "$jar" "$here/$program"
