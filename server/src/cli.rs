@@ -4,8 +4,9 @@
 //! environment variables < flags (clap reads each flag's variable when the flag is absent).
 //!
 //! Every failure is one line on stderr, `error: …`, and an exit status ([`CliError::exit_code`]):
-//! 0 success (also when the reader of stdout closed it early, `iceflight sql … | head`), 1 a
-//! failed command, 2 a command line clap cannot parse, 130 / 143 interrupted by SIGINT / SIGTERM.
+//! 0 success (also when the reader of stdout closed it early, `iceflight sql … | head`, and for a
+//! server stopped by SIGINT / SIGTERM), 1 a failed command, 2 a command line clap cannot parse,
+//! 130 / 143 a load interrupted by SIGINT / SIGTERM (after it removed what it wrote).
 
 use std::collections::HashMap;
 use std::io::{BufRead, IsTerminal, Read, Write};
@@ -36,8 +37,10 @@ Environment:
   ICEFLIGHT_CONFIG  configuration file (as --config); other ICEFLIGHT_* variables are listed
                     with the flags they stand for
 
-Exit status: 0 success (also when the reader of stdout closes it early, e.g. `| head`),
-1 the command failed, 2 the command line is invalid, 130 / 143 interrupted by SIGINT / SIGTERM.";
+Exit status: 0 success (also when the reader of stdout closes it early, e.g. `| head`, and for
+a server stopped by SIGINT / SIGTERM), 1 the command failed, 2 the command line is invalid,
+130 / 143 a load (or the demo's first load) interrupted by SIGINT / SIGTERM, after removing what
+it wrote.";
 
 /// Arrow Flight SQL query server for Iceberg tables.
 #[derive(Debug, Parser)]
@@ -248,6 +251,14 @@ impl CliError {
     /// One line for a clap error on `args`: the error's first paragraph (`unexpected argument
     /// '--x' found`, with the possible values when clap lists them) and which `--help` to read.
     pub fn usage(e: &clap::Error, args: &[String]) -> Self {
+        let (command, sub) = command_path(args);
+        if e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+            let names: Vec<&str> = sub.get_subcommands().map(|c| c.get_name()).collect();
+            return Self::Usage(format!(
+                "a command is required: {} (see `{command} --help`)",
+                names.join(", ")
+            ));
+        }
         let rendered = e.render().to_string();
         let first: Vec<&str> = rendered
             .lines()
@@ -256,24 +267,22 @@ impl CliError {
             .collect();
         let text = first.join(" ");
         let text = text.strip_prefix("error: ").unwrap_or(&text);
-        Self::Usage(format!("{text} (see `{} --help`)", command_path(args)))
+        Self::Usage(format!("{text} (see `{command} --help`)"))
     }
 }
 
-/// The subcommand `args` (the process arguments, program first) names: `iceflight load tpch`.
-fn command_path(args: &[String]) -> String {
+/// The subcommand `args` (the process arguments, program first) names, as text
+/// (`iceflight load tpch`) and as clap's command.
+fn command_path(args: &[String]) -> (String, clap::Command) {
     let mut command = <Cli as clap::CommandFactory>::command();
     let mut path = vec!["iceflight".to_string()];
     for arg in args.iter().skip(1) {
-        match command.find_subcommand(arg) {
-            Some(sub) => {
-                path.push(arg.clone());
-                command = sub.clone();
-            }
-            None => continue,
+        if let Some(sub) = command.find_subcommand(arg) {
+            path.push(arg.clone());
+            command = sub.clone();
         }
     }
-    path.join(" ")
+    (path.join(" "), command)
 }
 
 /// Resolves the configuration: file, then environment and flags.
@@ -468,11 +477,11 @@ async fn run_demo(mut config: Config, args: DemoArgs, out: &mut dyn Write) -> Re
                 out,
                 "{}\n\nTPC-H SF {scale} is in {catalog_name}.{DEMO_NAMESPACE}, the default schema.\n\n\
                  Python (ADBC):\n  import adbc_driver_flightsql.dbapi as flight_sql\n  \
-                 conn = flight_sql.connect(\"grpc://{a}\", db_kwargs={{\"username\": \"{user}\", \"password\": \"{password}\"}})\n  \
+                 conn = flight_sql.connect(\"grpc://{a}\", db_kwargs={{\"username\": \"{user}\", \"password\": \"{password}\"}}, autocommit=True)\n  \
                  cur = conn.cursor(); cur.execute(\"SELECT count(*) FROM lineitem\"); print(cur.fetchall())\n\n\
                  JDBC (flight-sql-jdbc-driver; on Java 17 start java with --add-opens=java.base/java.nio=ALL-UNNAMED):\n  \
                  jdbc:arrow-flight-sql://{a}/?useEncryption=false&user={user}&password={password}\n  \
-                 (other catalogs' tables by their full names, e.g. SELECT * FROM lake.ns.t)\n\n\
+                 (tables of other catalogs by their full names: catalog.schema.table)\n\n\
                  Stop with Ctrl-C.",
                 start_line(&banner_engine, user_count, a)
             );

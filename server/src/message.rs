@@ -2,10 +2,11 @@
 //! Flight SQL status come from here, so both say the same thing.
 //!
 //! DataFusion's own `Display` is made for logs: a SQL error prints the parser's Debug form
-//! (`ParserError("…")`), a context prints `caused by` on its own line, an external error gets an
-//! `External error:` prefix. Here each layer reads as a clause of one line:
-//! `invalid setting datafusion.execution.batch_size=abc: Error parsing 'abc' as usize: invalid
-//! digit found in string`.
+//! (`ParserError("…")`), a context prints `caused by` on its own line (and says where inside the
+//! engine it failed: `Optimizer rule 'simplify_expressions' failed`), an external error gets an
+//! `External error:` prefix. Here DataFusion's contexts are left out, and what we add is a typed
+//! error that prints itself: `invalid setting datafusion.execution.batch_size=abc: invalid digit
+//! found in string`.
 
 use datafusion::common::DataFusionError;
 
@@ -17,7 +18,7 @@ pub fn message(e: &DataFusionError) -> String {
 
 fn layers(e: &DataFusionError) -> String {
     match e {
-        DataFusionError::Context(context, inner) => format!("{context}: {}", layers(inner)),
+        DataFusionError::Context(_, inner) => layers(inner),
         DataFusionError::Diagnostic(_, inner) => layers(inner),
         DataFusionError::Shared(inner) => layers(inner),
         DataFusionError::Collection(errors) => errors
@@ -31,6 +32,18 @@ fn layers(e: &DataFusionError) -> String {
         },
         other => other.strip_backtrace(),
     }
+}
+
+/// A session setting that was refused; its message names the key and the value.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid setting {key}={value}: {}", message(source))]
+pub struct InvalidSetting {
+    /// The setting's key (`datafusion.execution.batch_size`).
+    pub key: String,
+    /// The value given.
+    pub value: String,
+    /// Why it was refused.
+    pub source: DataFusionError,
 }
 
 /// `text` with every run of whitespace (newlines included) made one space.
@@ -59,20 +72,25 @@ mod tests {
     }
 
     #[test]
-    fn contexts_become_clauses_of_one_line() {
+    fn engine_contexts_are_left_out_and_ours_name_key_and_value() {
         let parse = "abc".parse::<usize>().unwrap_err();
-        let e = DataFusionError::Context(
-            "invalid setting datafusion.execution.batch_size=abc".into(),
-            Box::new(DataFusionError::Context(
+        let e = DataFusionError::External(Box::new(InvalidSetting {
+            key: "datafusion.execution.batch_size".into(),
+            value: "abc".into(),
+            source: DataFusionError::Context(
                 "Error parsing 'abc' as usize".into(),
                 Box::new(DataFusionError::External(Box::new(parse))),
-            )),
-        );
+            ),
+        }));
         assert_eq!(
             message(&e),
-            "invalid setting datafusion.execution.batch_size=abc: Error parsing 'abc' as usize: \
-             invalid digit found in string"
+            "invalid setting datafusion.execution.batch_size=abc: invalid digit found in string"
         );
+        let e = DataFusionError::Context(
+            "Optimizer rule 'simplify_expressions' failed".into(),
+            Box::new(DataFusionError::Execution("Cannot cast string 'x'".into())),
+        );
+        assert_eq!(message(&e), "Execution error: Cannot cast string 'x'");
         let e = DataFusionError::Plan("two\nlines".into());
         assert_eq!(message(&e), "Error during planning: two lines");
     }

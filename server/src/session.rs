@@ -123,8 +123,12 @@ impl Engine {
             .with_batch_size(self.config.query.batch_size.max(1))
             .with_option_extension(IceflightOptions::default());
         for (k, v) in settings {
-            config.options_mut().set(k, v).map_err(|e| {
-                DataFusionError::Context(format!("invalid setting {k}={v}"), Box::new(e))
+            config.options_mut().set(k, v).map_err(|source| {
+                DataFusionError::External(Box::new(crate::message::InvalidSetting {
+                    key: k.clone(),
+                    value: v.clone(),
+                    source,
+                }))
             })?;
         }
         let state = SessionStateBuilder::new()

@@ -129,6 +129,18 @@ fn namespaces(dir: &Path) -> String {
     ))
 }
 
+/// Kills process `pid` when dropped: a failing assertion must not leave a server running.
+struct KillOnDrop(u32);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-9", &self.0.to_string()])
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
 fn signal(child: &Child, name: &str) {
     let status = Command::new("kill")
         .args([name, &child.id().to_string()])
@@ -251,6 +263,21 @@ fn usage_errors_are_one_line_with_status_2() {
             &["--scale", "iceflight load tpch --help"],
         ),
         (&["hash-password", "secret"], &["shell history"]),
+        (
+            &[],
+            &[
+                "requires a subcommand",
+                "sql, load, serve",
+                "iceflight --help",
+            ],
+        ),
+        (
+            &["load"],
+            &[
+                "a command is required: tpch, nested",
+                "iceflight load --help",
+            ],
+        ),
     ];
     for (args, wanted) in cases {
         let err = failure(&iceflight(d, args), 2);
@@ -258,6 +285,12 @@ fn usage_errors_are_one_line_with_status_2() {
             assert!(err.contains(w), "{args:?}: {err:?} lacks {w:?}");
         }
     }
+    // No argument at all: clap would print the whole help; one line instead.
+    let err = failure(&bin().output().unwrap(), 2);
+    assert!(
+        err.contains("a command is required: sql, load, serve, demo, hash-password"),
+        "{err}"
+    );
     // Help is not an error.
     let out = iceflight(d, &["--help"]);
     let help = stdout(&out);
@@ -701,6 +734,7 @@ fn serve_start_line_and_log() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    let _kill = KillOnDrop(child.id());
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let line = read_until(&mut out, "serving");
     assert!(
@@ -768,6 +802,7 @@ fn serve_start_line_and_log() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    let _kill_open = KillOnDrop(child.id());
     let line = read_until(&mut BufReader::new(child.stdout.take().unwrap()), "serving");
     assert!(line.contains("no login"), "{line}");
     let mut err = BufReader::new(child.stderr.take().unwrap());
@@ -782,6 +817,14 @@ struct Demo {
     child: Child,
     out: BufReader<ChildStdout>,
     err: BufReader<ChildStderr>,
+}
+
+/// A failing assertion must not leave the server running.
+impl Drop for Demo {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 fn start_demo(dir: &Path) -> Demo {
