@@ -414,11 +414,23 @@ async fn run_serve(
         .map_err(CliError::from_display)?;
     let addr = listen_addr(&config, args.listen.as_deref())?;
     let users = crate::flight::users(&config.server, &args.users).map_err(CliError::Failed)?;
-    let user_count = users.len();
     let engine = Engine::connect(config)
         .await
         .map_err(CliError::from_display)?;
-    let line_engine = engine.clone();
+    serve_until_signal(engine, users, addr, out, |start, _| start.to_string()).await
+}
+
+/// Serves Flight SQL on `addr` until SIGINT or SIGTERM. Once it listens it prints
+/// `banner(start line, address)` to `out` and, when login is off, a warning to stderr.
+async fn serve_until_signal(
+    engine: Engine,
+    users: crate::flight::auth::Users,
+    addr: std::net::SocketAddr,
+    out: &mut dyn Write,
+    banner: impl FnOnce(&str, std::net::SocketAddr) -> String,
+) -> Result<(), CliError> {
+    let user_count = users.len();
+    let shown = engine.clone();
     crate::flight::serve(
         engine,
         users,
@@ -427,9 +439,9 @@ async fn run_serve(
             shutdown_signal().await;
         },
         |a| {
-            let _ = writeln!(out, "{}", start_line(&line_engine, user_count, a));
+            let _ = writeln!(out, "{}", banner(&start_line(&shown, user_count, a), a));
             let _ = out.flush();
-            warn_without_auth(&line_engine, a);
+            warn_without_auth(&shown, a);
         },
     )
     .await
@@ -447,7 +459,6 @@ async fn run_demo(mut config: Config, args: DemoArgs, out: &mut dyn Write) -> Re
         vec![]
     };
     let users = crate::flight::users(&config.server, &quick).map_err(CliError::Failed)?;
-    let user_count = users.len();
     let engine = Engine::connect(config)
         .await
         .map_err(CliError::from_display)?;
@@ -464,33 +475,19 @@ async fn run_demo(mut config: Config, args: DemoArgs, out: &mut dyn Write) -> Re
         .and_then(|q| q.split_once(':'))
         .map(|(u, p)| (u.to_string(), p.to_string()))
         .unwrap_or_else(|| ("<user>".into(), "<password>".into()));
-    let banner_engine = engine.clone();
-    crate::flight::serve(
-        engine,
-        users,
-        addr,
-        async {
-            shutdown_signal().await;
-        },
-        |a| {
-            let _ = writeln!(
-                out,
-                "{}\n\nTPC-H SF {scale} is in {catalog_name}.{DEMO_NAMESPACE}, the default schema.\n\n\
-                 Python (ADBC):\n  import adbc_driver_flightsql.dbapi as flight_sql\n  \
-                 conn = flight_sql.connect(\"grpc://{a}\", db_kwargs={{\"username\": \"{user}\", \"password\": \"{password}\"}}, autocommit=True)\n  \
-                 cur = conn.cursor(); cur.execute(\"SELECT count(*) FROM lineitem\"); print(cur.fetchall())\n\n\
-                 JDBC (flight-sql-jdbc-driver; on Java 17 start java with --add-opens=java.base/java.nio=ALL-UNNAMED):\n  \
-                 jdbc:arrow-flight-sql://{a}/?useEncryption=false&user={user}&password={password}\n  \
-                 (tables of other catalogs by their full names: catalog.schema.table)\n\n\
-                 Stop with Ctrl-C.",
-                start_line(&banner_engine, user_count, a)
-            );
-            let _ = out.flush();
-            warn_without_auth(&banner_engine, a);
-        },
-    )
+    serve_until_signal(engine, users, addr, out, |start, a| {
+        format!(
+            "{start}\n\nTPC-H SF {scale} is in {catalog_name}.{DEMO_NAMESPACE}, the default schema.\n\n\
+             Python (ADBC):\n  import adbc_driver_flightsql.dbapi as flight_sql\n  \
+             conn = flight_sql.connect(\"grpc://{a}\", db_kwargs={{\"username\": \"{user}\", \"password\": \"{password}\"}}, autocommit=True)\n  \
+             cur = conn.cursor(); cur.execute(\"SELECT count(*) FROM lineitem\"); print(cur.fetchall())\n\n\
+             JDBC (flight-sql-jdbc-driver; on Java 17 start java with --add-opens=java.base/java.nio=ALL-UNNAMED):\n  \
+             jdbc:arrow-flight-sql://{a}/?useEncryption=false&user={user}&password={password}\n  \
+             (tables of other catalogs by their full names: catalog.schema.table)\n\n\
+             Stop with Ctrl-C."
+        )
+    })
     .await
-    .map_err(CliError::Failed)
 }
 
 /// Makes sure the demo's TPC-H is complete in `catalog` (every table committed with its rows):

@@ -85,6 +85,17 @@ fn failure_after_progress(out: &Output, code: i32) -> String {
     errors[0].to_string()
 }
 
+/// Writes the config file `name` in `dir`: `data_dir = dir`, then `rest`.
+fn write_config(dir: &Path, name: &str, rest: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(
+        &path,
+        format!("data_dir = {:?}\n{rest}", dir.display().to_string()),
+    )
+    .unwrap();
+    path
+}
+
 /// A data directory holding TPC-H SF 0.001 in namespace `t`, its only namespace.
 fn tpch_dir() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
@@ -361,15 +372,7 @@ fn passwords_are_read_safely() {
 fn limits_outages_and_config_files() {
     let dir = tpch_dir();
     let d = dir.path();
-    let small = d.join("small.toml");
-    std::fs::write(
-        &small,
-        format!(
-            "data_dir = {:?}\n[query]\nmemory_limit = \"64KiB\"\n",
-            d.display().to_string()
-        ),
-    )
-    .unwrap();
+    let small = write_config(d, "small.toml", "[query]\nmemory_limit = \"64KiB\"\n");
     let big = "SELECT count(*) FROM t.lineitem a JOIN t.orders b ON a.l_orderkey = b.o_orderkey AND a.l_comment = b.o_comment";
     let err = failure(
         &iceflight(d, &["--config", small.to_str().unwrap(), "sql", big]),
@@ -378,15 +381,11 @@ fn limits_outages_and_config_files() {
     assert!(err.to_lowercase().contains("resources exhausted"), "{err}");
     stdout(&iceflight(d, &["sql", "--format", "csv", big]));
 
-    let down = d.join("down.toml");
-    std::fs::write(
-        &down,
-        format!(
-            "data_dir = {:?}\n[[catalog]]\nname = \"lake\"\ntype = \"rest\"\nuri = \"http://127.0.0.1:1\"\n",
-            d.display().to_string()
-        ),
-    )
-    .unwrap();
+    let down = write_config(
+        d,
+        "down.toml",
+        "[[catalog]]\nname = \"lake\"\ntype = \"rest\"\nuri = \"http://127.0.0.1:1\"\n",
+    );
     let err = failure(
         &iceflight(
             d,
@@ -787,15 +786,11 @@ fn serve_start_line_and_log() {
     );
 
     // Without login, a warning.
-    let open = d.join("open.toml");
-    std::fs::write(
-        &open,
-        format!(
-            "data_dir = {:?}\n[server]\nauth = \"none\"\nlisten = \"127.0.0.1:0\"\n",
-            d.display().to_string()
-        ),
-    )
-    .unwrap();
+    let open = write_config(
+        d,
+        "open.toml",
+        "[server]\nauth = \"none\"\nlisten = \"127.0.0.1:0\"\n",
+    );
     let mut child = bin()
         .args(["--config", open.to_str().unwrap(), "serve"])
         .stdout(Stdio::piped())
