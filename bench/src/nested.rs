@@ -63,7 +63,7 @@ fn counters(plan: &Arc<dyn ExecutionPlan>) -> Counters {
     let mut out = Counters::default();
     let mut stack = vec![Arc::clone(plan)];
     while let Some(p) = stack.pop() {
-        if p.as_any().is::<IcebergScanExec>()
+        if p.is::<IcebergScanExec>()
             && let Some(m) = p.metrics()
         {
             let get = |name: &str| {

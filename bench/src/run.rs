@@ -8,8 +8,9 @@
 //!     iceflight            Flight SQL over loopback (in-process server; the protocol is timed)
 //!     duckdb               DuckDB 1.5.5 iceberg_scan('<metadata.json>') views, warm connection
 //!                          (duckdb_worker.py; S3 through httpfs)
-//!     datafusion-parquet   DataFusion 53.1 ListingTable over the snapshot's data files (the ceiling)
-//!     iceberg-datafusion   upstream iceberg-datafusion 0.10.1 IcebergStaticTableProvider
+//!     datafusion-parquet   DataFusion 54.1 ListingTable over the snapshot's data files (the ceiling)
+//!     iceberg-datafusion   upstream iceberg-datafusion 0.10.1 IcebergStaticTableProvider on
+//!                          DataFusion 53.1: bench/upstream, built on first use, a worker process
 //!     trino                Trino (bench/scripts/trino.sh) over the same REST catalog
 //!   ──► answers compared across engines (numbers to 1e-9 relative or the printed precision; a mismatch fails the run)
 //!   ──► iceflight's scan counters from one more, untimed, in-process run per query
@@ -375,7 +376,9 @@ enum Runner {
     DataFusion {
         ctx: SessionContext,
     },
-    DuckDb {
+    /// A worker process (DuckDB, upstream iceberg-datafusion): one JSON request per line.
+    Worker {
+        name: String,
         child: Child,
         stdin: ChildStdin,
         stdout: BufReader<ChildStdout>,
@@ -457,13 +460,18 @@ impl Runner {
                 }
                 Ok((rows, start.elapsed().as_secs_f64() * 1e3))
             }
-            Self::DuckDb { stdin, stdout, .. } => {
+            Self::Worker {
+                name,
+                stdin,
+                stdout,
+                ..
+            } => {
                 writeln!(stdin, "{}", json!({ "sql": sql })).map_err(ext)?;
                 let mut line = String::new();
                 stdout.read_line(&mut line).map_err(ext)?;
                 let v: Value = serde_json::from_str(&line).map_err(ext)?;
                 if let Some(e) = v.get("error") {
-                    return Err(DataFusionError::Execution(format!("duckdb: {e}")));
+                    return Err(DataFusionError::Execution(format!("{name}: {e}")));
                 }
                 let rows = v["rows"]
                     .as_array()
@@ -492,7 +500,7 @@ async fn trino_json(request: reqwest::RequestBuilder) -> Result<Value> {
 
 impl Drop for Runner {
     fn drop(&mut self) {
-        if let Self::DuckDb { child, .. } = self {
+        if let Self::Worker { child, .. } = self {
             let _ = child.kill();
             let _ = child.wait();
         }
@@ -544,17 +552,6 @@ pub async fn listing_table<'a>(
     ListingTable::try_new(config)
 }
 
-/// How a plain DataFusion engine reads each table of the suite's catalog.
-#[derive(Clone, Copy)]
-enum Reader {
-    /// `ListingTable` over the snapshot's data files: DataFusion 53.1's own Parquet path
-    /// (objects on S3 through [`FileIoStore`], the table's own `FileIO`).
-    RawParquet,
-    /// Upstream iceberg-datafusion 0.10.1's `IcebergStaticTableProvider` (what a Rust user
-    /// would pick today).
-    Upstream,
-}
-
 /// The suite's tables: name and loaded table, in catalog order.
 async fn tables(engine: &Engine, catalog: &str, namespace: &str) -> Result<Vec<(String, Table)>> {
     let catalog = engine.catalogs().get(catalog).map_err(ext)?;
@@ -577,12 +574,10 @@ async fn tables(engine: &Engine, catalog: &str, namespace: &str) -> Result<Vec<(
     Ok(out)
 }
 
-/// A DataFusion session with every table of the suite registered through `reader`.
-async fn datafusion_runner(
-    tables: &[(String, Table)],
-    partitions: usize,
-    reader: Reader,
-) -> Result<Runner> {
+/// DataFusion (the version iceflight runs on) over a `ListingTable` of each table's snapshot data
+/// files: DataFusion's own Parquet path, the ceiling of any scan on this engine (objects on S3
+/// through [`FileIoStore`], the table's own `FileIO`).
+async fn datafusion_runner(tables: &[(String, Table)], partitions: usize) -> Result<Runner> {
     let ctx =
         SessionContext::new_with_config(SessionConfig::new().with_target_partitions(partitions));
     // One store per bucket, from the first table's FileIO (a URL maps to one store): the lake
@@ -590,29 +585,16 @@ async fn datafusion_runner(
     // per table prefix.
     let mut registered = std::collections::HashSet::new();
     for (name, table) in tables {
-        let provider: Arc<dyn datafusion::catalog::TableProvider> = match reader {
-            Reader::RawParquet => {
-                let index = FileMetricsIndex::load(table).await.map_err(ext)?;
-                for path in index.paths() {
-                    let url = url::Url::parse(path).map_err(ext)?;
-                    let base = format!("{}://{}", url.scheme(), url.authority());
-                    if url.scheme() != "file" && registered.insert(base.clone()) {
-                        let store = FileIoStore::new(table.file_io().clone(), &base);
-                        ctx.register_object_store(
-                            &url::Url::parse(&base).map_err(ext)?,
-                            Arc::new(store),
-                        );
-                    }
-                }
-                Arc::new(listing_table(&ctx, index.paths()).await?)
+        let index = FileMetricsIndex::load(table).await.map_err(ext)?;
+        for path in index.paths() {
+            let url = url::Url::parse(path).map_err(ext)?;
+            let base = format!("{}://{}", url.scheme(), url.authority());
+            if url.scheme() != "file" && registered.insert(base.clone()) {
+                let store = FileIoStore::new(table.file_io().clone(), &base);
+                ctx.register_object_store(&url::Url::parse(&base).map_err(ext)?, Arc::new(store));
             }
-            Reader::Upstream => Arc::new(
-                iceberg_datafusion::IcebergStaticTableProvider::try_new_from_table(table.clone())
-                    .await
-                    .map_err(ext)?,
-            ),
-        };
-        ctx.register_table(name, provider)?;
+        }
+        ctx.register_table(name, Arc::new(listing_table(&ctx, index.paths()).await?))?;
     }
     Ok(Runner::DataFusion { ctx })
 }
@@ -657,33 +639,89 @@ fn duckdb_runner(
             )));
         }
     }
-    let script = repo.join("bench/scripts/duckdb_worker.py");
-    let mut child = Command::new(python)
-        .arg(&script)
+    let mut command = Command::new(python);
+    command.arg(repo.join("bench/scripts/duckdb_worker.py"));
+    worker_runner("duckdb", command, tables, s3, 0)
+}
+
+/// Upstream iceberg-datafusion 0.10.1 (DataFusion 53.1): the crate `bench/upstream`, a workspace
+/// of its own so that no build of iceflight compiles DataFusion twice. Built here on first use
+/// (release, `<target dir>/upstream-engine`), then run as a worker.
+fn upstream_runner(
+    repo: &Path,
+    tables: &[(String, Table)],
+    s3: Value,
+    partitions: usize,
+) -> Result<Runner> {
+    let manifest = repo.join("bench/upstream/Cargo.toml");
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo.join("target"))
+        .join("upstream-engine");
+    eprintln!(
+        "building the iceberg-datafusion engine ({}; the first build compiles DataFusion 53.1)",
+        manifest.display()
+    );
+    let status = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+        .args(["build", "--release", "--locked", "--manifest-path"])
+        .arg(&manifest)
+        .arg("--target-dir")
+        .arg(&target)
+        .status()
+        .map_err(|e| {
+            DataFusionError::Plan(format!(
+                "cannot run cargo to build {}: {e}",
+                manifest.display()
+            ))
+        })?;
+    if !status.success() {
+        return Err(DataFusionError::Plan(format!(
+            "building {} failed ({status})",
+            manifest.display()
+        )));
+    }
+    let command = Command::new(target.join("release/iceflight-upstream-engine"));
+    worker_runner("iceberg-datafusion", command, tables, s3, partitions)
+}
+
+/// Starts `command`, a worker speaking the JSON-lines protocol of
+/// `bench/scripts/duckdb_worker.py`, hands it the tables' metadata locations and S3 settings, and
+/// waits until it is ready.
+fn worker_runner(
+    name: &str,
+    mut command: Command,
+    tables: &[(String, Table)],
+    s3: Value,
+    partitions: usize,
+) -> Result<Runner> {
+    let mut child = command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
-        .map_err(ext)?;
+        .map_err(|e| DataFusionError::Plan(format!("cannot start the {name} worker: {e}")))?;
     let mut stdin = child.stdin.take().expect("piped");
     let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
     let locations: BTreeMap<&str, &str> = tables
         .iter()
         .filter_map(|(n, t)| Some((n.as_str(), t.metadata_location()?)))
         .collect();
-    writeln!(stdin, "{}", json!({ "tables": locations, "s3": s3 })).map_err(ext)?;
+    writeln!(
+        stdin,
+        "{}",
+        json!({ "tables": locations, "s3": s3, "partitions": partitions })
+    )
+    .map_err(ext)?;
     let mut ready = String::new();
     stdout.read_line(&mut ready).map_err(ext)?;
     if !ready.contains("\"ready\"") {
         return Err(DataFusionError::Execution(match ready.trim() {
-            "" => format!(
-                "the duckdb worker ({}) exited before it was ready; its error is above",
-                script.display()
-            ),
-            said => format!("the duckdb worker did not start: {said}"),
+            "" => format!("the {name} worker exited before it was ready; its error is above"),
+            said => format!("the {name} worker did not start: {said}"),
         }));
     }
-    Ok(Runner::DuckDb {
+    Ok(Runner::Worker {
+        name: name.to_string(),
         child,
         stdin,
         stdout,
@@ -706,7 +744,7 @@ async fn counters(engine: &Engine, sql: &str) -> Result<Value> {
     ];
     let mut stack: Vec<Arc<dyn ExecutionPlan>> = vec![plan];
     while let Some(p) = stack.pop() {
-        if p.as_any().is::<IcebergScanExec>()
+        if p.is::<IcebergScanExec>()
             && let Some(m) = p.metrics()
         {
             for n in names {
@@ -826,11 +864,9 @@ pub async fn run(args: Args) -> Result<()> {
         let runner = match e.as_str() {
             "iceflight" => iceflight_runner(&engine).await?,
             "duckdb" => duckdb_runner(&repo, &args.python, &tables, duckdb_s3(&catalog_config))?,
-            "datafusion-parquet" => {
-                datafusion_runner(&tables, partitions, Reader::RawParquet).await?
-            }
+            "datafusion-parquet" => datafusion_runner(&tables, partitions).await?,
             "iceberg-datafusion" => {
-                datafusion_runner(&tables, partitions, Reader::Upstream).await?
+                upstream_runner(&repo, &tables, duckdb_s3(&catalog_config), partitions)?
             }
             "trino" => match &args.trino_url {
                 Some(url) => Runner::Trino {
@@ -1126,7 +1162,8 @@ mod tests {
         let again = load(&data, false).await.unwrap_err().to_string();
         assert!(again.contains("already exists"), "{again}");
         let python = std::env::var_os("ICEFLIGHT_PYTHON").map(PathBuf::from);
-        let mut engines = vec!["iceflight", "datafusion-parquet", "iceberg-datafusion"];
+        // Not iceberg-datafusion: its crate compiles DataFusion 53.1, which no test builds.
+        let mut engines = vec!["iceflight", "datafusion-parquet"];
         if python.is_some() {
             engines.push("duckdb");
         }

@@ -10,7 +10,6 @@
 //! `metadata-cache-ttl`, 0 s by default so a query plans against the current snapshot). DataFusion's listing methods are synchronous: they
 //! block the calling thread on the catalog (a multi-threaded tokio runtime is required).
 
-use std::any::Any;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -108,10 +107,6 @@ impl IcebergCatalogProvider {
 }
 
 impl CatalogProvider for IcebergCatalogProvider {
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
     fn schema_names(&self) -> Vec<String> {
         block_on(self.list_all_namespaces()).unwrap_or_else(|e| {
             tracing::warn!(catalog = %self.name, error = %e, "listing namespaces failed");
@@ -180,10 +175,6 @@ struct UnavailableSchemaProvider {
 
 #[async_trait]
 impl SchemaProvider for UnavailableSchemaProvider {
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
     fn table_names(&self) -> Vec<String> {
         vec![]
     }
@@ -211,10 +202,6 @@ struct NoDefaultSchemaProvider {
 
 #[async_trait]
 impl SchemaProvider for NoDefaultSchemaProvider {
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
     fn table_names(&self) -> Vec<String> {
         vec![]
     }
@@ -278,10 +265,6 @@ impl IcebergSchemaProvider {
 
 #[async_trait]
 impl SchemaProvider for IcebergSchemaProvider {
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
     fn table_names(&self) -> Vec<String> {
         self.list().unwrap_or_else(|e| {
             tracing::warn!(catalog = %self.catalog_name, error = %e, "listing tables failed");

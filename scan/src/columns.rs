@@ -58,7 +58,7 @@ pub trait ColumnResolver: std::fmt::Debug + Send + Sync {
 
 impl ColumnResolver for Schema {
     fn resolve(&self, expr: &Arc<dyn PhysicalExpr>) -> Option<(usize, DataType)> {
-        let c = expr.as_any().downcast_ref::<Column>()?;
+        let c = expr.downcast_ref::<Column>()?;
         let field = self.fields().get(c.index())?;
         Some((c.index(), field.data_type().clone()))
     }
@@ -138,16 +138,16 @@ impl ScanColumns {
 
     /// Resolves `get_field(base, name, …)` with `base` a column or another `get_field`.
     fn resolve_path(&self, expr: &Arc<dyn PhysicalExpr>) -> Option<Arc<Field>> {
-        if let Some(c) = expr.as_any().downcast_ref::<Column>() {
+        if let Some(c) = expr.downcast_ref::<Column>() {
             return self.schema.fields().get(c.index()).cloned();
         }
-        let func = expr.as_any().downcast_ref::<ScalarFunctionExpr>()?;
+        let func = expr.downcast_ref::<ScalarFunctionExpr>()?;
         if func.name() != "get_field" || func.args().len() < 2 {
             return None;
         }
         let mut field = self.resolve_path(&func.args()[0])?;
         for arg in &func.args()[1..] {
-            let name = match arg.as_any().downcast_ref::<Literal>()?.value() {
+            let name = match arg.downcast_ref::<Literal>()?.value() {
                 ScalarValue::Utf8(Some(s))
                 | ScalarValue::LargeUtf8(Some(s))
                 | ScalarValue::Utf8View(Some(s)) => s.clone(),
@@ -165,7 +165,7 @@ impl ScanColumns {
 
 impl ColumnResolver for ScanColumns {
     fn resolve(&self, expr: &Arc<dyn PhysicalExpr>) -> Option<(usize, DataType)> {
-        if let Some(c) = expr.as_any().downcast_ref::<Column>() {
+        if let Some(c) = expr.downcast_ref::<Column>() {
             // Only output columns: indices past them belong to nested leaves.
             let col = self.columns.get(c.index()).filter(|c| !c.nested)?;
             return Some((c.index(), col.arrow_type.clone()));

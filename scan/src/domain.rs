@@ -289,7 +289,7 @@ pub fn normalize(
     cap: usize,
     null_may_pass: bool,
 ) -> Domains {
-    let any = expr.as_any();
+    let any: &dyn PhysicalExpr = expr.as_ref();
     if let Some(d) = any.downcast_ref::<DynamicFilterPhysicalExpr>() {
         return match d.current() {
             Ok(current) => normalize(&current, schema, cap, null_may_pass),
@@ -357,14 +357,11 @@ fn comparison(
     right: &Arc<dyn PhysicalExpr>,
     schema: &dyn ColumnResolver,
 ) -> Domains {
-    let (col, lit, op) = match (
-        schema.resolve(left),
-        right.as_any().downcast_ref::<Literal>(),
-    ) {
+    let (col, lit, op) = match (schema.resolve(left), right.downcast_ref::<Literal>()) {
         (Some(c), Some(l)) => (c, l, op),
         _ => match (
             schema.resolve(right),
-            left.as_any().downcast_ref::<Literal>(),
+            left.downcast_ref::<Literal>(),
             op.swap(),
         ) {
             (Some(c), Some(l), Some(op)) => (c, l, op),
@@ -435,7 +432,7 @@ fn in_list_domains(in_list: &InListExpr, schema: &dyn ColumnResolver, cap: usize
     let literals: Option<Vec<&ScalarValue>> = in_list
         .list()
         .iter()
-        .map(|e| e.as_any().downcast_ref::<Literal>().map(Literal::value))
+        .map(|e| e.downcast_ref::<Literal>().map(Literal::value))
         .collect();
     let Some(literals) = literals else {
         return Domains::all();
@@ -455,7 +452,7 @@ fn in_list_domains(in_list: &InListExpr, schema: &dyn ColumnResolver, cap: usize
         return Domains::column(index, ColumnDomain::from_values(values, cap));
     }
     // struct(c0, c1, ...) IN ({c0: .., c1: ..}, ...): one constraint per column.
-    let Some(func) = in_list.expr().as_any().downcast_ref::<ScalarFunctionExpr>() else {
+    let Some(func) = in_list.expr().downcast_ref::<ScalarFunctionExpr>() else {
         return Domains::all();
     };
     if func.name() != "struct" && func.name() != "named_struct" {

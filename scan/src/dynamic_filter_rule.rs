@@ -84,7 +84,7 @@ struct Above {
 }
 
 fn visit(plan: Arc<dyn ExecutionPlan>, above: Above) -> Result<Arc<dyn ExecutionPlan>> {
-    if let Some(scan) = plan.as_any().downcast_ref::<IcebergScanExec>() {
+    if let Some(scan) = plan.downcast_ref::<IcebergScanExec>() {
         if above.null_aware_join {
             return Ok(scan.without_pushed_filters().unwrap_or(plan));
         }
@@ -101,7 +101,6 @@ fn visit(plan: Arc<dyn ExecutionPlan>, above: Above) -> Result<Arc<dyn Execution
             DynamicNulls::MayPass
         };
         let exec = scan
-            .as_any()
             .downcast_ref::<IcebergScanExec>()
             .expect("an IcebergScanExec");
         if let Some(changed) = exec.with_dynamic_nulls(nulls) {
@@ -109,7 +108,7 @@ fn visit(plan: Arc<dyn ExecutionPlan>, above: Above) -> Result<Arc<dyn Execution
         }
         return Ok(scan);
     }
-    let any = plan.as_any();
+    let any: &dyn ExecutionPlan = plan.as_ref();
     let fed = above.scan_fed_filter
         || any
             .downcast_ref::<SortExec>()

@@ -14,7 +14,6 @@
 //! partitions by size. Each task is opened only when the stream reaches it, so dynamic filters
 //! that complete later still prune later files.
 
-use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
@@ -77,8 +76,8 @@ pub struct IcebergScanExec {
     snapshot_files: usize,
     limit: Option<usize>,
     batch_size: usize,
-    statistics: Arc<Vec<Statistics>>,
-    total_statistics: Statistics,
+    statistics: Arc<Vec<Arc<Statistics>>>,
+    total_statistics: Arc<Statistics>,
     delete_keys: Arc<DeleteKeysCache>,
     /// Dynamic filters pushed by joins, TopK and aggregates (kept so their producers compute
     /// them: `HashJoinExec` checks `is_used()`), in output-schema column indices.
@@ -167,8 +166,8 @@ impl IcebergScanExec {
             snapshot_files: plan.snapshot_files,
             limit: plan.limit,
             batch_size: plan.batch_size,
-            statistics: Arc::new(plan.statistics),
-            total_statistics: plan.total_statistics,
+            statistics: Arc::new(plan.statistics.into_iter().map(Arc::new).collect()),
+            total_statistics: Arc::new(plan.total_statistics),
             delete_keys: Arc::new(DeleteKeysCache::default()),
             dynamic_filters: vec![],
             dynamic_domains: None,
@@ -406,10 +405,6 @@ impl ExecutionPlan for IcebergScanExec {
         "IcebergScanExec"
     }
 
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
     fn properties(&self) -> &Arc<PlanProperties> {
         &self.cache
     }
@@ -493,14 +488,14 @@ impl ExecutionPlan for IcebergScanExec {
         Some(self.metrics.clone_inner())
     }
 
-    fn partition_statistics(&self, partition: Option<usize>) -> Result<Statistics> {
+    fn partition_statistics(&self, partition: Option<usize>) -> Result<Arc<Statistics>> {
         Ok(match partition {
-            None => self.total_statistics.clone(),
+            None => Arc::clone(&self.total_statistics),
             Some(p) => self
                 .statistics
                 .get(p)
                 .cloned()
-                .unwrap_or_else(|| Statistics::new_unknown(&self.schema)),
+                .unwrap_or_else(|| Arc::new(Statistics::new_unknown(&self.schema))),
         })
     }
 
@@ -673,11 +668,11 @@ impl TaskOpener {
         let waits: Vec<_> = self
             .dynamic_filters
             .iter()
-            .filter(|f| f.as_any().is::<DynamicFilterPhysicalExpr>())
+            .filter(|f| f.is::<DynamicFilterPhysicalExpr>())
             .map(|f| {
                 let f = Arc::clone(f);
                 async move {
-                    if let Some(d) = f.as_any().downcast_ref::<DynamicFilterPhysicalExpr>() {
+                    if let Some(d) = f.downcast_ref::<DynamicFilterPhysicalExpr>() {
                         d.wait_complete().await;
                     }
                 }

@@ -11,7 +11,6 @@
 //! write is visible and reads as NULL), with each Arrow field carrying its iceberg field id in
 //! `PARQUET:field_id` metadata.
 
-use std::any::Any;
 use std::sync::Arc;
 
 use arrow::datatypes::{DataType, SchemaRef};
@@ -105,10 +104,6 @@ impl IcebergTableProvider {
 
 #[async_trait]
 impl TableProvider for IcebergTableProvider {
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
     fn schema(&self) -> SchemaRef {
         Arc::clone(&self.schema)
     }

@@ -4,8 +4,6 @@
 //! any client (`SELECT iceflight_invalidate_cache('lake')`), like Trino's
 //! `system.flush_metadata_cache()`.
 
-use std::any::Any;
-
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{Result, ScalarValue, exec_err};
 use datafusion::logical_expr::{
@@ -54,10 +52,6 @@ impl InvalidateCache {
 }
 
 impl ScalarUDFImpl for InvalidateCache {
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
     fn name(&self) -> &str {
         NAME
     }

@@ -98,6 +98,7 @@ impl OptimizerRule for EliminateCrossJoin {
                 filter.input.as_ref(),
                 LogicalPlan::Join(Join {
                     join_type: JoinType::Inner,
+                    null_equality: NullEquality::NullEqualsNothing,
                     ..
                 })
             );
@@ -133,7 +134,7 @@ impl OptimizerRule for EliminateCrossJoin {
             match plan {
                 LogicalPlan::Join(Join {
                     join_type: JoinType::Inner,
-                    null_equality: original_null_equality,
+                    null_equality: original_null_equality @ NullEquality::NullEqualsNothing,
                     ..
                 }) => {
                     if !can_flatten_join_inputs(&plan) {
@@ -240,7 +241,7 @@ fn flatten_join_inputs(
     all_filters: &mut Vec<Expr>,
 ) -> Result<()> {
     match plan {
-        LogicalPlan::Join(join) if join.join_type == JoinType::Inner => {
+        LogicalPlan::Join(join) if is_flattenable(&join) => {
             if let Some(filter) = join.filter {
                 all_filters.push(filter);
             }
@@ -272,21 +273,27 @@ fn flatten_join_inputs(
 fn can_flatten_join_inputs(plan: &LogicalPlan) -> bool {
     // can only flatten inner / cross joins
     match plan {
-        LogicalPlan::Join(join) if join.join_type == JoinType::Inner => {}
+        LogicalPlan::Join(join) if is_flattenable(join) => {}
         _ => return false,
     };
 
     for child in plan.inputs() {
-        if let LogicalPlan::Join(Join {
-            join_type: JoinType::Inner,
-            ..
-        }) = child
+        if let LogicalPlan::Join(join) = child
+            && is_flattenable(join)
             && !can_flatten_join_inputs(child)
         {
             return false;
         }
     }
     true
+}
+
+/// Whether `join` can be merged into a group of joins rebuilt with `=` keys: an inner join whose
+/// keys compare with `=` (NULL matches nothing). An inner join whose keys match NULL with NULL
+/// (`IS NOT DISTINCT FROM`) stays whole, as one input of the group: the group's joins are
+/// rebuilt with one `NullEquality`, which would give every key the semantics of the first join's.
+fn is_flattenable(join: &Join) -> bool {
+    join.join_type == JoinType::Inner && join.null_equality == NullEquality::NullEqualsNothing
 }
 
 /// Finds the next to join with the left input plan,

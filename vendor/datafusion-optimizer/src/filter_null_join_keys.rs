@@ -50,9 +50,11 @@ impl OptimizerRule for FilterNullJoinKeys {
             return Ok(Transformed::no(plan));
         }
         match plan {
+            // A null-aware join (`NOT IN`) must see the NULL keys of its right input.
             LogicalPlan::Join(mut join)
                 if !join.on.is_empty()
-                    && join.null_equality == NullEquality::NullEqualsNothing =>
+                    && join.null_equality == NullEquality::NullEqualsNothing
+                    && !join.null_aware =>
             {
                 let (left_preserved, right_preserved) =
                     on_lr_is_preserved(join.join_type);

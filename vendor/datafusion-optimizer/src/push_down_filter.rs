@@ -573,6 +573,14 @@ fn infer_join_predicates(
     predicates: &[Expr],
     on_filters: &[Expr],
 ) -> Result<Vec<Expr>> {
+    // A null-aware join (the `LeftAnti` join of `x NOT IN (subquery)`) must see every NULL key of
+    // its right input: one of them makes `NOT IN` unknown for every row. An inferred predicate is
+    // null-rejecting, so pushing it onto that input would drop those rows and return rows where
+    // SQL returns none.
+    if join.null_aware {
+        return Ok(vec![]);
+    }
+
     // Only allow both side key is column.
     let join_col_keys = join
         .on
