@@ -249,6 +249,45 @@ pub async fn load_ssb(
     all_or_nothing(catalog, namespace, options, &what, loaded).await
 }
 
+/// Creates table `name` in the existing `namespace` with `schema` and commits `files` in one fast
+/// append: each inner list of batches becomes one data file (written with the load's Parquet
+/// settings, one row group per `options.row_group_rows` rows). Batches are taken by column
+/// position and cast to the table's types. For small tables of exact layout (tests, fixtures).
+///
+/// Errors: a column that cannot be cast, a NULL in a required column, any catalog or write error
+/// (the table is then dropped again).
+pub async fn create_table_with_files(
+    catalog: &Arc<dyn Catalog>,
+    namespace: &NamespaceIdent,
+    name: &str,
+    schema: iceberg::spec::Schema,
+    files: Vec<Vec<RecordBatch>>,
+    options: &LoadOptions,
+) -> Result<Table, CatalogError> {
+    let (table, arrow_schema) =
+        create_table(catalog, namespace, name, schema, &options.cancel).await?;
+    let written = async {
+        let mut data_files = vec![];
+        for batches in files {
+            let mut writer = data_file_writer(&table, name, options).await?;
+            for batch in batches {
+                writer.write(conform(&arrow_schema, &batch)?).await?;
+            }
+            data_files.extend(writer.close().await?);
+        }
+        let tx = Transaction::new(&table);
+        let tx = tx.fast_append().add_data_files(data_files).apply(tx)?;
+        Ok(tx.commit(catalog.as_ref()).await?)
+    }
+    .await;
+    if written.is_err()
+        && let Err(cleanup) = drop_table_and_files(catalog, table.identifier()).await
+    {
+        tracing::error!(error = %cleanup, "dropping a table whose write failed failed");
+    }
+    written
+}
+
 /// `batch` under the table's Arrow `schema` (field ids, exact types): columns by position, each
 /// cast to the schema's type. Errors: a failed cast or a NULL in a required column.
 fn conform(schema: &SchemaRef, batch: &RecordBatch) -> Result<RecordBatch, CatalogError> {

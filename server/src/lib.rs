@@ -9,6 +9,7 @@ pub mod cli;
 pub mod config;
 pub mod flight;
 pub mod invalidate;
+pub mod join_filters;
 pub mod message;
 pub mod output;
 pub mod session;

@@ -183,11 +183,23 @@ pub async fn execute_statement(
     ctx.execute_logical_plan(plan).await?.execute_stream().await
 }
 
-/// DataFusion's physical optimizer rules, then iceflight's [`DynamicFilterRule`] (it needs
-/// the dynamic filters in place, which the last filter-pushdown pass puts there).
-fn physical_optimizer_rules()
--> Vec<Arc<dyn datafusion::physical_optimizer::PhysicalOptimizerRule + Send + Sync>> {
+/// A physical optimizer rule, as DataFusion's session builder takes them.
+pub type PhysicalRule =
+    Arc<dyn datafusion::physical_optimizer::PhysicalOptimizerRule + Send + Sync>;
+
+/// DataFusion's physical optimizer rules, then the engine's corrections of them
+/// ([`NullSafeJoinFilters`](crate::join_filters::NullSafeJoinFilters)): the rules for any
+/// DataFusion session of ours, whatever its tables (the bench's raw-Parquet engine, tests).
+pub fn engine_physical_optimizer_rules() -> Vec<PhysicalRule> {
     let mut rules = datafusion::physical_optimizer::optimizer::PhysicalOptimizer::new().rules;
+    rules.push(Arc::new(crate::join_filters::NullSafeJoinFilters));
+    rules
+}
+
+/// [`engine_physical_optimizer_rules`], then iceflight's [`DynamicFilterRule`] (it needs the
+/// dynamic filters in place, which the last filter-pushdown pass puts there).
+fn physical_optimizer_rules() -> Vec<PhysicalRule> {
+    let mut rules = engine_physical_optimizer_rules();
     rules.push(Arc::new(iceflight_scan::DynamicFilterRule));
     rules
 }

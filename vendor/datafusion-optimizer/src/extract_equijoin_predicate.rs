@@ -80,8 +80,15 @@ impl OptimizerRule for ExtractEquijoinPredicate {
             }) => {
                 let left_schema = left.schema();
                 let right_schema = right.schema();
+                // `=` matches a NULL with nothing: its predicates may become keys only of a join
+                // whose keys compare the same way. A null-equal join (its keys from
+                // `IS NOT DISTINCT FROM`) would make them match NULL with NULL.
                 let (equijoin_predicates, non_equijoin_expr) =
-                    split_eq_and_noneq_join_predicate(expr, left_schema, right_schema)?;
+                    if null_equality == NullEquality::NullEqualsNothing {
+                        split_eq_and_noneq_join_predicate(expr, left_schema, right_schema)?
+                    } else {
+                        (vec![], Some(expr))
+                    };
 
                 // Equi-join operators like HashJoin support a special behavior
                 // that evaluates `NULL = NULL` as true instead of NULL. Therefore,
