@@ -35,6 +35,7 @@ use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::{
     ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl,
 };
+use datafusion::execution::SessionStateBuilder;
 use datafusion::physical_plan::{ExecutionPlan, collect};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use futures::TryStreamExt;
@@ -578,8 +579,13 @@ async fn tables(engine: &Engine, catalog: &str, namespace: &str) -> Result<Vec<(
 /// files: DataFusion's own Parquet path, the ceiling of any scan on this engine (objects on S3
 /// through [`FileIoStore`], the table's own `FileIO`).
 async fn datafusion_runner(tables: &[(String, Table)], partitions: usize) -> Result<Runner> {
-    let ctx =
-        SessionContext::new_with_config(SessionConfig::new().with_target_partitions(partitions));
+    let ctx = SessionContext::new_with_state(
+        SessionStateBuilder::new()
+            .with_config(SessionConfig::new().with_target_partitions(partitions))
+            .with_default_features()
+            .with_physical_optimizer_rules(iceflight::session::engine_physical_optimizer_rules())
+            .build(),
+    );
     // One store per bucket, from the first table's FileIO (a URL maps to one store): the lake
     // serves every table with the same keys; per-table vended credentials would need a store
     // per table prefix.

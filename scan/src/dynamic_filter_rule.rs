@@ -8,14 +8,17 @@
 //!       probe: IcebergScanExec           ← waiting here helps: later rows are pruned
 //! ```
 //!
-//! A scan keeps its wait only when it sits on the probe side of an inner hash join (the only
-//! join type with a dynamic filter in DataFusion 53.1) and no TopK or min/max aggregate above it
-//! can push a filter to it: waiting on a filter whose producer reads this very scan would always
-//! last the whole timeout. The rule runs after DataFusion's physical optimizer rules.
+//! A scan keeps its wait only when it sits on the probe side of an inner hash join and no TopK or
+//! min/max aggregate above it can push a filter to it: waiting on a filter whose producer reads
+//! this very scan would always last the whole timeout. DataFusion 54.1 also gives semi, anti,
+//! left and mark joins a filter on their probe side (`scan/tests/dynamic_filter_shapes.rs`);
+//! their scans use it but do not wait for it. The rule runs after DataFusion's physical optimizer
+//! rules (and after `NullSafeJoinFilters`, which removes the filters of null-aware and null-equal
+//! joins before any scan could use them).
 //!
 //! **NULL.** A dynamic filter does not say whether its join is null-equal (`IS NOT DISTINCT
-//! FROM`, where a NULL probe key must reach the join, case c04; DataFusion 53.1 still builds
-//! `false` for an all-NULL build side). So the rule decides per scan ([`DynamicNulls`]):
+//! FROM`, where a NULL probe key must reach the join, case c04). So the rule decides per scan
+//! ([`DynamicNulls`]):
 //! - on the subquery side of a null-aware anti join (`NOT IN (subquery)`, where one NULL key
 //!   empties the result): the scan uses none of its pushed filters, static ones included
 //!   (DataFusion pushes parent filters on the key into that side);
@@ -114,7 +117,7 @@ fn visit(plan: Arc<dyn ExecutionPlan>, above: Above) -> Result<Arc<dyn Execution
             .downcast_ref::<SortExec>()
             .is_some_and(|s| s.fetch().is_some())
         || any.downcast_ref::<AggregateExec>().is_some_and(|a| {
-            // DataFusion 53.1 builds an aggregate filter only for min/max without GROUP BY.
+            // DataFusion 54.1 builds an aggregate filter only for min/max without GROUP BY.
             a.group_expr().is_empty()
                 && a.aggr_expr().iter().all(|e| {
                     let name = e.fun().name();

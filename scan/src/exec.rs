@@ -586,7 +586,7 @@ pub enum DynamicNulls {
     Rejected,
 }
 
-/// `hash_join_inlist_pushdown_max_distinct_values` default in DataFusion 53.1, used until the
+/// `hash_join_inlist_pushdown_max_distinct_values` default in DataFusion 54.1, used until the
 /// session's value arrives with the first pushed filter.
 const DEFAULT_INLIST_CAP: usize = 150;
 
