@@ -1,6 +1,6 @@
 //! `nested` — bytes read by nested struct-field predicates as a share of a full scan, in three
-//! layouts, beside a flat control column holding the same values (issue 5; the seed's table in
-//! `shared/seeds/nested-field-pushdown.md`).
+//! layouts, beside a flat control column holding the same values (issue 5): the measurement
+//! behind `scan/README.md`'s "Nested struct fields".
 //!
 //! ```text
 //!   load nested (rows, 3 layouts) ──► per layout, per column (s.key | flat_key), per query:

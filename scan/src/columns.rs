@@ -15,7 +15,7 @@
 //! ```
 //!
 //! Paths are walked through the Arrow types and end at a field id (`PARQUET:field_id`, which
-//! `schema_to_arrow_schema` puts on struct children too, upstream-apis.md §5.8), so names are
+//! `schema_to_arrow_schema` puts on struct children too, `scan/UPSTREAM.md`, "Field ids on every Arrow field"), so names are
 //! never parsed. A path through a list, a map or a non-struct resolves to nothing: the filter then
 //! constrains nothing and still runs above the scan. Field names match exactly, as `get_field`
 //! matches them.

@@ -1,5 +1,5 @@
-//! Dynamic-filter domains: a filter expression compacted into one domain per column
-//! (design: `shared/seeds/dynamic-filter-domains.md`).
+//! Dynamic-filter domains: a filter expression compacted into one domain per column (the rules
+//! below; where the scan uses them: `scan/README.md`).
 //!
 //! ```text
 //!   k@0 >= 3 AND k@0 <= 1200 AND k@0 IN (SET) ([3, 5, 7, 5, 1200])          (CollectLeft join)

@@ -178,7 +178,7 @@ impl Gate {
         }
         if col.column.nested {
             // iceberg 0.10.1's row filter rejects a leaf that is not a root column
-            // (upstream-apis.md §0.7); footer and manifest pruning still use it.
+            // (`scan/UPSTREAM.md`, "iceberg's reader rejects nested predicates"); footer and manifest pruning still use it.
             return ReaderUse::Withheld("nested field");
         }
         if col.column.iceberg_type.is_none() {

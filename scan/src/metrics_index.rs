@@ -9,7 +9,7 @@
 //! `TableScan::plan_files` returns `FileScanTask`s without column metrics; the index lets the scan
 //! report `partition_statistics` (rows, bytes, per-column null count / min / max) for exactly the
 //! files it will read, so DataFusion's join selection sees small dimensions and plans `CollectLeft`
-//! (upstream-apis.md §0.3).
+//! (`scan/UPSTREAM.md`, "Join selection needs statistics").
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -182,7 +182,7 @@ fn column_bounds(
 }
 
 /// Row-group bounds of the nested struct leaf with field id `id` (parquet's
-/// `StatisticsConverter` only finds root columns, upstream-apis.md §0.6), found in the file's
+/// `StatisticsConverter` only finds root columns, `scan/UPSTREAM.md`, "DataFusion's Parquet path does not prune on struct fields"), found in the file's
 /// `SchemaDescriptor` by field id and only outside repeated groups. The null count is never
 /// reported: a leaf's count need not include rows whose parent struct is NULL (case c01), so
 /// `IS NULL` on a leaf never prunes. `None` when the file has no such leaf (added by schema

@@ -1,4 +1,4 @@
-//! Cases from `shared/cases/` and scan behaviours, on fixtures that pyiceberg builds in a temporary
+//! Cases of `docs/cases.md` and scan behaviours, on fixtures that pyiceberg builds in a temporary
 //! embedded catalog (`tests/fixtures/make_cases.py`, which also writes the delete files).
 
 mod common;
