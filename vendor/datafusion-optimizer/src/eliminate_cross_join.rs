@@ -134,7 +134,8 @@ impl OptimizerRule for EliminateCrossJoin {
             match plan {
                 LogicalPlan::Join(Join {
                     join_type: JoinType::Inner,
-                    null_equality: original_null_equality @ NullEquality::NullEqualsNothing,
+                    null_equality:
+                        original_null_equality @ NullEquality::NullEqualsNothing,
                     ..
                 }) => {
                     if !can_flatten_join_inputs(&plan) {
@@ -293,7 +294,8 @@ fn can_flatten_join_inputs(plan: &LogicalPlan) -> bool {
 /// (`IS NOT DISTINCT FROM`) stays whole, as one input of the group: the group's joins are
 /// rebuilt with one `NullEquality`, which would give every key the semantics of the first join's.
 fn is_flattenable(join: &Join) -> bool {
-    join.join_type == JoinType::Inner && join.null_equality == NullEquality::NullEqualsNothing
+    join.join_type == JoinType::Inner
+        && join.null_equality == NullEquality::NullEqualsNothing
 }
 
 /// Finds the next to join with the left input plan,
@@ -1423,6 +1425,46 @@ mod tests {
             "null_equality setting should be preserved after optimization"
         );
 
+        Ok(())
+    }
+
+    /// A null-equal join under an `=` join keeps matching NULL with NULL, and the `=` join
+    /// keeps `=`: the rule does not merge joins whose keys compare differently.
+    #[test]
+    fn null_equal_join_under_an_eq_join_stays_null_equal() -> Result<()> {
+        let t1 = test_table_scan_with_name("t1")?;
+        let t2 = test_table_scan_with_name("t2")?;
+        let t3 = test_table_scan_with_name("t3")?;
+        let plan = LogicalPlanBuilder::from(t1)
+            .join_detailed(
+                t2,
+                JoinType::Inner,
+                (vec!["t1.a"], vec!["t2.a"]),
+                None,
+                NullEquality::NullEqualsNull,
+            )?
+            .join(t3, JoinType::Inner, (vec!["t1.b"], vec!["t3.b"]), None)?
+            .filter(col("t3.c").lt(lit(15u32)))?
+            .build()?;
+        let optimized = EliminateCrossJoin::new()
+            .rewrite(plan, &OptimizerContext::new())?
+            .data;
+        let mut joins = vec![];
+        optimized.apply(|p| {
+            if let LogicalPlan::Join(j) = p {
+                joins.push((j.on.clone(), j.null_equality));
+            }
+            Ok(datafusion_common::tree_node::TreeNodeRecursion::Continue)
+        })?;
+        for (on, null_equality) in joins {
+            let null_equal_key = on.iter().any(|(l, _)| l == &col("t1.a"));
+            let expected = if null_equal_key {
+                NullEquality::NullEqualsNull
+            } else {
+                NullEquality::NullEqualsNothing
+            };
+            assert_eq!(null_equality, expected, "{on:?} in\n{optimized}");
+        }
         Ok(())
     }
 }

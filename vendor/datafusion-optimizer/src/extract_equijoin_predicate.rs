@@ -83,12 +83,13 @@ impl OptimizerRule for ExtractEquijoinPredicate {
                 // `=` matches a NULL with nothing: its predicates may become keys only of a join
                 // whose keys compare the same way. A null-equal join (its keys from
                 // `IS NOT DISTINCT FROM`) would make them match NULL with NULL.
-                let (equijoin_predicates, non_equijoin_expr) =
-                    if null_equality == NullEquality::NullEqualsNothing {
-                        split_eq_and_noneq_join_predicate(expr, left_schema, right_schema)?
-                    } else {
-                        (vec![], Some(expr))
-                    };
+                let (equijoin_predicates, non_equijoin_expr) = if null_equality
+                    == NullEquality::NullEqualsNothing
+                {
+                    split_eq_and_noneq_join_predicate(expr, left_schema, right_schema)?
+                } else {
+                    (vec![], Some(expr))
+                };
 
                 // Equi-join operators like HashJoin support a special behavior
                 // that evaluates `NULL = NULL` as true instead of NULL. Therefore,
@@ -536,5 +537,35 @@ mod tests {
           TableScan: t2 [a:UInt32, b:UInt32, c:UInt32]
         "
         )
+    }
+
+    /// An `=` predicate in a null-equal join's filter stays in the filter: as a key of that join
+    /// it would match NULL with NULL.
+    #[test]
+    fn eq_predicate_is_not_a_key_of_a_null_equal_join() -> Result<()> {
+        let t1 = test_table_scan_with_name("t1")?;
+        let t2 = test_table_scan_with_name("t2")?;
+        let plan = LogicalPlanBuilder::from(t1)
+            .join_detailed(
+                t2,
+                JoinType::Inner,
+                (vec!["t1.a"], vec!["t2.a"]),
+                Some(col("t1.b").eq(col("t2.b"))),
+                NullEquality::NullEqualsNull,
+            )?
+            .build()?;
+        let optimized = ExtractEquijoinPredicate::new()
+            .rewrite(plan, &crate::OptimizerContext::new())?
+            .data;
+        let LogicalPlan::Join(join) = &optimized else {
+            panic!("{optimized}");
+        };
+        assert_eq!(join.on.len(), 1, "{optimized}");
+        assert_eq!(
+            join.filter,
+            Some(col("t1.b").eq(col("t2.b"))),
+            "{optimized}"
+        );
+        Ok(())
     }
 }

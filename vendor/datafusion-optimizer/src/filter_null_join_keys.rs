@@ -361,4 +361,27 @@ mod tests {
         let t2 = table_scan(Some("t2"), &schema, None)?.build()?;
         Ok((t1, t2))
     }
+
+    /// A null-aware anti join (`NOT IN`) keeps the NULL keys of its subquery side.
+    #[test]
+    fn null_aware_join_keeps_null_keys() -> Result<()> {
+        let (t1, t2) = test_tables()?;
+        let plan = LogicalPlanBuilder::from(t1)
+            .join_detailed_with_options(
+                t2,
+                JoinType::LeftAnti,
+                (
+                    vec![Column::from_qualified_name("t1.optional_id")],
+                    vec![Column::from_qualified_name("t2.optional_id")],
+                ),
+                None,
+                NullEquality::NullEqualsNothing,
+                true,
+            )?
+            .build()?;
+        // `OptimizerContext::new` turns `filter_null_join_keys` on.
+        let rewritten = FilterNullJoinKeys {}.rewrite(plan, &OptimizerContext::new())?;
+        assert!(!rewritten.transformed, "{}", rewritten.data);
+        Ok(())
+    }
 }

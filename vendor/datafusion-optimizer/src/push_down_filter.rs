@@ -4439,4 +4439,39 @@ mod tests {
         "
         )
     }
+
+    /// `x NOT IN (subquery)` with a filter on `x`: nothing is inferred onto the subquery side of
+    /// the null-aware anti join, whose NULL keys make `NOT IN` unknown.
+    #[test]
+    fn no_inferred_predicate_onto_a_null_aware_join() -> Result<()> {
+        let schema = Schema::new(vec![Field::new("a", DataType::UInt32, true)]);
+        let outer = table_scan(Some("outer_t"), &schema, None)?.build()?;
+        let sub = table_scan(Some("sub_t"), &schema, None)?.build()?;
+        let plan = LogicalPlanBuilder::from(outer)
+            .join_detailed_with_options(
+                sub,
+                JoinType::LeftAnti,
+                (
+                    vec![Column::from_qualified_name("outer_t.a")],
+                    vec![Column::from_qualified_name("sub_t.a")],
+                ),
+                None,
+                datafusion_common::NullEquality::NullEqualsNothing,
+                true,
+            )?
+            .filter(col("outer_t.a").eq(lit(1u32)))?
+            .build()?;
+        let optimized = PushDownFilter::new()
+            .rewrite(plan, &OptimizerContext::new())?
+            .data;
+        let LogicalPlan::Join(join) = optimized else {
+            panic!("the filter goes below the join: {optimized}");
+        };
+        assert!(
+            matches!(join.right.as_ref(), LogicalPlan::TableScan(scan) if scan.filters.is_empty()),
+            "the subquery side got a predicate: {}",
+            join.right
+        );
+        Ok(())
+    }
 }
