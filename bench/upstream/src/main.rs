@@ -83,7 +83,7 @@ async fn session(setup: &Value) -> Result<SessionContext, Error> {
     }
     let file_io = FileIOBuilder::new(Arc::new(OpenDalResolvingStorageFactory::new()))
         .with_props(props)
-        .build()?;
+        .build();
     let partitions = setup["partitions"].as_u64().unwrap_or(1).max(1) as usize;
     let ctx =
         SessionContext::new_with_config(SessionConfig::new().with_target_partitions(partitions));
