@@ -82,7 +82,7 @@ fn counters(plan: &Arc<dyn ExecutionPlan>) -> Counters {
 }
 
 async fn measure(engine: &Engine, ns: &str, predicate: Option<&str>) -> Result<Counters> {
-    iceflight_scan::footer::clear_cache();
+    engine.caches().footers.clear();
     let ctx = engine.session(None, Some(ns), &[])?;
     let sql = match predicate {
         Some(p) => format!("SELECT * FROM nested WHERE {p}"),

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use iceberg::{Catalog, CatalogBuilder};
 use iceberg_catalog_sql::SqlCatalogBuilder;
-use iceberg_storage_opendal::OpenDalResolvingStorageFactory;
 
+use crate::cached_storage::{CachingStorageFactory, StorageCache};
 use crate::config::{CatalogConfig, CatalogKind};
 use crate::error::CatalogError;
 
@@ -14,12 +14,16 @@ use crate::error::CatalogError;
 ///
 /// `sql`: creates the sqlite file and its parent directory if missing (`?mode=rwc`), and the
 /// warehouse directory for `file://` warehouses. Storage for every scheme (`file`, `s3`, ...) goes
-/// through iceberg-storage-opendal's resolving factory.
+/// through iceberg-storage-opendal's resolving factory, under `cache` when given
+/// (`cached_storage.rs`).
 ///
 /// Errors: [`CatalogError::Unavailable`] naming the catalog and URI when it cannot be reached.
-pub async fn connect(config: &CatalogConfig) -> Result<Arc<dyn Catalog>, CatalogError> {
+pub async fn connect(
+    config: &CatalogConfig,
+    cache: Option<&StorageCache>,
+) -> Result<Arc<dyn Catalog>, CatalogError> {
     let config = &resolve_secrets(config)?;
-    let storage = Arc::new(OpenDalResolvingStorageFactory::new());
+    let storage = Arc::new(CachingStorageFactory::new(cache.cloned()));
     let mut props: HashMap<String, String> = config.properties.clone().into_iter().collect();
     let unavailable = |e: iceberg::Error| CatalogError::Unavailable {
         catalog: config.name.clone(),
@@ -76,7 +80,9 @@ pub async fn connect(config: &CatalogConfig) -> Result<Arc<dyn Catalog>, Catalog
                 .map_err(unavailable)?;
             Ok(Arc::new(catalog))
         }
-        CatalogKind::Rest => Ok(Arc::new(crate::rest::ManagedRestCatalog::new(config)?)),
+        CatalogKind::Rest => Ok(Arc::new(
+            crate::rest::ManagedRestCatalog::new(config)?.with_storage_cache(cache.cloned()),
+        )),
     }
 }
 

@@ -8,6 +8,7 @@
 //! ```
 
 pub mod cache;
+pub mod cached_storage;
 pub mod config;
 pub mod connect;
 pub mod error;
@@ -37,9 +38,12 @@ pub struct Catalogs {
 }
 
 impl Catalogs {
-    /// Connects every configured catalog. Errors on a duplicate name or the first catalog that
-    /// cannot be reached.
-    pub async fn connect(configs: &[CatalogConfig]) -> Result<Self, CatalogError> {
+    /// Connects every configured catalog, its tables read through `cache` when given. Errors on
+    /// a duplicate name or the first catalog that cannot be reached.
+    pub async fn connect(
+        configs: &[CatalogConfig],
+        cache: Option<&cached_storage::StorageCache>,
+    ) -> Result<Self, CatalogError> {
         let mut entries: Vec<(String, String, Arc<dyn Catalog>)> =
             Vec::with_capacity(configs.len());
         let mut caches = Vec::with_capacity(configs.len());
@@ -51,7 +55,7 @@ impl Catalogs {
                 )));
             }
             let cached = Arc::new(cache::CachingCatalog::new(
-                connect::connect(c).await?,
+                connect::connect(c, cache).await?,
                 c.metadata_cache_ttl.unwrap_or(cache::DEFAULT_METADATA_TTL),
                 c.listing_cache_ttl.unwrap_or(cache::DEFAULT_LISTING_TTL),
             ));

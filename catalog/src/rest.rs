@@ -24,6 +24,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::cached_storage::{CachingStorageFactory, StorageCache};
 use async_trait::async_trait;
 use iceberg::table::Table;
 use iceberg::{
@@ -31,7 +32,6 @@ use iceberg::{
     TableCreation, TableIdent,
 };
 use iceberg_catalog_rest::{RestCatalog, RestCatalogBuilder};
-use iceberg_storage_opendal::OpenDalResolvingStorageFactory;
 
 use crate::config::CatalogConfig;
 use crate::error::CatalogError;
@@ -91,6 +91,8 @@ pub struct ManagedRestCatalog {
     http: reqwest::Client,
     client: tokio::sync::Mutex<Option<Client>>,
     tokens_fetched: AtomicUsize,
+    /// The storage of every table's `FileIO` (the engine's block cache, if any).
+    storage: Arc<CachingStorageFactory>,
 }
 
 /// Names and endpoints only: no credential, token or storage secret.
@@ -211,7 +213,14 @@ impl ManagedRestCatalog {
                 .map_err(|e| CatalogError::Config(format!("catalog {}: {e}", config.name)))?,
             client: tokio::sync::Mutex::new(None),
             tokens_fetched: AtomicUsize::new(0),
+            storage: Arc::new(CachingStorageFactory::new(None)),
         })
+    }
+
+    /// Tables read through `cache` (uncached with `None`, the default).
+    pub fn with_storage_cache(mut self, cache: Option<StorageCache>) -> Self {
+        self.storage = Arc::new(CachingStorageFactory::new(cache));
+        self
     }
 
     /// OAuth2 tokens fetched so far (refreshes included).
@@ -302,7 +311,7 @@ impl ManagedRestCatalog {
             props.insert("token".into(), t);
         }
         let catalog = RestCatalogBuilder::default()
-            .with_storage_factory(Arc::new(OpenDalResolvingStorageFactory::new()))
+            .with_storage_factory(Arc::clone(&self.storage) as _)
             .with_client(self.http.clone())
             .load(self.name.clone(), props)
             .await?;
@@ -363,10 +372,9 @@ impl ManagedRestCatalog {
         else {
             return Ok(table);
         };
-        let file_io =
-            iceberg::io::FileIOBuilder::new(Arc::new(OpenDalResolvingStorageFactory::new()))
-                .with_props(props)
-                .build();
+        let file_io = iceberg::io::FileIOBuilder::new(Arc::clone(&self.storage) as _)
+            .with_props(props)
+            .build();
         let mut builder = Table::builder()
             .metadata(table.metadata_ref())
             .identifier(table.identifier().clone())

@@ -37,12 +37,13 @@ use iceberg::spec::DataContentType;
 use iceberg::table::Table;
 use parquet::file::metadata::ParquetMetaData;
 
+use crate::caches::ScanCaches;
 use crate::columns::{ColumnResolver, ScanColumns};
 use crate::domain::{Domains, normalize};
 use crate::domain_cache::DomainCache;
 use crate::equality_deletes::{self, DeleteKeys, DeleteKeysCache};
-use crate::footer;
 use crate::gate::{Gate, GateColumn};
+use crate::io_scope::{ScanIo, Scoped};
 use crate::prune::{BoundsByFile, FileBounds, may_match};
 use crate::row_groups;
 use crate::struct_evolution;
@@ -426,7 +427,7 @@ impl ExecutionPlan for IcebergScanExec {
     fn execute(
         &self,
         partition: usize,
-        _context: Arc<TaskContext>,
+        context: Arc<TaskContext>,
     ) -> Result<SendableRecordBatchStream> {
         let Some(tasks) = self.file_groups.get(partition).cloned().or_else(|| {
             // An empty scan still has one (empty) partition.
@@ -463,6 +464,7 @@ impl ExecutionPlan for IcebergScanExec {
             gate: Arc::clone(&self.gate),
             file_bounds: Arc::clone(&self.file_bounds),
             metrics: metrics.clone(),
+            caches: ScanCaches::of(context.session_config()),
         });
         let batches = stream::iter(tasks.into_iter().enumerate())
             .then(move |(i, task)| {
@@ -475,6 +477,7 @@ impl ExecutionPlan for IcebergScanExec {
                 }
             })
             .try_flatten();
+        let batches = Scoped::new(batches.boxed(), metrics.io.clone());
         let limited = limit_stream(batches.boxed(), self.limit);
         let output_rows = metrics.output_rows.clone();
         let counted = limited.inspect_ok(move |b| output_rows.add(b.num_rows()));
@@ -604,6 +607,8 @@ struct ScanMetrics {
     bytes_scanned: Count,
     footer_bytes_read: Count,
     equality_deleted_rows: Count,
+    /// Block-cache traffic: `cache_hit_bytes`, `cache_miss_bytes`, `remote_requests`.
+    io: ScanIo,
 }
 
 impl ScanMetrics {
@@ -626,6 +631,11 @@ impl ScanMetrics {
             footer_bytes_read: MetricBuilder::new(set).counter("footer_bytes_read", partition),
             equality_deleted_rows: MetricBuilder::new(set)
                 .counter("equality_deleted_rows", partition),
+            io: ScanIo {
+                cache_hit_bytes: MetricBuilder::new(set).counter("cache_hit_bytes", partition),
+                cache_miss_bytes: MetricBuilder::new(set).counter("cache_miss_bytes", partition),
+                remote_requests: MetricBuilder::new(set).counter("remote_requests", partition),
+            },
         }
     }
 }
@@ -647,6 +657,8 @@ struct TaskOpener {
     gate: Arc<Gate>,
     file_bounds: Arc<BoundsByFile>,
     metrics: ScanMetrics,
+    /// The engine's footer and block caches.
+    caches: Arc<ScanCaches>,
 }
 
 /// What the gate made of one task.
@@ -698,13 +710,16 @@ impl TaskOpener {
 
     /// The footer of `task`'s data file (cached), counting what reading it cost.
     async fn footer(&self, task: &FileScanTask) -> Result<Arc<ParquetMetaData>> {
-        let footer = footer::load(
-            self.table.file_io(),
-            &task.data_file_path,
-            task.file_size_in_bytes,
-        )
-        .await
-        .map_err(external)?;
+        let footer = self
+            .caches
+            .footers
+            .load(
+                self.table.file_io(),
+                &task.data_file_path,
+                task.file_size_in_bytes,
+            )
+            .await
+            .map_err(external)?;
         self.metrics
             .footer_bytes_read
             .add(footer.bytes_read as usize);
@@ -714,6 +729,10 @@ impl TaskOpener {
     /// Applies the gate to `task`: skip it, or the pieces to read with their reader predicate.
     async fn gate(&self, task: FileScanTask) -> Result<Opened> {
         let started = Instant::now();
+        if let Some(blocks) = &self.caches.blocks {
+            // The manifest knows the size: the cache need not ask the object store.
+            blocks.note_size(&task.data_file_path, task.file_size_in_bytes);
+        }
         let domains = self.domains();
         let no_bounds = FileBounds::new();
         let bounds = self.file_bounds.get(&task.data_file_path);
@@ -847,7 +866,7 @@ impl TaskOpener {
             .with_batch_size(self.batch_size)
             .with_data_file_concurrency_limit(1);
         // With our footer in hand, iceberg's reader fetches exactly the footer's bytes.
-        if let Some(tail_len) = footer::cached_tail_len(&task.data_file_path) {
+        if let Some(tail_len) = self.caches.footers.tail_len(&task.data_file_path) {
             builder = builder.with_metadata_size_hint(tail_len);
         }
         let reader = builder.build();

@@ -1,20 +1,22 @@
 //! Parquet footers of data files, read through the table's `FileIO` and cached by path.
 //!
 //! ```text
-//!   (path, size) ──► cache hit? ──► Arc<ParquetMetaData>
+//!   (path, size) ──► FooterCache hit? ──► Arc<ParquetMetaData>
 //!                        │ miss
 //!                        ▼
 //!                  FileIO reader ──► ParquetMetaDataReader (64 KiB prefetch, no page index)
 //!                                    + the footer's length, iceberg's reader's size hint
 //! ```
 //!
-//! Iceberg data files are immutable, so a footer never goes stale; the cache is bounded by
-//! [`FOOTER_CACHE_ENTRIES`] and emptied when full. The footer feeds our own row-group selection
-//! (`row_groups.rs`); iceberg's reader still reads it again when it opens the file.
+//! Iceberg data files are immutable, so a footer never goes stale. The cache is one per engine
+//! ([`crate::caches::ScanCaches`]), bounded by the decoded footers' `memory_size()` in bytes
+//! (least recently and least often used evicted first). The footer feeds our own row-group
+//! selection (`row_groups.rs`); iceberg's reader reads it again when it opens the file, from the
+//! block cache.
 
-use std::collections::HashMap;
 use std::ops::Range;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 use futures::FutureExt;
@@ -24,8 +26,9 @@ use parquet::arrow::async_reader::MetadataFetch;
 use parquet::errors::ParquetError;
 use parquet::file::metadata::{FooterTail, ParquetMetaData, ParquetMetaDataReader};
 
-/// Footers kept at most (one entry per data file; a TPC-H SF 1 footer is ~10 KiB).
-pub const FOOTER_CACHE_ENTRIES: usize = 16_384;
+/// Default bound of a [`FooterCache`]: 256 MiB of decoded footers (a TPC-H SF 1 footer
+/// decodes to ~20 KiB).
+pub const DEFAULT_FOOTER_CACHE_BYTES: u64 = 256 << 20;
 
 /// Bytes read from the end of the file at once (the footer and its length in one request).
 const PREFETCH: usize = 64 * 1024;
@@ -42,67 +45,117 @@ pub struct Footer {
     pub bytes_read: u64,
 }
 
-type Cache = Mutex<HashMap<String, (Arc<ParquetMetaData>, usize)>>;
-
-fn cache() -> &'static Cache {
-    static CACHE: OnceLock<Cache> = OnceLock::new();
-    CACHE.get_or_init(Default::default)
+/// Decoded footers by path, with the footer's length (module docs).
+#[derive(Debug)]
+pub struct FooterCache {
+    entries: moka::sync::Cache<String, (Arc<ParquetMetaData>, usize)>,
+    capacity: u64,
+    hits: AtomicU64,
+    misses: AtomicU64,
 }
 
-/// The footer of the Parquet file at `path` (`size` bytes, from the manifest). Errors when the
-/// file cannot be read or its footer does not parse.
-pub async fn load(file_io: &FileIO, path: &str, size: u64) -> iceberg::Result<Footer> {
-    if let Some((metadata, _)) = cache().lock().expect("footer cache").get(path) {
-        return Ok(Footer {
-            metadata: Arc::clone(metadata),
+impl Default for FooterCache {
+    fn default() -> Self {
+        Self::new(DEFAULT_FOOTER_CACHE_BYTES)
+    }
+}
+
+/// A snapshot of a [`FooterCache`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FooterCacheStats {
+    /// Footers held.
+    pub entries: u64,
+    /// Their decoded size, bytes.
+    pub bytes: u64,
+    /// The bound, bytes.
+    pub capacity: u64,
+    /// Lookups answered from the cache.
+    pub hits: u64,
+    /// Lookups that read and decoded the footer.
+    pub misses: u64,
+}
+
+impl FooterCache {
+    /// An empty cache holding at most `capacity` bytes of decoded footers.
+    pub fn new(capacity: u64) -> Self {
+        Self {
+            entries: moka::sync::Cache::builder()
+                .max_capacity(capacity)
+                .weigher(|k: &String, v: &(Arc<ParquetMetaData>, usize)| {
+                    u32::try_from(v.0.memory_size() + k.len()).unwrap_or(u32::MAX)
+                })
+                .build(),
+            capacity,
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+        }
+    }
+
+    /// The footer of the Parquet file at `path` (`size` bytes, from the manifest). Errors when
+    /// the file cannot be read or its footer does not parse.
+    pub async fn load(&self, file_io: &FileIO, path: &str, size: u64) -> iceberg::Result<Footer> {
+        if let Some((metadata, _)) = self.entries.get(path) {
+            self.hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(Footer {
+                metadata,
+                bytes_read: 0,
+            });
+        }
+        self.misses.fetch_add(1, Ordering::Relaxed);
+        let reader = file_io.new_input(path)?.reader().await?;
+        let mut fetch = Fetch {
+            reader,
+            size,
             bytes_read: 0,
-        });
+            tail_len: None,
+        };
+        let metadata = ParquetMetaDataReader::new()
+            .with_prefetch_hint(Some(PREFETCH))
+            .load_and_finish(&mut fetch, size)
+            .await
+            .map_err(|e| {
+                iceberg::Error::new(
+                    iceberg::ErrorKind::DataInvalid,
+                    format!("reading the Parquet footer of {path}"),
+                )
+                .with_source(e)
+            })?;
+        let metadata = Arc::new(metadata);
+        let tail_len = fetch.tail_len.unwrap_or(PREFETCH);
+        self.entries
+            .insert(path.to_string(), (Arc::clone(&metadata), tail_len));
+        Ok(Footer {
+            metadata,
+            bytes_read: fetch.bytes_read,
+        })
     }
-    let reader = file_io.new_input(path)?.reader().await?;
-    let mut fetch = Fetch {
-        reader,
-        size,
-        bytes_read: 0,
-        tail_len: None,
-    };
-    let metadata = ParquetMetaDataReader::new()
-        .with_prefetch_hint(Some(PREFETCH))
-        .load_and_finish(&mut fetch, size)
-        .await
-        .map_err(|e| {
-            iceberg::Error::new(
-                iceberg::ErrorKind::DataInvalid,
-                format!("reading the Parquet footer of {path}"),
-            )
-            .with_source(e)
-        })?;
-    let metadata = Arc::new(metadata);
-    let tail_len = fetch.tail_len.unwrap_or(PREFETCH);
-    let mut cache = cache().lock().expect("footer cache");
-    if cache.len() >= FOOTER_CACHE_ENTRIES {
-        cache.clear();
+
+    /// The footer size (metadata length + 8: length and magic) of `path`, when its footer is
+    /// cached. Handed to iceberg's reader as its metadata size hint, so it fetches exactly the
+    /// footer instead of its default 512 KiB tail (most of a small file).
+    pub fn tail_len(&self, path: &str) -> Option<usize> {
+        self.entries.get(path).map(|(_, tail_len)| tail_len)
     }
-    cache.insert(path.to_string(), (Arc::clone(&metadata), tail_len));
-    Ok(Footer {
-        metadata,
-        bytes_read: fetch.bytes_read,
-    })
-}
 
-/// The footer size (metadata length + 8: length and magic) of `path`, when its footer is cached.
-/// Handed to iceberg's reader as its metadata size hint, so it fetches exactly the footer instead
-/// of its default 512 KiB tail (most of a small file).
-pub fn cached_tail_len(path: &str) -> Option<usize> {
-    cache()
-        .lock()
-        .expect("footer cache")
-        .get(path)
-        .map(|(_, tail_len)| *tail_len)
-}
+    /// Drops every footer; returns how many there were.
+    pub fn clear(&self) -> u64 {
+        let n = self.entries.entry_count();
+        self.entries.invalidate_all();
+        self.entries.run_pending_tasks();
+        n
+    }
 
-/// Empties the footer cache (benchmarks measure cold footer reads with it).
-pub fn clear_cache() {
-    cache().lock().expect("footer cache").clear();
+    /// Size and counters now.
+    pub fn stats(&self) -> FooterCacheStats {
+        self.entries.run_pending_tasks();
+        FooterCacheStats {
+            entries: self.entries.entry_count(),
+            bytes: self.entries.weighted_size(),
+            capacity: self.capacity,
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+        }
+    }
 }
 
 /// Adapts iceberg's `FileRead` to parquet's `MetadataFetch`, counting the bytes fetched and

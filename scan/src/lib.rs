@@ -10,8 +10,12 @@
 //! One concern per module: [`predicate`] (static filter conversion), [`metrics_index`] (manifest
 //! metrics and statistics), [`domain`] and [`domain_cache`] (filters as per-column domains),
 //! [`gate`] with [`layout`], [`prune`], [`footer`] and [`row_groups`] (what prunes where),
-//! [`equality_deletes`], [`provider`], [`exec`]. See `README.md`.
+//! [`equality_deletes`], [`provider`], [`exec`]; the engine's caches in [`caches`]: the
+//! [`block_cache`] under every remote read (attributed per scan by [`io_scope`]), footers,
+//! manifest metrics. See `README.md`.
 
+pub mod block_cache;
+pub mod caches;
 pub mod columns;
 pub mod domain;
 pub mod domain_cache;
@@ -20,6 +24,7 @@ pub mod equality_deletes;
 pub mod exec;
 pub mod footer;
 pub mod gate;
+pub mod io_scope;
 pub mod layout;
 pub mod metrics_index;
 pub mod options;

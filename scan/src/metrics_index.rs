@@ -25,14 +25,47 @@ use iceberg::table::Table;
 use crate::layout::{ColumnLayout, judge};
 use crate::prune::ColumnBounds;
 
-/// Snapshots whose file index [`FileMetricsIndex::load_cached`] keeps.
-pub const INDEX_CACHE_ENTRIES: usize = 64;
+/// Snapshots whose file index an [`IndexCache`] keeps.
+pub const INDEX_CACHE_ENTRIES: u64 = 64;
 
-type IndexCache = std::sync::Mutex<HashMap<(uuid::Uuid, i64), Arc<FileMetricsIndex>>>;
+/// [`FileMetricsIndex`]es by (table uuid, snapshot id), least recently used evicted beyond
+/// [`INDEX_CACHE_ENTRIES`]. One per engine ([`crate::caches::ScanCaches`]).
+#[derive(Debug, Clone)]
+pub struct IndexCache {
+    entries: moka::sync::Cache<(uuid::Uuid, i64), Arc<FileMetricsIndex>>,
+}
 
-fn index_cache() -> &'static IndexCache {
-    static CACHE: std::sync::OnceLock<IndexCache> = std::sync::OnceLock::new();
-    CACHE.get_or_init(Default::default)
+impl Default for IndexCache {
+    fn default() -> Self {
+        Self {
+            entries: moka::sync::Cache::new(INDEX_CACHE_ENTRIES),
+        }
+    }
+}
+
+impl IndexCache {
+    /// [`FileMetricsIndex::load`], memoised per (table uuid, snapshot id): a snapshot's
+    /// manifests never change, so each query after the first plans without re-reading them
+    /// for statistics.
+    pub async fn load(&self, table: &Table) -> iceberg::Result<Arc<FileMetricsIndex>> {
+        let Some(snapshot) = table.metadata().current_snapshot() else {
+            return Ok(Arc::new(FileMetricsIndex::default()));
+        };
+        let key = (table.metadata().uuid(), snapshot.snapshot_id());
+        if let Some(hit) = self.entries.get(&key) {
+            return Ok(hit);
+        }
+        let index = Arc::new(FileMetricsIndex::load(table).await?);
+        self.entries.insert(key, Arc::clone(&index));
+        Ok(index)
+    }
+
+    /// Drops every index; returns how many there were.
+    pub fn clear(&self) -> u64 {
+        let n = self.entries.entry_count();
+        self.entries.invalidate_all();
+        n
+    }
 }
 
 /// Data files of one snapshot, by path. Delete files are not indexed.
@@ -71,26 +104,6 @@ impl FileMetricsIndex {
             files,
             layouts: Default::default(),
         })
-    }
-
-    /// [`Self::load`], memoised per (table uuid, snapshot id): a snapshot's manifests never change,
-    /// so each query after the first plans without re-reading them for statistics. At most
-    /// [`INDEX_CACHE_ENTRIES`] snapshots are kept (the cache is emptied when full).
-    pub async fn load_cached(table: &Table) -> iceberg::Result<Arc<Self>> {
-        let Some(snapshot) = table.metadata().current_snapshot() else {
-            return Ok(Arc::new(Self::default()));
-        };
-        let key = (table.metadata().uuid(), snapshot.snapshot_id());
-        if let Some(hit) = index_cache().lock().expect("index cache lock").get(&key) {
-            return Ok(Arc::clone(hit));
-        }
-        let index = Arc::new(Self::load(table).await?);
-        let mut cache = index_cache().lock().expect("index cache lock");
-        if cache.len() >= INDEX_CACHE_ENTRIES {
-            cache.clear();
-        }
-        cache.insert(key, Arc::clone(&index));
-        Ok(index)
     }
 
     /// Number of live data files in the snapshot.

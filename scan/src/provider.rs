@@ -26,6 +26,7 @@ use iceberg::spec::PartitionSpec;
 use iceberg::table::Table;
 use parquet::arrow::PARQUET_FIELD_ID_META_KEY;
 
+use crate::caches::ScanCaches;
 use crate::columns::ScanColumns;
 use crate::exec::{IcebergScanExec, PlannedScan};
 use crate::gate::GateColumn;
@@ -164,9 +165,8 @@ impl TableProvider for IcebergTableProvider {
 
         let mut predicate = None;
         let mut tasks = Vec::new();
-        let index = FileMetricsIndex::load_cached(&self.table)
-            .await
-            .map_err(external)?;
+        let caches = ScanCaches::of(state.config());
+        let index = caches.indexes.load(&self.table).await.map_err(external)?;
         if let Some(snapshot) = metadata.current_snapshot() {
             predicate = self.predicate_converter().convert_all(filters);
             let mut builder = self

@@ -30,6 +30,8 @@ pub struct Config {
     pub log: String,
     /// Query execution settings.
     pub query: QueryConfig,
+    /// The byte and metadata caches under the scan.
+    pub cache: CacheConfig,
     /// Flight SQL server settings.
     pub server: ServerConfig,
     /// Configured catalogs; none means the embedded catalog `local` in `data_dir`.
@@ -48,6 +50,84 @@ pub struct QueryConfig {
     /// Memory for all running queries together, e.g. `"4GiB"` (DataFusion's memory pool; operators
     /// that can spill do, others fail with `ResourceExhausted`). Absent = unlimited.
     pub memory_limit: Option<String>,
+}
+
+/// `[cache]`: what the engine keeps of the lake's immutable files between queries.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CacheConfig {
+    /// Keep blocks of remote files in memory (`false`: every read goes to the object store).
+    pub enabled: bool,
+    /// Bound of the block cache, e.g. `"6GiB"`. Absent = [`DEFAULT_CACHE_MEMORY_SHARE`] of the
+    /// machine's memory. Outside DataFusion's memory pool (`[query] memory_limit`).
+    pub memory: Option<String>,
+    /// Size of one cached block, e.g. `"1MiB"` (reads are cut into aligned blocks).
+    pub block_size: String,
+    /// Cache local files (`file://`) too; off because the OS page cache holds them already.
+    pub local_files: bool,
+    /// Bound of the decoded Parquet footers kept, e.g. `"256MiB"`.
+    pub metadata_memory: String,
+}
+
+/// Share of the machine's memory the block cache may use when `[cache] memory` is absent.
+pub const DEFAULT_CACHE_MEMORY_SHARE: f64 = 0.25;
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            memory: None,
+            block_size: "1MiB".into(),
+            local_files: false,
+            metadata_memory: "256MiB".into(),
+        }
+    }
+}
+
+impl CacheConfig {
+    /// The block cache's bound in bytes: `memory`, else the default share of `MemTotal` in
+    /// `/proc/meminfo` (8 GiB assumed where that file is missing).
+    ///
+    /// Errors: an unparsable size.
+    pub fn memory_bytes(&self) -> Result<u64, ConfigError> {
+        match &self.memory {
+            Some(m) => size(m, "cache.memory"),
+            None => {
+                let total = std::fs::read_to_string("/proc/meminfo")
+                    .ok()
+                    .and_then(|t| {
+                        let line = t.lines().find(|l| l.starts_with("MemTotal:"))?;
+                        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+                        Some(kib * 1024)
+                    })
+                    .unwrap_or(8 << 30);
+                Ok((total as f64 * DEFAULT_CACHE_MEMORY_SHARE) as u64)
+            }
+        }
+    }
+
+    /// `block_size` in bytes. Errors: unparsable, or above 64 MiB.
+    pub fn block_size_bytes(&self) -> Result<u64, ConfigError> {
+        let b = size(&self.block_size, "cache.block_size")?;
+        if b > 64 << 20 {
+            return Err(ConfigError::Invalid(format!(
+                "cache.block_size must be at most 64MiB, got {}",
+                self.block_size
+            )));
+        }
+        Ok(b)
+    }
+
+    /// `metadata_memory` in bytes. Errors: unparsable.
+    pub fn metadata_memory_bytes(&self) -> Result<u64, ConfigError> {
+        size(&self.metadata_memory, "cache.metadata_memory")
+    }
+}
+
+fn size(value: &str, key: &str) -> Result<u64, ConfigError> {
+    iceflight_catalog::load::parse_size(value)
+        .map(|b| b as u64)
+        .map_err(|e| ConfigError::Invalid(format!("{key}: {e}")))
 }
 
 impl Default for QueryConfig {
@@ -120,6 +200,7 @@ impl Default for Config {
             default_schema: None,
             log: DEFAULT_LOG.to_string(),
             query: QueryConfig::default(),
+            cache: CacheConfig::default(),
             server: ServerConfig::default(),
             catalogs: vec![],
         }
@@ -192,6 +273,9 @@ impl Config {
             iceflight_catalog::load::parse_size(limit)
                 .map_err(|e| ConfigError::Invalid(format!("query.memory_limit: {e}")))?;
         }
+        self.cache.memory_bytes()?;
+        self.cache.block_size_bytes()?;
+        self.cache.metadata_memory_bytes()?;
         Ok(())
     }
 

@@ -1,5 +1,6 @@
 //! `iceflight_invalidate_cache([catalog])`: drops the cached table metadata and listings of one
-//! catalog (all catalogs without an argument) and returns how many entries were dropped, so the
+//! catalog; without an argument, of all catalogs and the engine's block, footer and
+//! manifest-metrics caches too. Returns how many entries were dropped, so the
 //! next query sees the catalog's current state even with a long `metadata-cache-ttl`. Works from
 //! any client (`SELECT iceflight_invalidate_cache('lake')`), like Trino's
 //! `system.flush_metadata_cache()`.
@@ -10,6 +11,8 @@ use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, TypeSignature, Volatility,
 };
 use iceflight_catalog::Catalogs;
+use iceflight_scan::caches::ScanCaches;
+use std::sync::Arc;
 
 /// The SQL function's name.
 pub const NAME: &str = "iceflight_invalidate_cache";
@@ -18,6 +21,7 @@ pub const NAME: &str = "iceflight_invalidate_cache";
 #[derive(Debug)]
 pub struct InvalidateCache {
     catalogs: Catalogs,
+    caches: Arc<ScanCaches>,
     signature: Signature,
 }
 
@@ -36,10 +40,11 @@ impl std::hash::Hash for InvalidateCache {
 }
 
 impl InvalidateCache {
-    /// The function for `catalogs`.
-    pub fn new(catalogs: Catalogs) -> Self {
+    /// The function for `catalogs` and the engine's `caches`.
+    pub fn new(catalogs: Catalogs, caches: Arc<ScanCaches>) -> Self {
         Self {
             catalogs,
+            caches,
             signature: Signature::one_of(
                 vec![
                     TypeSignature::Nullary,
@@ -73,7 +78,11 @@ impl ScalarUDFImpl for InvalidateCache {
         let dropped = self
             .catalogs
             .invalidate(name.as_deref())
-            .map_err(|e| datafusion::common::DataFusionError::Plan(e.to_string()))?;
+            .map_err(|e| datafusion::common::DataFusionError::Plan(e.to_string()))?
+            + match name {
+                None => self.caches.clear() as usize,
+                Some(_) => 0,
+            };
         Ok(ColumnarValue::Scalar(ScalarValue::Int64(Some(
             dropped as i64,
         ))))

@@ -14,3 +14,4 @@ pub mod message;
 pub mod output;
 pub mod session;
 pub mod signals;
+pub mod system;

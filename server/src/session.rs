@@ -12,8 +12,12 @@ use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion::execution::{SendableRecordBatchStream, SessionStateBuilder};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::parser::{DFParser, Statement};
+use iceflight_catalog::cached_storage::StorageCache;
 use iceflight_catalog::{CatalogError, Catalogs, NO_DEFAULT_SCHEMA};
 use iceflight_scan::IceflightOptions;
+use iceflight_scan::block_cache::{BlockCache, BlockCacheConfig};
+use iceflight_scan::caches::ScanCaches;
+use iceflight_scan::footer::FooterCache;
 
 use crate::config::{Config, ConfigError};
 
@@ -27,6 +31,8 @@ pub struct Engine {
     default_schema: String,
     catalogs: Catalogs,
     runtime: Arc<RuntimeEnv>,
+    /// The block, footer and manifest-metrics caches of this engine (`[cache]`).
+    caches: Arc<ScanCaches>,
 }
 
 /// Why an [`Engine`] could not start.
@@ -53,7 +59,24 @@ impl Engine {
         let runtime = runtime
             .build_arc()
             .map_err(|e| ConfigError::Invalid(format!("query runtime: {e}")))?;
-        let catalogs = Catalogs::connect(&config.effective_catalogs()).await?;
+        let blocks = config.cache.enabled.then(|| -> Result<_, ConfigError> {
+            Ok(Arc::new(BlockCache::new(BlockCacheConfig {
+                capacity: config.cache.memory_bytes()?,
+                block_size: config.cache.block_size_bytes()?,
+            })))
+        });
+        let blocks = blocks.transpose()?;
+        let caches = Arc::new(ScanCaches {
+            blocks: blocks.clone(),
+            footers: FooterCache::new(config.cache.metadata_memory_bytes()?),
+            indexes: Default::default(),
+        });
+        let storage_cache = blocks.map(|blocks| StorageCache {
+            blocks,
+            local_files: config.cache.local_files,
+        });
+        let catalogs =
+            Catalogs::connect(&config.effective_catalogs(), storage_cache.as_ref()).await?;
         let default_schema = match &config.default_schema {
             Some(schema) => schema.clone(),
             None => only_namespace(&catalogs, &default_catalog)
@@ -66,7 +89,13 @@ impl Engine {
             default_schema,
             catalogs,
             runtime,
+            caches,
         })
+    }
+
+    /// The engine's caches (`system.runtime.cache` shows them).
+    pub fn caches(&self) -> &Arc<ScanCaches> {
+        &self.caches
     }
 
     /// The catalog for unqualified names.
@@ -121,7 +150,8 @@ impl Engine {
             .with_default_catalog_and_schema(catalog, schema)
             .with_target_partitions(target_partitions)
             .with_batch_size(self.config.query.batch_size.max(1))
-            .with_option_extension(IceflightOptions::default());
+            .with_option_extension(IceflightOptions::default())
+            .with_extension(Arc::clone(&self.caches));
         for (k, v) in settings {
             config.options_mut().set(k, v).map_err(|source| {
                 DataFusionError::External(Box::new(crate::message::InvalidSetting {
@@ -139,8 +169,14 @@ impl Engine {
             .build();
         let ctx = SessionContext::new_with_state(state);
         self.catalogs.register(&ctx);
+        if !self.catalogs.names().contains(&crate::system::CATALOG) {
+            crate::system::register(&ctx, Arc::clone(&self.caches));
+        }
         ctx.register_udf(datafusion::logical_expr::ScalarUDF::new_from_impl(
-            crate::invalidate::InvalidateCache::new(self.catalogs.clone()),
+            crate::invalidate::InvalidateCache::new(
+                self.catalogs.clone(),
+                Arc::clone(&self.caches),
+            ),
         ));
         Ok(ctx)
     }

@@ -9,9 +9,8 @@
 
 mod common;
 
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -23,189 +22,11 @@ use iceflight::session::Engine;
 use iceflight_catalog::load::{LoadOptions, load_nested};
 use iceflight_catalog::nested::{NULL_STRUCT_EVERY, NestedLayout};
 use iceflight_catalog::rest::ManagedRestCatalog;
-use iceflight_catalog::{CatalogConfig, CatalogError, CatalogKind};
+use iceflight_catalog::{CatalogConfig, CatalogError};
 
-const KEY: &str = "admin";
-const SECRET: &str = "password";
+mod weed;
 
-/// A `weed mini` process: S3 and the Iceberg REST catalog on free ports, data in `dir`.
-struct Weed {
-    child: Option<Child>,
-    dir: PathBuf,
-    ports: Vec<u16>,
-}
-
-fn free_ports(n: usize) -> Vec<u16> {
-    let listeners: Vec<TcpListener> = (0..n)
-        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
-    listeners
-        .iter()
-        .map(|l| l.local_addr().unwrap().port())
-        .collect()
-}
-
-impl Weed {
-    fn start(dir: &Path) -> Self {
-        let mut weed = Self {
-            child: None,
-            dir: dir.to_path_buf(),
-            ports: free_ports(11),
-        };
-        weed.spawn();
-        weed
-    }
-
-    fn rest_uri(&self) -> String {
-        format!("http://127.0.0.1:{}", self.ports[10])
-    }
-
-    fn s3_uri(&self) -> String {
-        format!("http://127.0.0.1:{}", self.ports[8])
-    }
-
-    fn spawn(&mut self) {
-        let binary = python().parent().unwrap().join("weed");
-        let p = &self.ports;
-        let log = std::fs::File::create(self.dir.join("weed.log")).unwrap();
-        let child = Command::new(&binary)
-            .env("AWS_ACCESS_KEY_ID", KEY)
-            .env("AWS_SECRET_ACCESS_KEY", SECRET)
-            .args([
-                "mini",
-                &format!("-dir={}", self.dir.join("data").display()),
-                "-ip=127.0.0.1",
-                "-ip.bind=127.0.0.1",
-                "-master.telemetry=false",
-                "-admin.ui=false",
-                "-webdav=false",
-                "-s3.port.lance=0",
-                &format!("-master.port={}", p[0]),
-                &format!("-master.port.grpc={}", p[1]),
-                &format!("-volume.port={}", p[2]),
-                &format!("-volume.port.grpc={}", p[3]),
-                &format!("-filer.port={}", p[4]),
-                &format!("-filer.port.grpc={}", p[5]),
-                &format!("-admin.port={}", p[6]),
-                &format!("-admin.port.grpc={}", p[7]),
-                &format!("-s3.port={}", p[8]),
-                &format!("-s3.port.grpc={}", p[9]),
-                &format!("-s3.port.iceberg={}", p[10]),
-                "-bucket=s3bucket",
-                "-tableBucket=warehouse",
-            ])
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .stdin(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("start {}: {e}", binary.display()));
-        self.child = Some(child);
-        // Ready when an authenticated namespace listing answers 200: weed answers /v1/config
-        // before its table bucket exists, and namespace calls get 404 until then.
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while Instant::now() < deadline {
-            if namespaces_listed(self.ports[10]) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        let log = std::fs::read_to_string(self.dir.join("weed.log")).unwrap_or_default();
-        panic!("weed mini did not come up:\n{log}");
-    }
-
-    /// Sends `SIG<name>` to the process (`STOP` freezes it: connections are still accepted).
-    fn signal(&self, name: &str) {
-        if let Some(c) = &self.child {
-            let ok = Command::new("kill")
-                .args([format!("-{name}"), c.id().to_string()])
-                .status()
-                .is_ok_and(|s| s.success());
-            assert!(ok, "kill -{name}");
-        }
-    }
-
-    fn stop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for Weed {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-/// Whether `GET path` on the loopback `port` answers 200 (plain HTTP/1.0, no client library).
-/// One HTTP/1.0 exchange on loopback (`request`: method and path; `headers`: extra header
-/// lines): the status code and the body, `None` on any I/O error.
-fn http(port: u16, request: &str, headers: &[String], body: &str) -> Option<(u16, String)> {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    let headers: String = headers.iter().map(|h| format!("{h}\r\n")).collect();
-    let request = format!(
-        "{request} HTTP/1.0\r\nHost: 127.0.0.1\r\n{headers}Content-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    stream.write_all(request.as_bytes()).ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    let status = response.get(9..12)?.parse().ok()?;
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())?;
-    Some((status, body))
-}
-
-/// Whether the catalog lists the warehouse's namespaces for a client-credentials token.
-fn namespaces_listed(port: u16) -> bool {
-    let form = format!(
-        "grant_type=client_credentials&client_id={KEY}&client_secret={SECRET}&scope=PRINCIPAL_ROLE:ALL"
-    );
-    let token = http(
-        port,
-        "POST /v1/oauth/tokens",
-        &["Content-Type: application/x-www-form-urlencoded".into()],
-        &form,
-    )
-    .filter(|(status, _)| *status == 200)
-    .and_then(|(_, body)| {
-        serde_json::from_str::<serde_json::Value>(&body).ok()?["access_token"]
-            .as_str()
-            .map(String::from)
-    });
-    token.is_some_and(|t| {
-        let auth = format!("Authorization: Bearer {t}");
-        http(port, "GET /v1/warehouse/namespaces", &[auth], "")
-            .is_some_and(|(status, _)| status == 200)
-    })
-}
-
-fn lake(weed: &Weed, credential: &str) -> CatalogConfig {
-    let props = [
-        ("s3.endpoint", weed.s3_uri()),
-        ("s3.path-style-access", "true".into()),
-        ("s3.region", "us-east-1".into()),
-        ("s3.access-key-id", KEY.into()),
-        ("s3.secret-access-key", SECRET.into()),
-    ];
-    CatalogConfig {
-        name: "lake".into(),
-        kind: CatalogKind::Rest,
-        uri: weed.rest_uri(),
-        warehouse: Some("warehouse".into()),
-        credential: Some(credential.into()),
-        token: None,
-        scope: Some("PRINCIPAL_ROLE:ALL".into()),
-        token_lifetime: None,
-        metadata_cache_ttl: None,
-        listing_cache_ttl: None,
-        properties: props.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
-    }
-}
+use weed::{KEY, SECRET, Weed, free_ports, lake};
 
 async fn make_engine(dir: &Path, lake: CatalogConfig) -> Engine {
     let mut config = Config {

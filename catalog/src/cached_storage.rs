@@ -1,0 +1,238 @@
+//! The storage every catalog's `FileIO` reads through: iceberg-storage-opendal's resolving factory
+//! (any scheme: `file`, `s3`, ...) under iceflight's block cache.
+//!
+//! ```text
+//!   FileIO ──► CachingStorage ──► cacheable path? ── no ──► OpenDAL (as before)
+//!                                   │ yes
+//!                                   ├─ reader(path).read(range) ──► BlockCache::read (blocks)
+//!                                   ├─ read(path)               ──► BlockCache::read_whole
+//!                                   ├─ metadata(path)           ──► known size, else OpenDAL
+//!                                   └─ write / writer / delete  ──► drop the path's entries
+//! ```
+//!
+//! Cacheable: every path of a remote scheme (`s3://`, `gs://`, ...) except `version-hint.text`,
+//! the one file of an Iceberg table that is rewritten in place; local files (`file://`, plain
+//! paths) only with `[cache] local-files = true` (the OS page cache already holds them:
+//! `bench/reports/` has the measurement).
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use futures::{FutureExt, StreamExt};
+use iceberg::Result;
+use iceberg::io::{
+    FileMetadata, FileRead, FileWrite, InputFile, OutputFile, Storage, StorageConfig,
+    StorageFactory,
+};
+use iceberg_storage_opendal::OpenDalResolvingStorageFactory;
+use iceflight_scan::block_cache::{BlockCache, Source};
+use serde::{Deserialize, Serialize};
+
+/// The block cache of one engine and what it covers.
+#[derive(Debug, Clone)]
+pub struct StorageCache {
+    /// The blocks.
+    pub blocks: Arc<BlockCache>,
+    /// Cache `file://` and plain paths too (`[cache] local-files`).
+    pub local_files: bool,
+}
+
+impl StorageCache {
+    /// Whether reads of `path` go through the cache (module docs).
+    pub fn covers(&self, path: &str) -> bool {
+        if path.ends_with("version-hint.text") {
+            return false;
+        }
+        match path.split_once("://") {
+            Some(("file", _)) | None => self.local_files,
+            Some(("memory", _)) => false,
+            Some(_) => true,
+        }
+    }
+}
+
+/// A [`StorageFactory`] building [`CachingStorage`]s. Serializes as the OpenDAL factory alone: a
+/// deserialized copy (another process) reads uncached.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct CachingStorageFactory {
+    inner: OpenDalResolvingStorageFactory,
+    #[serde(skip)]
+    cache: Option<StorageCache>,
+}
+
+impl CachingStorageFactory {
+    /// OpenDAL storage under `cache` (uncached with `None`).
+    pub fn new(cache: Option<StorageCache>) -> Self {
+        Self {
+            inner: OpenDalResolvingStorageFactory::new(),
+            cache,
+        }
+    }
+}
+
+#[typetag::serde]
+impl StorageFactory for CachingStorageFactory {
+    fn build(&self, config: &StorageConfig) -> Result<Arc<dyn Storage>> {
+        let inner = self.inner.build(config)?;
+        Ok(match &self.cache {
+            Some(cache) => Arc::new(CachingStorage {
+                inner,
+                cache: cache.clone(),
+            }),
+            None => inner,
+        })
+    }
+}
+
+/// OpenDAL storage with reads through the block cache (module docs).
+#[derive(Debug, Clone)]
+pub struct CachingStorage {
+    inner: Arc<dyn Storage>,
+    cache: StorageCache,
+}
+
+impl Serialize for CachingStorage {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_unit()
+    }
+}
+
+impl<'de> Deserialize<'de> for CachingStorage {
+    fn deserialize<D: serde::Deserializer<'de>>(_: D) -> std::result::Result<Self, D::Error> {
+        Err(serde::de::Error::custom(
+            "a CachingStorage is not shipped; ship its CachingStorageFactory",
+        ))
+    }
+}
+
+#[typetag::serde]
+#[async_trait]
+impl Storage for CachingStorage {
+    async fn exists(&self, path: &str) -> Result<bool> {
+        self.inner.exists(path).await
+    }
+
+    async fn metadata(&self, path: &str) -> Result<FileMetadata> {
+        if !self.cache.covers(path) {
+            return self.inner.metadata(path).await;
+        }
+        if let Some(size) = self.cache.blocks.known_size(path) {
+            return Ok(FileMetadata { size });
+        }
+        let meta = self.inner.metadata(path).await?;
+        self.cache.blocks.note_size(path, meta.size);
+        Ok(meta)
+    }
+
+    async fn read(&self, path: &str) -> Result<Bytes> {
+        if !self.cache.covers(path) {
+            return self.inner.read(path).await;
+        }
+        let inner = Arc::clone(&self.inner);
+        let owned = path.to_string();
+        self.cache
+            .blocks
+            .read_whole(&Arc::from(path), move || {
+                async move { inner.read(&owned).await }.boxed()
+            })
+            .await
+    }
+
+    async fn reader(&self, path: &str) -> Result<Box<dyn FileRead>> {
+        if !self.cache.covers(path) {
+            return self.inner.reader(path).await;
+        }
+        Ok(Box::new(CachingReader {
+            path: Arc::from(path),
+            blocks: Arc::clone(&self.cache.blocks),
+            source: Arc::new(Lazy(Arc::new(LazyReader {
+                storage: Arc::clone(&self.inner),
+                path: path.to_string(),
+                reader: tokio::sync::OnceCell::new(),
+            }))),
+        }))
+    }
+
+    async fn write(&self, path: &str, bs: Bytes) -> Result<()> {
+        self.cache.blocks.invalidate_prefix(path);
+        self.inner.write(path, bs).await
+    }
+
+    async fn writer(&self, path: &str) -> Result<Box<dyn FileWrite>> {
+        self.cache.blocks.invalidate_prefix(path);
+        self.inner.writer(path).await
+    }
+
+    async fn delete(&self, path: &str) -> Result<()> {
+        self.cache.blocks.invalidate_prefix(path);
+        self.inner.delete(path).await
+    }
+
+    async fn delete_prefix(&self, path: &str) -> Result<()> {
+        self.cache.blocks.invalidate_prefix(path);
+        self.inner.delete_prefix(path).await
+    }
+
+    async fn delete_stream(&self, paths: BoxStream<'static, String>) -> Result<()> {
+        let blocks = Arc::clone(&self.cache.blocks);
+        let paths = paths.inspect(move |p| blocks.invalidate_prefix(p)).boxed();
+        self.inner.delete_stream(paths).await
+    }
+
+    fn new_input(&self, path: &str) -> Result<InputFile> {
+        Ok(InputFile::new(Arc::new(self.clone()), path.to_string()))
+    }
+
+    fn new_output(&self, path: &str) -> Result<OutputFile> {
+        Ok(OutputFile::new(Arc::new(self.clone()), path.to_string()))
+    }
+}
+
+/// A file's reads through the block cache.
+struct CachingReader {
+    path: Arc<str>,
+    blocks: Arc<BlockCache>,
+    source: Arc<dyn Source>,
+}
+
+#[async_trait]
+impl FileRead for CachingReader {
+    async fn read(&self, range: Range<u64>) -> Result<Bytes> {
+        self.blocks
+            .read(&self.path, range, Arc::clone(&self.source))
+            .await
+    }
+}
+
+/// The OpenDAL reader of one file, opened on its first miss (a read served from cached blocks
+/// opens nothing).
+struct LazyReader {
+    storage: Arc<dyn Storage>,
+    path: String,
+    reader: tokio::sync::OnceCell<Box<dyn FileRead>>,
+}
+
+struct Lazy(Arc<LazyReader>);
+
+impl Source for Lazy {
+    fn read_range(&self, range: Range<u64>) -> BoxFuture<'static, Result<Bytes>> {
+        let this = Arc::clone(&self.0);
+        async move {
+            let reader = this
+                .reader
+                .get_or_try_init(|| this.storage.reader(&this.path))
+                .await?;
+            reader.read(range).await
+        }
+        .boxed()
+    }
+
+    fn size(&self) -> BoxFuture<'static, Result<u64>> {
+        let this = Arc::clone(&self.0);
+        async move { Ok(this.storage.metadata(&this.path).await?.size) }.boxed()
+    }
+}

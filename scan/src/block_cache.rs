@@ -1,0 +1,595 @@
+//! The byte cache every read of an immutable lake file passes: fixed, aligned blocks of a file
+//! (or a whole small object) kept in memory, bounded by their weighed size.
+//!
+//! ```text
+//!   read(path, range) ──► blocks first..=last of `block_size` bytes
+//!        │   each block: cached? ──► hit
+//!        │               being fetched by another reader? ──► wait for that fetch
+//!        │               else claimed by this reader
+//!        ▼
+//!   runs of consecutive claimed blocks ──► one remote request per run (spawned, so a cancelled
+//!   query does not strand the readers waiting on it) ──► blocks inserted, then un-claimed
+//!        ▼
+//!   the requested bytes, cut from the blocks
+//! ```
+//!
+//! Iceberg data, delete and manifest files and `*.metadata.json` are written once under unique
+//! names (Iceberg table spec, "File System Operations": files are immutable once written), so a
+//! block never goes stale: entries leave only by eviction or an explicit [`BlockCache::clear`] /
+//! [`BlockCache::invalidate_prefix`] (writes through [`crate::cached_storage`]).
+//!
+//! Memory is bounded by [`BlockCacheConfig::capacity`] bytes, weighed as block length plus path
+//! and bookkeeping. The bound is moka's: its TinyLFU admission keeps a block only if it is used
+//! more often than the one it would evict, so one large scan passing through once does not flush
+//! the hot set. The cache lives outside DataFusion's memory pool (`[query] memory-limit`).
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::{Bytes, BytesMut};
+use futures::FutureExt;
+use futures::future::{BoxFuture, Shared};
+
+use crate::io_scope;
+
+/// Default block size: 1 MiB (`[cache] block-size`; see `bench/reports/` for the measurement).
+pub const DEFAULT_BLOCK_SIZE: u64 = 1 << 20;
+
+/// The block number of a whole object read at once (`Storage::read`: manifests, metadata files).
+const WHOLE: u64 = u64::MAX;
+
+/// Bytes weighed per entry on top of its data (key, moka's node, `Bytes` header).
+const ENTRY_OVERHEAD: usize = 96;
+
+/// Sizing of a [`BlockCache`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockCacheConfig {
+    /// Upper bound of the weighed size, in bytes.
+    pub capacity: u64,
+    /// Block size in bytes (> 0); reads are cut into aligned blocks of this size.
+    pub block_size: u64,
+}
+
+/// One cached block: `(path, block number)`, [`WHOLE`] for whole objects.
+type BlockKey = (Arc<str>, u64);
+
+/// A fetch in flight, shared by every reader waiting for one of its blocks.
+type Fetch = Shared<BoxFuture<'static, Result<Arc<Vec<Bytes>>, Arc<iceberg::Error>>>>;
+
+/// Process-wide counters of one cache, as `system.runtime.cache` shows them.
+#[derive(Debug, Default)]
+struct Counters {
+    hits: AtomicU64,
+    misses: AtomicU64,
+    hit_bytes: AtomicU64,
+    miss_bytes: AtomicU64,
+    remote_requests: AtomicU64,
+    remote_bytes: AtomicU64,
+    evictions: AtomicU64,
+}
+
+/// A snapshot of a [`BlockCache`]'s size and counters (since it was built).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BlockCacheStats {
+    /// Blocks and whole objects held.
+    pub entries: u64,
+    /// Their weighed size in bytes (never above `capacity` once pending evictions ran).
+    pub bytes: u64,
+    /// The bound, bytes.
+    pub capacity: u64,
+    /// Blocks found cached.
+    pub hits: u64,
+    /// Blocks not cached (fetched, or awaited from another reader's fetch).
+    pub misses: u64,
+    /// Requested bytes served from cached blocks.
+    pub hit_bytes: u64,
+    /// Requested bytes of blocks that were not cached.
+    pub miss_bytes: u64,
+    /// Requests sent to the storage below (ranged reads, whole reads, size lookups).
+    pub remote_requests: u64,
+    /// Bytes those requests returned.
+    pub remote_bytes: u64,
+    /// Entries evicted to stay under the bound.
+    pub evictions: u64,
+}
+
+/// The block cache (module docs). Cheap to share: one per engine, behind an `Arc`.
+pub struct BlockCache {
+    config: BlockCacheConfig,
+    blocks: moka::sync::Cache<BlockKey, Bytes>,
+    /// File sizes, learnt from the storage once per file (files are immutable).
+    sizes: moka::sync::Cache<Arc<str>, u64>,
+    in_flight: Mutex<HashMap<BlockKey, (Fetch, usize)>>,
+    counters: Arc<Counters>,
+}
+
+impl std::fmt::Debug for BlockCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BlockCache")
+            .field("config", &self.config)
+            .field("entries", &self.blocks.entry_count())
+            .finish()
+    }
+}
+
+/// What one read of a file range needs from the storage below.
+pub trait Source: Send + Sync + 'static {
+    /// Bytes `range` of the file.
+    fn read_range(&self, range: Range<u64>) -> BoxFuture<'static, iceberg::Result<Bytes>>;
+    /// The file's size in bytes.
+    fn size(&self) -> BoxFuture<'static, iceberg::Result<u64>>;
+}
+
+impl BlockCache {
+    /// An empty cache. `config.block_size` of 0 is taken as [`DEFAULT_BLOCK_SIZE`].
+    pub fn new(config: BlockCacheConfig) -> Self {
+        let config = BlockCacheConfig {
+            block_size: if config.block_size == 0 {
+                DEFAULT_BLOCK_SIZE
+            } else {
+                config.block_size
+            },
+            ..config
+        };
+        let counters = Arc::new(Counters::default());
+        let evictions = Arc::clone(&counters);
+        let blocks = moka::sync::Cache::builder()
+            .max_capacity(config.capacity)
+            .weigher(|k: &BlockKey, v: &Bytes| {
+                u32::try_from(v.len() + k.0.len() + ENTRY_OVERHEAD).unwrap_or(u32::MAX)
+            })
+            .support_invalidation_closures()
+            .eviction_listener(move |_, _, cause| {
+                if cause == moka::notification::RemovalCause::Size {
+                    evictions.evictions.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+            .build();
+        let sizes = moka::sync::Cache::builder()
+            .max_capacity(1 << 20)
+            .support_invalidation_closures()
+            .build();
+        Self {
+            config,
+            blocks,
+            sizes,
+            in_flight: Mutex::default(),
+            counters,
+        }
+    }
+
+    /// The cache's sizing.
+    pub fn config(&self) -> BlockCacheConfig {
+        self.config
+    }
+
+    /// Size and counters now (runs moka's pending maintenance first, so `bytes` is current).
+    pub fn stats(&self) -> BlockCacheStats {
+        self.blocks.run_pending_tasks();
+        let c = &self.counters;
+        BlockCacheStats {
+            entries: self.blocks.entry_count(),
+            bytes: self.blocks.weighted_size(),
+            capacity: self.config.capacity,
+            hits: c.hits.load(Ordering::Relaxed),
+            misses: c.misses.load(Ordering::Relaxed),
+            hit_bytes: c.hit_bytes.load(Ordering::Relaxed),
+            miss_bytes: c.miss_bytes.load(Ordering::Relaxed),
+            remote_requests: c.remote_requests.load(Ordering::Relaxed),
+            remote_bytes: c.remote_bytes.load(Ordering::Relaxed),
+            evictions: c.evictions.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Drops every entry; returns how many there were. Counters keep counting.
+    pub fn clear(&self) -> u64 {
+        let n = self.blocks.entry_count();
+        self.blocks.invalidate_all();
+        self.sizes.invalidate_all();
+        self.blocks.run_pending_tasks();
+        n
+    }
+
+    /// Drops the entries of every path starting with `prefix` (a written or deleted file, or a
+    /// deleted directory).
+    pub fn invalidate_prefix(&self, prefix: &str) {
+        let p: Arc<str> = Arc::from(prefix);
+        let q = Arc::clone(&p);
+        // Only errors when invalidation closures are off; they are on (`new`).
+        let _ = self
+            .blocks
+            .invalidate_entries_if(move |k, _| k.0.starts_with(&*p));
+        let _ = self
+            .sizes
+            .invalidate_entries_if(move |k, _| k.starts_with(&*q));
+    }
+
+    /// The size of `path` if known, else asks `source` once (a remote request).
+    async fn size_of(&self, path: &Arc<str>, source: &dyn Source) -> iceberg::Result<u64> {
+        if let Some(size) = self.sizes.get(path) {
+            return Ok(size);
+        }
+        self.remote_request_untracked(0);
+        let size = source.size().await?;
+        self.sizes.insert(Arc::clone(path), size);
+        Ok(size)
+    }
+
+    /// The size of `path`, when known.
+    pub fn known_size(&self, path: &str) -> Option<u64> {
+        self.sizes.get(path)
+    }
+
+    /// Records that `path` has `size` bytes (from a manifest), saving the size lookup.
+    pub fn note_size(&self, path: &str, size: u64) {
+        let path: Arc<str> = Arc::from(path);
+        if !self.sizes.contains_key(&path) {
+            self.sizes.insert(path, size);
+        }
+    }
+
+    fn hit(&self, blocks: u64, bytes: u64) {
+        self.counters.hits.fetch_add(blocks, Ordering::Relaxed);
+        self.counters.hit_bytes.fetch_add(bytes, Ordering::Relaxed);
+        io_scope::record(|s| s.cache_hit_bytes.add(bytes as usize));
+    }
+
+    fn miss(&self, blocks: u64, bytes: u64) {
+        self.counters.misses.fetch_add(blocks, Ordering::Relaxed);
+        self.counters.miss_bytes.fetch_add(bytes, Ordering::Relaxed);
+        io_scope::record(|s| s.cache_miss_bytes.add(bytes as usize));
+    }
+
+    /// Bytes `range` of the file at `path`, from cached blocks where present and from `source`
+    /// for the rest (module docs). Errors are the source's; a failed fetch caches nothing.
+    pub async fn read(
+        self: &Arc<Self>,
+        path: &Arc<str>,
+        range: Range<u64>,
+        source: Arc<dyn Source>,
+    ) -> iceberg::Result<Bytes> {
+        if range.start >= range.end {
+            return Ok(Bytes::new());
+        }
+        let b = self.config.block_size;
+        let (first, last) = (range.start / b, (range.end - 1) / b);
+        let overlap = |block: u64| {
+            let (s, e) = (block * b, (block + 1) * b);
+            range.end.min(e) - range.start.max(s)
+        };
+        // Cached blocks, blocks another reader is fetching, and blocks this reader claims.
+        let mut found: Vec<Option<Bytes>> = Vec::with_capacity((last - first + 1) as usize);
+        let mut waits: Vec<(usize, Fetch, usize)> = vec![];
+        let mut claimed: Vec<u64> = vec![];
+        {
+            let mut in_flight = self.in_flight.lock().expect("block cache lock");
+            for block in first..=last {
+                let key = (Arc::clone(path), block);
+                if let Some(bytes) = self.blocks.get(&key) {
+                    found.push(Some(bytes));
+                } else if let Some((fetch, at)) = in_flight.get(&key) {
+                    waits.push(((block - first) as usize, fetch.clone(), *at));
+                    found.push(None);
+                } else {
+                    claimed.push(block);
+                    found.push(None);
+                }
+            }
+            // Claimed under the same lock, so no other reader claims these blocks too.
+            for run in runs(&claimed) {
+                let fetch =
+                    self.start_fetch(&mut in_flight, path, run.clone(), Arc::clone(&source));
+                for (at, block) in run.enumerate() {
+                    waits.push(((block - first) as usize, fetch.clone(), at));
+                }
+            }
+        }
+        let (mut hit_blocks, mut hit_bytes, mut miss_blocks, mut miss_bytes) = (0, 0, 0, 0);
+        for (i, f) in found.iter().enumerate() {
+            let bytes = overlap(first + i as u64);
+            if f.is_some() {
+                hit_blocks += 1;
+                hit_bytes += bytes;
+            } else {
+                miss_blocks += 1;
+                miss_bytes += bytes;
+            }
+        }
+        if hit_blocks > 0 {
+            self.hit(hit_blocks, hit_bytes);
+        }
+        if miss_blocks > 0 {
+            self.miss(miss_blocks, miss_bytes);
+        }
+        for (i, fetch, at) in waits {
+            let blocks = fetch.await.map_err(|e| {
+                iceberg::Error::new(e.kind(), format!("reading {path}: {}", e.message()))
+            })?;
+            found[i] = blocks.get(at).cloned();
+        }
+        let mut out = BytesMut::with_capacity((range.end - range.start) as usize);
+        for (i, block) in found.into_iter().enumerate() {
+            let start = (first + i as u64) * b;
+            let block = block.unwrap_or_default();
+            let from = (range.start.max(start) - start) as usize;
+            let to = ((range.end.min(start + b) - start) as usize).min(block.len());
+            if from > to {
+                return Err(iceberg::Error::new(
+                    iceberg::ErrorKind::DataInvalid,
+                    format!("{path}: bytes {range:?} are beyond the end of the file"),
+                ));
+            }
+            if i == 0 && to - from == (range.end - range.start) as usize {
+                // The whole range lies in one block: no copy.
+                return Ok(block.slice(from..to));
+            }
+            out.extend_from_slice(&block[from..to]);
+        }
+        Ok(out.freeze())
+    }
+
+    /// The whole object at `path` (a manifest, a metadata file), cached as one entry.
+    pub async fn read_whole(
+        self: &Arc<Self>,
+        path: &Arc<str>,
+        read: impl FnOnce() -> BoxFuture<'static, iceberg::Result<Bytes>>,
+    ) -> iceberg::Result<Bytes> {
+        let key = (Arc::clone(path), WHOLE);
+        let fetch = {
+            let mut in_flight = self.in_flight.lock().expect("block cache lock");
+            if let Some(bytes) = self.blocks.get(&key) {
+                drop(in_flight);
+                self.hit(1, bytes.len() as u64);
+                return Ok(bytes);
+            }
+            match in_flight.get(&key) {
+                Some((fetch, _)) => fetch.clone(),
+                None => {
+                    let cache = Arc::clone(self);
+                    let k = key.clone();
+                    let fut = read();
+                    let task = tokio::spawn(async move {
+                        let result = fut.await;
+                        if let Ok(bytes) = &result {
+                            cache.remote_request_untracked(bytes.len() as u64);
+                            cache.blocks.insert(k.clone(), bytes.clone());
+                        }
+                        cache.in_flight.lock().expect("block cache lock").remove(&k);
+                        result.map(|b| Arc::new(vec![b])).map_err(Arc::new)
+                    });
+                    let fetch = join(task).boxed().shared();
+                    in_flight.insert(key, (fetch.clone(), 0));
+                    io_scope::record(|s| s.remote_requests.add(1));
+                    fetch
+                }
+            }
+        };
+        let bytes = fetch
+            .await
+            .map_err(|e| iceberg::Error::new(e.kind(), format!("reading {path}: {}", e.message())))?
+            .first()
+            .cloned()
+            .unwrap_or_default();
+        self.miss(1, bytes.len() as u64);
+        Ok(bytes)
+    }
+
+    /// A process-wide count of a request whose scope counter was recorded by its starter.
+    fn remote_request_untracked(&self, bytes: u64) {
+        self.counters
+            .remote_requests
+            .fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .remote_bytes
+            .fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// Claims `run` (consecutive blocks of `path`) in `in_flight` and starts one request for all
+    /// of it (after a size lookup, the first time the file is read).
+    fn start_fetch(
+        self: &Arc<Self>,
+        in_flight: &mut HashMap<BlockKey, (Fetch, usize)>,
+        path: &Arc<str>,
+        run: Range<u64>,
+        source: Arc<dyn Source>,
+    ) -> Fetch {
+        let b = self.config.block_size;
+        let cache = Arc::clone(self);
+        let path2 = Arc::clone(path);
+        let run2 = run.clone();
+        io_scope::record(|s| s.remote_requests.add(1));
+        let task = tokio::spawn(async move {
+            let result = match cache.size_of(&path2, source.as_ref()).await {
+                Ok(size) => {
+                    let bytes = (run2.start * b).min(size)..(run2.end * b).min(size);
+                    source
+                        .read_range(bytes.clone())
+                        .await
+                        .map(|data| (bytes, data))
+                }
+                Err(e) => Err(e),
+            };
+            let result = result.and_then(|(bytes, data)| {
+                if data.len() as u64 != bytes.end - bytes.start {
+                    return Err(iceberg::Error::new(
+                        iceberg::ErrorKind::Unexpected,
+                        format!(
+                            "{path2}: asked for bytes {bytes:?}, the storage returned {}",
+                            data.len()
+                        ),
+                    ));
+                }
+                cache.remote_request_untracked(data.len() as u64);
+                let blocks: Vec<Bytes> = run2
+                    .clone()
+                    .map(|block| {
+                        let s = (block * b - bytes.start) as usize;
+                        let e = (((block + 1) * b).min(bytes.end) - bytes.start) as usize;
+                        data.slice(s.min(data.len())..e.min(data.len()))
+                    })
+                    .collect();
+                for (block, bytes) in run2.clone().zip(&blocks) {
+                    cache
+                        .blocks
+                        .insert((Arc::clone(&path2), block), bytes.clone());
+                }
+                Ok(blocks)
+            });
+            let mut in_flight = cache.in_flight.lock().expect("block cache lock");
+            for block in run2 {
+                in_flight.remove(&(Arc::clone(&path2), block));
+            }
+            result.map(Arc::new).map_err(Arc::new)
+        });
+        let fetch = join(task).boxed().shared();
+        for (at, block) in run.enumerate() {
+            in_flight.insert((Arc::clone(path), block), (fetch.clone(), at));
+        }
+        fetch
+    }
+}
+
+/// The spawned fetch's result; a panicked or cancelled task becomes an error.
+async fn join(
+    task: tokio::task::JoinHandle<Result<Arc<Vec<Bytes>>, Arc<iceberg::Error>>>,
+) -> Result<Arc<Vec<Bytes>>, Arc<iceberg::Error>> {
+    match task.await {
+        Ok(r) => r,
+        Err(e) => Err(Arc::new(iceberg::Error::new(
+            iceberg::ErrorKind::Unexpected,
+            format!("block fetch failed: {e}"),
+        ))),
+    }
+}
+
+/// `blocks` (ascending) as runs of consecutive numbers.
+fn runs(blocks: &[u64]) -> Vec<Range<u64>> {
+    let mut out: Vec<Range<u64>> = vec![];
+    for &b in blocks {
+        match out.last_mut() {
+            Some(r) if r.end == b => r.end = b + 1,
+            _ => out.push(b..b + 1),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file of `len` bytes (byte i = i % 251) counting the requests it serves.
+    struct TestFile {
+        len: u64,
+        requests: Arc<AtomicU64>,
+    }
+
+    impl Source for TestFile {
+        fn read_range(&self, range: Range<u64>) -> BoxFuture<'static, iceberg::Result<Bytes>> {
+            self.requests.fetch_add(1, Ordering::SeqCst);
+            let data: Vec<u8> = range.map(|i| (i % 251) as u8).collect();
+            async move {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                Ok(Bytes::from(data))
+            }
+            .boxed()
+        }
+        fn size(&self) -> BoxFuture<'static, iceberg::Result<u64>> {
+            let len = self.len;
+            async move { Ok(len) }.boxed()
+        }
+    }
+
+    fn expected(range: Range<u64>) -> Bytes {
+        Bytes::from(range.map(|i| (i % 251) as u8).collect::<Vec<_>>())
+    }
+
+    fn cache(capacity: u64, block_size: u64) -> Arc<BlockCache> {
+        Arc::new(BlockCache::new(BlockCacheConfig {
+            capacity,
+            block_size,
+        }))
+    }
+
+    #[test]
+    fn runs_of_consecutive_blocks() {
+        assert_eq!(runs(&[1, 2, 3, 5, 7, 8]), vec![1..4, 5..6, 7..9]);
+        assert_eq!(runs(&[]), Vec::<Range<u64>>::new());
+    }
+
+    #[tokio::test]
+    async fn reads_are_exact_and_a_second_read_is_served_from_blocks() {
+        let requests = Arc::new(AtomicU64::new(0));
+        let file: Arc<dyn Source> = Arc::new(TestFile {
+            len: 10_000,
+            requests: Arc::clone(&requests),
+        });
+        let c = cache(1 << 20, 1000);
+        let path: Arc<str> = Arc::from("s3://b/f.parquet");
+        for range in [0..1, 999..1001, 2500..7300, 9000..10_000, 0..10_000] {
+            let got = c
+                .read(&path, range.clone(), Arc::clone(&file))
+                .await
+                .unwrap();
+            assert_eq!(got, expected(range.clone()), "{range:?}");
+        }
+        // Blocks 0, 1 (first two reads: 0 is cached after the first), 2..=7, 9, then 8.
+        let stats = c.stats();
+        assert_eq!(requests.load(Ordering::SeqCst), 5);
+        assert_eq!(
+            stats.remote_requests,
+            5 + 1,
+            "five ranged reads and one size lookup"
+        );
+        assert_eq!(stats.remote_bytes, 10_000, "every block fetched once");
+        assert_eq!(stats.entries, 10);
+    }
+
+    #[tokio::test]
+    async fn concurrent_misses_of_one_block_are_fetched_once() {
+        let requests = Arc::new(AtomicU64::new(0));
+        let file: Arc<dyn Source> = Arc::new(TestFile {
+            len: 4000,
+            requests: Arc::clone(&requests),
+        });
+        let c = cache(1 << 20, 1000);
+        let path: Arc<str> = Arc::from("s3://b/f.parquet");
+        let reads = (0..8).map(|i| {
+            let (c, path, file) = (Arc::clone(&c), Arc::clone(&path), Arc::clone(&file));
+            async move { c.read(&path, 100 * i..3500, file).await }
+        });
+        for (i, got) in futures::future::join_all(reads)
+            .await
+            .into_iter()
+            .enumerate()
+        {
+            assert_eq!(got.unwrap(), expected(100 * i as u64..3500));
+        }
+        assert_eq!(requests.load(Ordering::SeqCst), 1);
+        assert_eq!(c.stats().remote_bytes, 4000);
+    }
+
+    #[tokio::test]
+    async fn the_weighed_size_stays_under_the_bound() {
+        let requests = Arc::new(AtomicU64::new(0));
+        let file: Arc<dyn Source> = Arc::new(TestFile {
+            len: 100_000,
+            requests: Arc::clone(&requests),
+        });
+        let capacity = 10 * (1000 + ENTRY_OVERHEAD as u64 + 20);
+        let c = cache(capacity, 1000);
+        let path: Arc<str> = Arc::from("s3://b/f.parquet");
+        for start in (0..100_000).step_by(1000) {
+            let got = c
+                .read(&path, start..start + 1000, Arc::clone(&file))
+                .await
+                .unwrap();
+            assert_eq!(got, expected(start..start + 1000));
+            let stats = c.stats();
+            assert!(stats.bytes <= capacity, "{stats:?}");
+        }
+        assert!(c.stats().evictions > 0 || c.stats().entries <= 10);
+    }
+}

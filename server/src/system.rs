@@ -1,0 +1,136 @@
+//! The `system` catalog: the engine's own state as tables, named after Trino's `system.runtime`.
+//!
+//! ```text
+//!   system.runtime.cache ──► one row per cache of the engine, read when the query is planned
+//!     cache            'block' (bytes of remote files) | 'footer' (decoded Parquet footers)
+//!     entries, bytes, capacity_bytes                     size now (bytes weighed)
+//!     hits, misses, evictions                            since the engine started
+//!     hit_bytes, miss_bytes, remote_requests, remote_bytes   the block cache's traffic (NULL for
+//!                                                            footers)
+//! ```
+//!
+//! A configured catalog called `system` wins: the engine then registers none.
+
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, RecordBatch, StringArray, UInt64Array};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use async_trait::async_trait;
+use datafusion::catalog::{CatalogProvider, SchemaProvider, TableProvider};
+use datafusion::catalog::{MemoryCatalogProvider, MemorySchemaProvider, Session};
+use datafusion::common::Result;
+use datafusion::datasource::TableType;
+use datafusion::datasource::memory::MemorySourceConfig;
+use datafusion::logical_expr::Expr;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::prelude::SessionContext;
+use iceflight_scan::caches::ScanCaches;
+
+/// The catalog's name.
+pub const CATALOG: &str = "system";
+
+/// Registers `system.runtime.cache` over `caches` with `ctx`.
+pub fn register(ctx: &SessionContext, caches: Arc<ScanCaches>) {
+    let runtime = MemorySchemaProvider::new();
+    // A fresh schema provider has no table of this name, so registering cannot fail.
+    let _ = runtime.register_table("cache".into(), Arc::new(CacheTable { caches }));
+    let catalog = MemoryCatalogProvider::new();
+    let _ = catalog.register_schema("runtime", Arc::new(runtime));
+    ctx.register_catalog(CATALOG, Arc::new(catalog));
+}
+
+/// `system.runtime.cache` (module docs).
+#[derive(Debug)]
+struct CacheTable {
+    caches: Arc<ScanCaches>,
+}
+
+fn schema() -> SchemaRef {
+    let n = |name: &str, nullable: bool| Field::new(name, DataType::UInt64, nullable);
+    Arc::new(Schema::new(vec![
+        Field::new("cache", DataType::Utf8, false),
+        n("entries", false),
+        n("bytes", false),
+        n("capacity_bytes", false),
+        n("hits", false),
+        n("misses", false),
+        n("evictions", true),
+        n("hit_bytes", true),
+        n("miss_bytes", true),
+        n("remote_requests", true),
+        n("remote_bytes", true),
+    ]))
+}
+
+impl CacheTable {
+    fn batch(&self) -> Result<RecordBatch> {
+        let mut names = vec![];
+        let mut cols: Vec<Vec<Option<u64>>> = vec![vec![]; 10];
+        if let Some(blocks) = &self.caches.blocks {
+            let s = blocks.stats();
+            names.push("block");
+            for (col, v) in cols.iter_mut().zip([
+                s.entries,
+                s.bytes,
+                s.capacity,
+                s.hits,
+                s.misses,
+                s.evictions,
+                s.hit_bytes,
+                s.miss_bytes,
+                s.remote_requests,
+                s.remote_bytes,
+            ]) {
+                col.push(Some(v));
+            }
+        }
+        let f = self.caches.footers.stats();
+        names.push("footer");
+        let footer = [
+            Some(f.entries),
+            Some(f.bytes),
+            Some(f.capacity),
+            Some(f.hits),
+            Some(f.misses),
+            None,
+            None,
+            None,
+            None,
+            None,
+        ];
+        for (col, v) in cols.iter_mut().zip(footer) {
+            col.push(v);
+        }
+        let mut arrays: Vec<ArrayRef> = vec![Arc::new(StringArray::from(names))];
+        arrays.extend(
+            cols.into_iter()
+                .map(|c| Arc::new(UInt64Array::from(c)) as ArrayRef),
+        );
+        Ok(RecordBatch::try_new(schema(), arrays)?)
+    }
+}
+
+#[async_trait]
+impl TableProvider for CacheTable {
+    fn schema(&self) -> SchemaRef {
+        schema()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::View
+    }
+
+    async fn scan(
+        &self,
+        _state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        _filters: &[Expr],
+        _limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        Ok(MemorySourceConfig::try_new_exec(
+            &[vec![self.batch()?]],
+            schema(),
+            projection.cloned(),
+        )?)
+    }
+}
