@@ -4,7 +4,8 @@
 //! ```text
 //!   load: tpchgen / SSB derivation ──► iceberg writer ──► <catalog>.<suite>_sf<scale>[_sorted]
 //!         (default catalog: the lake of bench/scripts/lake.sh, SeaweedFS REST + S3)
-//!   run:  warm-up round (not counted) ──► N rounds, engine order reversed every other round
+//!   run:  cold round (reported apart: engines just started, iceflight's caches empty)
+//!         ──► N warm rounds, engine order reversed every other round
 //!     iceflight            Flight SQL over loopback (in-process server; the protocol is timed)
 //!     duckdb               DuckDB 1.5.5 iceberg_scan('<metadata.json>') views, warm connection
 //!                          (duckdb_worker.py; S3 through httpfs)
@@ -284,7 +285,7 @@ pub struct Args {
         value_delimiter = ','
     )]
     pub engines: Vec<String>,
-    /// Measured rounds after one warm-up round.
+    /// Measured (warm) rounds after the cold round.
     #[arg(long, default_value_t = 5)]
     pub rounds: usize,
     /// Only these queries (e.g. q01,q06).
@@ -747,6 +748,9 @@ async fn counters(engine: &Engine, sql: &str) -> Result<Value> {
         "files_pruned_statistics",
         "files_pruned_dynamic",
         "row_groups_pruned",
+        "cache_hit_bytes",
+        "cache_miss_bytes",
+        "remote_requests",
     ];
     let mut stack: Vec<Arc<dyn ExecutionPlan>> = vec![plan];
     while let Some(p) = stack.pop() {
@@ -852,7 +856,11 @@ pub async fn run(args: Args) -> Result<()> {
     }
     let (config, catalog_config) = args.data.config()?;
     let namespace = args.data.namespace();
-    let engine = Engine::connect(config).await.map_err(ext)?;
+    // Table listings and the raw-file engine read uncached; iceflight gets an engine of its own
+    // (below), so no cache is shared between engines.
+    let mut uncached = config.clone();
+    uncached.cache.enabled = false;
+    let engine = Engine::connect(uncached).await.map_err(ext)?;
     let tables = tables(&engine, &catalog_config.name, &namespace).await?;
     let scale = data_scale(&tables)?;
     if args.data.scale.is_some() && (args.data.scale_factor()? - scale).abs() > 1e-9 {
@@ -865,10 +873,11 @@ pub async fn run(args: Args) -> Result<()> {
     let partitions = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);
+    let iceflight_engine = Engine::connect(config).await.map_err(ext)?;
     let mut runners: Vec<(String, Runner)> = vec![];
     for e in &args.engines {
         let runner = match e.as_str() {
-            "iceflight" => iceflight_runner(&engine).await?,
+            "iceflight" => iceflight_runner(&iceflight_engine).await?,
             "duckdb" => duckdb_runner(&repo, &args.python, &tables, duckdb_s3(&catalog_config))?,
             "datafusion-parquet" => datafusion_runner(&tables, partitions).await?,
             "iceberg-datafusion" => {
@@ -892,6 +901,9 @@ pub async fn run(args: Args) -> Result<()> {
     let bar =
         indicatif::ProgressBar::new(((args.rounds + 1) * queries.len() * runners.len()) as u64);
     let mut times: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
+    let mut cold: BTreeMap<(String, String), f64> = BTreeMap::new();
+    // iceflight's block-cache traffic per query: the cold round's and the last round's.
+    let mut traffic: BTreeMap<(String, &str), Value> = BTreeMap::new();
     let mut answers: BTreeMap<(String, String), std::result::Result<Rows, String>> =
         BTreeMap::new();
     for round in 0..=args.rounds {
@@ -904,10 +916,32 @@ pub async fn run(args: Args) -> Result<()> {
             for &i in &order {
                 let (name, runner) = &mut runners[i];
                 let key = (q.clone(), name.clone());
-                match runner.run(sql).await {
+                let before = iceflight_engine.caches().blocks.as_ref().map(|b| b.stats());
+                let result = runner.run(sql).await;
+                if name == "iceflight"
+                    && let (Some(a), Some(b)) = (
+                        before,
+                        iceflight_engine.caches().blocks.as_ref().map(|b| b.stats()),
+                    )
+                    && (round == 0 || round == args.rounds)
+                {
+                    let which = if round == 0 { "cold" } else { "warm" };
+                    traffic.insert(
+                        (q.clone(), which),
+                        json!({
+                            "remote_requests": b.remote_requests - a.remote_requests,
+                            "remote_bytes": b.remote_bytes - a.remote_bytes,
+                            "hit_bytes": b.hit_bytes - a.hit_bytes,
+                            "miss_bytes": b.miss_bytes - a.miss_bytes,
+                        }),
+                    );
+                }
+                match result {
                     Ok((rows, ms)) => {
                         if round > 0 {
                             times.entry(key.clone()).or_default().push(ms);
+                        } else {
+                            cold.insert(key.clone(), ms);
                         }
                         answers.insert(key, Ok(rows));
                     }
@@ -929,7 +963,7 @@ pub async fn run(args: Args) -> Result<()> {
             .iter()
             .find_map(|e| answers.get(&(q.clone(), e.clone()))?.as_ref().ok());
         let iceflight_counters = if args.engines.iter().any(|e| e == "iceflight") {
-            counters(&engine, sql).await.ok()
+            counters(&iceflight_engine, sql).await.ok()
         } else {
             None
         };
@@ -947,6 +981,7 @@ pub async fn run(args: Args) -> Result<()> {
                     entry["median_ms"] = json!(median);
                     entry["min_ms"] = json!(min);
                     entry["max_ms"] = json!(max);
+                    entry["cold_ms"] = json!(cold.get(&key).copied().unwrap_or(f64::NAN));
                     entry["rows"] = json!(rows.len());
                     entry["status"] = json!("ok");
                     if reference.is_some_and(|r| !same_answer(r, rows)) {
@@ -957,6 +992,13 @@ pub async fn run(args: Args) -> Result<()> {
                         && let Some(c) = &iceflight_counters
                     {
                         entry["counters"] = c.clone();
+                    }
+                    if e == "iceflight" {
+                        for which in ["cold", "warm"] {
+                            if let Some(t) = traffic.get(&(q.clone(), which)) {
+                                entry["cache"][which] = t.clone();
+                            }
+                        }
                     }
                 }
                 (None, Some(Err(msg))) => {
@@ -1037,7 +1079,7 @@ pub fn class(suite: &str, query: &str) -> &'static str {
 /// Per-query medians (ms) per engine and each engine's total relative to iceflight.
 fn markdown(report: &Value, engines: &[String]) -> String {
     let mut out = format!(
-        "{} SF {} ({} layout, {}.{}), {} alternating rounds after a warm-up; median ms (status when not ok)\n\n| query | class |",
+        "{} SF {} ({} layout, {}.{}), {} alternating warm rounds after a cold one; median ms of the warm rounds (status when not ok), cold totals below\n\n| query | class |",
         report["suite"].as_str().unwrap_or(""),
         report["scale"].as_str().unwrap_or(""),
         report["layout"].as_str().unwrap_or(""),
@@ -1050,6 +1092,7 @@ fn markdown(report: &Value, engines: &[String]) -> String {
     }
     out.push_str(&format!("\n|---|---|{}\n", "---|".repeat(engines.len())));
     let mut totals = vec![0.0; engines.len()];
+    let mut cold_totals = vec![0.0; engines.len()];
     let entries = report["queries"].as_array().cloned().unwrap_or_default();
     let mut queries: Vec<String> = entries
         .iter()
@@ -1071,6 +1114,7 @@ fn markdown(report: &Value, engines: &[String]) -> String {
                 Some(x) if x["status"] == json!("ok") => {
                     let ms = x["median_ms"].as_f64().unwrap_or(f64::NAN);
                     totals[i] += ms;
+                    cold_totals[i] += x["cold_ms"].as_f64().unwrap_or(f64::NAN);
                     format!("{ms:.1}")
                 }
                 Some(x) => x["status"].as_str().unwrap_or("?").to_string(),
@@ -1092,6 +1136,22 @@ fn markdown(report: &Value, engines: &[String]) -> String {
     {
         out.push_str("| total / iceflight | |");
         for t in &totals {
+            out.push_str(&format!(" {:.2} |", t / base));
+        }
+        out.push('\n');
+    }
+    out.push_str("| cold total (first round) | |");
+    for t in &cold_totals {
+        out.push_str(&format!(" {t:.1} |"));
+    }
+    out.push('\n');
+    if let Some(base) = engines
+        .iter()
+        .position(|e| e == "iceflight")
+        .map(|i| cold_totals[i])
+    {
+        out.push_str("| cold total / iceflight | |");
+        for t in &cold_totals {
             out.push_str(&format!(" {:.2} |", t / base));
         }
         out.push('\n');
@@ -1217,6 +1277,7 @@ mod tests {
             }
             assert_eq!(e["status"], json!("ok"), "{e}");
             assert!(e["median_ms"].as_f64().unwrap() > 0.0);
+            assert!(e["cold_ms"].as_f64().unwrap() > 0.0, "{e}");
             assert!(!e["class"].as_str().unwrap().is_empty());
             if e["engine"] == json!("iceflight") {
                 assert!(e["counters"]["bytes_scanned"].as_u64().unwrap() > 0, "{e}");

@@ -268,6 +268,46 @@ async fn c08_not_in_with_a_null_in_the_subquery_is_empty() {
                 .into(),
             "1",
         ));
+        // The same kind without a column on the outer side (no equijoin key: a nested loop
+        // join, which DataFusion 54.1 runs without NULL semantics).
+        for (sql, answer) in [
+            (
+                "SELECT count(*) FROM fact WHERE 3 NOT IN (SELECT k FROM dim)",
+                "0",
+            ),
+            (
+                "SELECT count(*) FROM fact WHERE 3 NOT IN (SELECT k FROM dim WHERE k IS NOT NULL)",
+                "4",
+            ),
+            (
+                "SELECT count(*) FROM fact WHERE 2 NOT IN (SELECT k FROM dim WHERE k IS NOT NULL)",
+                "0",
+            ),
+            (
+                "SELECT count(*) FROM fact WHERE 3 NOT IN (SELECT k FROM dim WHERE k > 5)",
+                "4",
+            ),
+            (
+                "SELECT count(*) FROM fact WHERE CAST(NULL AS INT) NOT IN (SELECT k FROM dim WHERE k > 5)",
+                "4",
+            ),
+            (
+                "SELECT count(*) FROM fact WHERE CAST(NULL AS INT) NOT IN (SELECT k FROM dim WHERE k = 2)",
+                "0",
+            ),
+            // Correlated, the literal typed as the column (with a cast on `d.k`, DataFusion 54.1
+            // fails to plan a correlated NOT IN: duplicate projection names).
+            (
+                "SELECT count(*) FROM fact f WHERE CAST(3 AS INT) NOT IN (SELECT d.k FROM dim d WHERE d.k = f.k)",
+                "4",
+            ),
+            (
+                "SELECT count(*) FROM fact f WHERE CAST(2 AS INT) NOT IN (SELECT d.k FROM dim d WHERE d.k = f.k)",
+                "3",
+            ),
+        ] {
+            cases.push((sql.into(), answer));
+        }
         expect_values(&f, &cases).await;
     }
 }

@@ -354,6 +354,13 @@ fn join_keys_may_be_null(
     Ok(false)
 }
 
+/// Whether `expr` references a column of `schema`.
+fn references_schema(expr: &Expr, schema: &DFSchemaRef) -> Result<bool> {
+    let mut columns = std::collections::HashSet::new();
+    expr_to_columns(expr, &mut columns)?;
+    Ok(columns.iter().any(|c| schema.has_column(c)))
+}
+
 fn build_join(
     left: &LogicalPlan,
     subquery: &LogicalPlan,
@@ -385,6 +392,8 @@ fn build_join(
             replace_qualified_name(filter, &all_correlated_cols, &alias).map(Some)
         })?;
 
+    let correlated_filter = join_filter_opt.clone();
+    let subquery_alias = alias.clone();
     let join_filter = match (join_filter_opt, in_predicate_opt.cloned()) {
         (
             Some(join_filter),
@@ -472,6 +481,33 @@ fn build_join(
     let null_aware = join_type == JoinType::LeftAnti
         && in_predicate_opt.is_some()
         && join_keys_may_be_null(&join_filter, left.schema(), sub_query_alias.schema())?;
+
+    // `x NOT IN (subquery)` where `x` has no column of the outer input (a literal, say) gives
+    // the join no equijoin key, so it is planned as a nested loop join, which has no null-aware
+    // mode: a NULL in the subquery would not rule the row out. Spell the semantics out instead:
+    // a subquery row rules the outer row out when `x = k` is TRUE or NULL (`IS NOT FALSE`).
+    if null_aware
+        && let Some(Expr::BinaryExpr(BinaryExpr {
+            left: in_left,
+            op: Operator::Eq,
+            right: in_right,
+        })) = in_predicate_opt
+        && !references_schema(in_left, left.schema())?
+    {
+        let right_col = create_col_from_scalar_expr(in_right.deref(), subquery_alias)?;
+        let in_predicate = Expr::IsNotFalse(Box::new(Expr::eq(
+            in_left.deref().clone(),
+            Expr::Column(right_col),
+        )));
+        let filter = match correlated_filter {
+            Some(f) => in_predicate.and(f),
+            None => in_predicate,
+        };
+        let new_plan = LogicalPlanBuilder::from(left.clone())
+            .join_on(sub_query_alias, join_type, Some(filter))?
+            .build()?;
+        return Ok(Some(new_plan));
+    }
 
     // join our sub query into the main plan
     let new_plan = if null_aware {
@@ -1152,6 +1188,34 @@ mod tests {
             SubqueryAlias: __correlated_sq_1 [c:UInt32]
               Projection: sq.c [c:UInt32]
                 TableScan: sq [a:UInt32, b:UInt32, c:UInt32]
+        "
+        )
+    }
+
+    /// `3 NOT IN (SELECT k ...)` over a nullable `k`: no equijoin key, so the null-aware
+    /// semantics are spelled out in the filter (a NULL `k` rules every row out).
+    #[test]
+    fn not_in_keyless_nullable_subquery() -> Result<()> {
+        let schema = Schema::new(vec![Field::new("k", DataType::Int32, true)]);
+        let sq = Arc::new(
+            table_scan(Some("sq"), &schema, None)?
+                .project(vec![col("k")])?
+                .build()?,
+        );
+        let plan = LogicalPlanBuilder::from(test_table_scan()?)
+            .filter(not_in_subquery(lit(3i32), sq))?
+            .project(vec![col("test.b")])?
+            .build()?;
+
+        assert_optimized_plan_equal!(
+            plan,
+            @r"
+        Projection: test.b [b:UInt32]
+          LeftAnti Join:  Filter: Int32(3) = __correlated_sq_1.k IS NOT FALSE [a:UInt32, b:UInt32, c:UInt32]
+            TableScan: test [a:UInt32, b:UInt32, c:UInt32]
+            SubqueryAlias: __correlated_sq_1 [k:Int32;N]
+              Projection: sq.k [k:Int32;N]
+                TableScan: sq [k:Int32;N]
         "
         )
     }
