@@ -135,7 +135,7 @@ fn namespaces(dir: &Path) -> String {
             "--format",
             "csv",
             "SELECT schema_name FROM information_schema.schemata \
-             WHERE schema_name <> 'information_schema' ORDER BY 1",
+             WHERE catalog_name = 'local' AND schema_name <> 'information_schema' ORDER BY 1",
         ],
     ))
 }

@@ -210,9 +210,13 @@ async fn flight_sql_end_to_end() {
     }
     stmt.close().await.unwrap();
 
-    // Metadata: catalogs, schemas with a NULL catalog filter, tables with schemas, SqlInfo.
+    // Metadata: catalogs (the engine's `system` catalog too, as in Trino), schemas with a NULL
+    // catalog filter, tables with schemas, SqlInfo.
     let info = c.get_catalogs().await.unwrap();
-    assert_eq!(common::rows(&fetch(&mut c, info).await), [["local"]]);
+    assert_eq!(
+        common::rows(&fetch(&mut c, info).await),
+        [["local"], ["system"]]
+    );
     let info = c
         .get_db_schemas(CommandGetDbSchemas {
             catalog: None,
