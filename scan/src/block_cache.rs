@@ -32,6 +32,7 @@ use bytes::{Bytes, BytesMut};
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 
+use crate::disk_tier::{DiskTier, DiskTierStats};
 use crate::io_scope;
 
 /// Default block size: 1 MiB (`[cache] block-size`; see `bench/reports/` for the measurement).
@@ -93,6 +94,8 @@ pub struct BlockCacheStats {
     pub remote_bytes: u64,
     /// Entries evicted to stay under the bound.
     pub evictions: u64,
+    /// The disk tier's counters, when there is one.
+    pub disk: Option<DiskTierStats>,
 }
 
 /// The block cache (module docs). Cheap to share: one per engine, behind an `Arc`.
@@ -103,6 +106,8 @@ pub struct BlockCache {
     sizes: moka::sync::Cache<Arc<str>, u64>,
     in_flight: Mutex<HashMap<BlockKey, (Fetch, usize)>>,
     counters: Arc<Counters>,
+    /// Blocks on a local disk, below the memory (`disk_tier.rs`).
+    disk: Option<Arc<DiskTier>>,
 }
 
 impl std::fmt::Debug for BlockCache {
@@ -157,7 +162,15 @@ impl BlockCache {
             sizes,
             in_flight: Mutex::default(),
             counters,
+            disk: None,
         }
+    }
+
+    /// The same cache over `disk` as its second tier: a block missing from memory is looked
+    /// up there before the storage is asked, and every fetched block is written there too.
+    pub fn with_disk(mut self, disk: DiskTier) -> Self {
+        self.disk = Some(Arc::new(disk));
+        self
     }
 
     /// The cache's sizing.
@@ -180,12 +193,15 @@ impl BlockCache {
             remote_requests: c.remote_requests.load(Ordering::Relaxed),
             remote_bytes: c.remote_bytes.load(Ordering::Relaxed),
             evictions: c.evictions.load(Ordering::Relaxed),
+            disk: self.disk.as_ref().map(|d| d.stats()),
         }
     }
 
-    /// Drops every entry; returns how many there were. Counters keep counting.
+    /// Drops every entry (the disk tier's in the background); returns how many there were in
+    /// memory. Counters keep counting.
     pub fn clear(&self) -> u64 {
         let n = self.blocks.entry_count();
+        self.clear_disk();
         self.blocks.invalidate_all();
         self.sizes.invalidate_all();
         self.blocks.run_pending_tasks();
@@ -195,6 +211,12 @@ impl BlockCache {
     /// Drops the entries of every path starting with `prefix` (a written or deleted file, or a
     /// deleted directory).
     pub fn invalidate_prefix(&self, prefix: &str) {
+        // The disk tier cannot be searched by prefix: it is emptied when a file it may hold
+        // (one whose size was learnt) is written or deleted. Iceberg writes new, unique paths,
+        // so this is rare (a table dropped after it was read).
+        if self.disk.is_some() && self.sizes.iter().any(|(k, _)| k.starts_with(prefix)) {
+            self.clear_disk();
+        }
         let p: Arc<str> = Arc::from(prefix);
         let q = Arc::clone(&p);
         // Only errors when invalidation closures are off; they are on (`new`).
@@ -204,6 +226,13 @@ impl BlockCache {
         let _ = self
             .sizes
             .invalidate_entries_if(move |k, _| k.starts_with(&*q));
+    }
+
+    fn clear_disk(&self) {
+        if let (Some(disk), Ok(rt)) = (&self.disk, tokio::runtime::Handle::try_current()) {
+            let disk = Arc::clone(disk);
+            rt.spawn(async move { disk.clear().await });
+        }
     }
 
     /// The size of `path` if known, else asks `source` once (a remote request).
@@ -350,10 +379,25 @@ impl BlockCache {
                     let cache = Arc::clone(self);
                     let k = key.clone();
                     let fut = read();
+                    let scope = io_scope::current();
                     let task = tokio::spawn(async move {
-                        let result = fut.await;
+                        let result = match cache.from_disk(&k.0, WHOLE..WHOLE).await {
+                            Some(mut b) if !b.is_empty() => Ok(b.remove(0)),
+                            _ => {
+                                if let Some(scope) = &scope {
+                                    scope.remote_requests.add(1);
+                                }
+                                let result = fut.await;
+                                if let (Ok(bytes), Some(disk)) = (&result, &cache.disk) {
+                                    disk.put(&k.0, WHOLE, bytes.clone());
+                                }
+                                if let Ok(bytes) = &result {
+                                    cache.remote_request_untracked(bytes.len() as u64);
+                                }
+                                result
+                            }
+                        };
                         if let Ok(bytes) = &result {
-                            cache.remote_request_untracked(bytes.len() as u64);
                             cache.blocks.insert(k.clone(), bytes.clone());
                         }
                         cache.in_flight.lock().expect("block cache lock").remove(&k);
@@ -361,7 +405,6 @@ impl BlockCache {
                     });
                     let fetch = join(task).boxed().shared();
                     in_flight.insert(key, (fetch.clone(), 0));
-                    io_scope::record(|s| s.remote_requests.add(1));
                     fetch
                 }
             }
@@ -395,48 +438,22 @@ impl BlockCache {
         run: Range<u64>,
         source: Arc<dyn Source>,
     ) -> Fetch {
-        let b = self.config.block_size;
         let cache = Arc::clone(self);
         let path2 = Arc::clone(path);
         let run2 = run.clone();
-        io_scope::record(|s| s.remote_requests.add(1));
+        let scope = io_scope::current();
         let task = tokio::spawn(async move {
-            let result = match cache.size_of(&path2, source.as_ref()).await {
-                Ok(size) => {
-                    let bytes = (run2.start * b).min(size)..(run2.end * b).min(size);
-                    source
-                        .read_range(bytes.clone())
-                        .await
-                        .map(|data| (bytes, data))
-                }
-                Err(e) => Err(e),
+            let result = match cache.from_disk(&path2, run2.clone()).await {
+                Some(blocks) => Ok(blocks),
+                None => cache.fetch_run(&path2, run2.clone(), source, scope).await,
             };
-            let result = result.and_then(|(bytes, data)| {
-                if data.len() as u64 != bytes.end - bytes.start {
-                    return Err(iceberg::Error::new(
-                        iceberg::ErrorKind::Unexpected,
-                        format!(
-                            "{path2}: asked for bytes {bytes:?}, the storage returned {}",
-                            data.len()
-                        ),
-                    ));
-                }
-                cache.remote_request_untracked(data.len() as u64);
-                let blocks: Vec<Bytes> = run2
-                    .clone()
-                    .map(|block| {
-                        let s = (block * b - bytes.start) as usize;
-                        let e = (((block + 1) * b).min(bytes.end) - bytes.start) as usize;
-                        data.slice(s.min(data.len())..e.min(data.len()))
-                    })
-                    .collect();
-                for (block, bytes) in run2.clone().zip(&blocks) {
+            if let Ok(blocks) = &result {
+                for (block, bytes) in run2.clone().zip(blocks) {
                     cache
                         .blocks
                         .insert((Arc::clone(&path2), block), bytes.clone());
                 }
-                Ok(blocks)
-            });
+            }
             let mut in_flight = cache.in_flight.lock().expect("block cache lock");
             for block in run2 {
                 in_flight.remove(&(Arc::clone(&path2), block));
@@ -448,6 +465,61 @@ impl BlockCache {
             in_flight.insert((Arc::clone(path), block), (fetch.clone(), at));
         }
         fetch
+    }
+
+    /// Every block of `run` from the disk tier (`WHOLE..WHOLE`: the whole object), or `None`
+    /// when one is missing there.
+    async fn from_disk(&self, path: &Arc<str>, run: Range<u64>) -> Option<Vec<Bytes>> {
+        let disk = self.disk.as_ref()?;
+        if run.start == WHOLE {
+            return Some(vec![disk.get(path, WHOLE).await?]);
+        }
+        let mut blocks = Vec::with_capacity((run.end - run.start) as usize);
+        for block in run {
+            blocks.push(disk.get(path, block).await?);
+        }
+        Some(blocks)
+    }
+
+    /// One request to the storage for `run`, cut into blocks (also written to the disk tier).
+    async fn fetch_run(
+        &self,
+        path: &Arc<str>,
+        run: Range<u64>,
+        source: Arc<dyn Source>,
+        scope: Option<io_scope::ScanIo>,
+    ) -> iceberg::Result<Vec<Bytes>> {
+        let b = self.config.block_size;
+        let size = self.size_of(path, source.as_ref()).await?;
+        let bytes = (run.start * b).min(size)..(run.end * b).min(size);
+        if let Some(scope) = &scope {
+            scope.remote_requests.add(1);
+        }
+        let data = source.read_range(bytes.clone()).await?;
+        if data.len() as u64 != bytes.end - bytes.start {
+            return Err(iceberg::Error::new(
+                iceberg::ErrorKind::Unexpected,
+                format!(
+                    "{path}: asked for bytes {bytes:?}, the storage returned {}",
+                    data.len()
+                ),
+            ));
+        }
+        self.remote_request_untracked(data.len() as u64);
+        let blocks: Vec<Bytes> = run
+            .clone()
+            .map(|block| {
+                let s = (block * b - bytes.start) as usize;
+                let e = (((block + 1) * b).min(bytes.end) - bytes.start) as usize;
+                data.slice(s.min(data.len())..e.min(data.len()))
+            })
+            .collect();
+        if let Some(disk) = &self.disk {
+            for (block, bytes) in run.zip(&blocks) {
+                disk.put(path, block, bytes.clone());
+            }
+        }
+        Ok(blocks)
     }
 }
 
@@ -511,6 +583,48 @@ mod tests {
             capacity,
             block_size,
         }))
+    }
+
+    #[tokio::test]
+    async fn blocks_evicted_from_memory_are_read_from_the_disk_tier() {
+        let dir = tempfile::tempdir().unwrap();
+        let disk = DiskTier::open(&dir.path().join("blocks"), 64 << 20, 1000)
+            .await
+            .unwrap();
+        let requests = Arc::new(AtomicU64::new(0));
+        let file: Arc<dyn Source> = Arc::new(TestFile {
+            len: 20_000,
+            requests: Arc::clone(&requests),
+        });
+        let capacity = 3 * (1000 + ENTRY_OVERHEAD as u64 + 20);
+        let c = Arc::new(
+            BlockCache::new(BlockCacheConfig {
+                capacity,
+                block_size: 1000,
+            })
+            .with_disk(disk),
+        );
+        let path: Arc<str> = Arc::from("s3://b/f.parquet");
+        for round in 0..2 {
+            for start in (0..20_000).step_by(1000) {
+                let got = c
+                    .read(&path, start..start + 1000, Arc::clone(&file))
+                    .await
+                    .unwrap();
+                assert_eq!(got, expected(start..start + 1000), "round {round}");
+            }
+        }
+        let stats = c.stats();
+        assert!(stats.evictions > 0, "{stats:?}");
+        assert_eq!(
+            requests.load(Ordering::SeqCst),
+            20,
+            "the second round read nothing remote"
+        );
+        // Every block of the second round came from memory or, once evicted, from disk.
+        let disk = stats.disk.unwrap();
+        assert_eq!(stats.hits + disk.hits, 20, "{stats:?}");
+        assert!(disk.hits > 0, "{stats:?}");
     }
 
     #[test]

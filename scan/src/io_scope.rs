@@ -7,7 +7,7 @@
 //!
 //! iceberg's `ArrowReader` reads inside the stream's poll (it spawns nothing), so a task-local
 //! set around each poll attributes every read to the scan partition that made it. Fetches the
-//! cache spawns count their request when they start, still inside the poll.
+//! cache spawns take the counters along ([`current`]).
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -33,6 +33,11 @@ tokio::task_local! {
 /// Runs `f` on the counters of the scan being polled, if any.
 pub fn record(f: impl FnOnce(&ScanIo)) {
     let _ = SCAN_IO.try_with(f);
+}
+
+/// The counters of the scan being polled, if any (for work that finishes outside the poll).
+pub fn current() -> Option<ScanIo> {
+    SCAN_IO.try_with(|s| s.clone()).ok()
 }
 
 /// `inner`, with [`record`] reaching `io` while it is polled.

@@ -11,12 +11,13 @@
 //! metrics and statistics), [`domain`] and [`domain_cache`] (filters as per-column domains),
 //! [`gate`] with [`layout`], [`prune`], [`footer`] and [`row_groups`] (what prunes where),
 //! [`equality_deletes`], [`provider`], [`exec`]; the engine's caches in [`caches`]: the
-//! [`block_cache`] under every remote read (attributed per scan by [`io_scope`]), footers,
+//! [`block_cache`] (with its optional [`disk_tier`]) under every read (attributed per scan by [`io_scope`]), footers,
 //! manifest metrics. See `README.md`.
 
 pub mod block_cache;
 pub mod caches;
 pub mod columns;
+pub mod disk_tier;
 pub mod domain;
 pub mod domain_cache;
 pub mod dynamic_filter_rule;

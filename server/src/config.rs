@@ -69,6 +69,10 @@ pub struct CacheConfig {
     pub local_files: bool,
     /// Bound of the decoded Parquet footers kept, e.g. `"256MiB"`.
     pub metadata_memory: String,
+    /// A directory for the block cache's disk tier (emptied at start); absent = no disk tier.
+    pub disk: Option<std::path::PathBuf>,
+    /// Bound of the disk tier, e.g. `"20GiB"` (at least 32 MiB).
+    pub disk_capacity: String,
 }
 
 /// Share of the machine's memory the block cache may use when `[cache] memory` is absent.
@@ -82,6 +86,8 @@ impl Default for CacheConfig {
             block_size: "1MiB".into(),
             local_files: true,
             metadata_memory: "256MiB".into(),
+            disk: None,
+            disk_capacity: "10GiB".into(),
         }
     }
 }
@@ -118,6 +124,11 @@ impl CacheConfig {
             )));
         }
         Ok(b)
+    }
+
+    /// `disk_capacity` in bytes. Errors: unparsable.
+    pub fn disk_capacity_bytes(&self) -> Result<u64, ConfigError> {
+        size(&self.disk_capacity, "cache.disk_capacity")
     }
 
     /// `metadata_memory` in bytes. Errors: unparsable.
@@ -278,6 +289,7 @@ impl Config {
         self.cache.memory_bytes()?;
         self.cache.block_size_bytes()?;
         self.cache.metadata_memory_bytes()?;
+        self.cache.disk_capacity_bytes()?;
         Ok(())
     }
 

@@ -17,6 +17,7 @@ use iceflight_catalog::{CatalogError, Catalogs, NO_DEFAULT_SCHEMA};
 use iceflight_scan::IceflightOptions;
 use iceflight_scan::block_cache::{BlockCache, BlockCacheConfig};
 use iceflight_scan::caches::ScanCaches;
+use iceflight_scan::disk_tier::DiskTier;
 use iceflight_scan::footer::FooterCache;
 
 use crate::config::{Config, ConfigError};
@@ -59,13 +60,27 @@ impl Engine {
         let runtime = runtime
             .build_arc()
             .map_err(|e| ConfigError::Invalid(format!("query runtime: {e}")))?;
-        let blocks = config.cache.enabled.then(|| -> Result<_, ConfigError> {
-            Ok(Arc::new(BlockCache::new(BlockCacheConfig {
-                capacity: config.cache.memory_bytes()?,
-                block_size: config.cache.block_size_bytes()?,
-            })))
-        });
-        let blocks = blocks.transpose()?;
+        let blocks = match config.cache.enabled {
+            false => None,
+            true => {
+                let block_size = config.cache.block_size_bytes()?;
+                let mut blocks = BlockCache::new(BlockCacheConfig {
+                    capacity: config.cache.memory_bytes()?,
+                    block_size,
+                });
+                if let Some(dir) = &config.cache.disk {
+                    let disk = DiskTier::open(
+                        &crate::config::absolute(dir),
+                        config.cache.disk_capacity_bytes()?,
+                        block_size,
+                    )
+                    .await
+                    .map_err(ConfigError::Invalid)?;
+                    blocks = blocks.with_disk(disk);
+                }
+                Some(Arc::new(blocks))
+            }
+        };
         let caches = Arc::new(ScanCaches {
             blocks: blocks.clone(),
             footers: FooterCache::new(config.cache.metadata_memory_bytes()?),

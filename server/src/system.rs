@@ -2,11 +2,12 @@
 //!
 //! ```text
 //!   system.runtime.cache ──► one row per cache of the engine, read when the query is planned
-//!     cache            'block' (bytes of remote files) | 'footer' (decoded Parquet footers)
-//!     entries, bytes, capacity_bytes                     size now (bytes weighed)
+//!     cache            'block' (bytes of the lake's files) | 'disk' (the block cache's disk
+//!                      tier, with `[cache] disk`) | 'footer' (decoded Parquet footers)
+//!     entries, bytes, capacity_bytes                     size now (bytes weighed; NULL for disk)
 //!     hits, misses, evictions                            since the engine started
-//!     hit_bytes, miss_bytes, remote_requests, remote_bytes   the block cache's traffic (NULL for
-//!                                                            footers)
+//!     hit_bytes, miss_bytes, remote_requests, remote_bytes   the block cache's traffic (hit_bytes
+//!                                                            for disk too; NULL for footers)
 //! ```
 //!
 //! A configured catalog called `system` wins: the engine then registers none.
@@ -49,8 +50,8 @@ fn schema() -> SchemaRef {
     let n = |name: &str, nullable: bool| Field::new(name, DataType::UInt64, nullable);
     Arc::new(Schema::new(vec![
         Field::new("cache", DataType::Utf8, false),
-        n("entries", false),
-        n("bytes", false),
+        n("entries", true),
+        n("bytes", true),
         n("capacity_bytes", false),
         n("hits", false),
         n("misses", false),
@@ -82,6 +83,24 @@ impl CacheTable {
                 s.remote_bytes,
             ]) {
                 col.push(Some(v));
+            }
+            if let Some(d) = s.disk {
+                names.push("disk");
+                let disk = [
+                    None,
+                    None,
+                    Some(d.capacity),
+                    Some(d.hits),
+                    Some(d.misses),
+                    None,
+                    Some(d.hit_bytes),
+                    None,
+                    None,
+                    None,
+                ];
+                for (col, v) in cols.iter_mut().zip(disk) {
+                    col.push(v);
+                }
             }
         }
         let f = self.caches.footers.stats();

@@ -9,6 +9,7 @@
 //! - Eight concurrent identical queries on a cold engine fetch exactly the bytes one query alone
 //!   fetches: each block once.
 //! - `iceflight_invalidate_cache()` empties it: the next run fetches again.
+//! - The small cache over a disk tier (`[cache] disk`): the second round sends nothing to S3.
 
 mod common;
 mod weed;
@@ -32,6 +33,11 @@ const BLOCK: &str = "64KiB";
 const QUERIES: [&str; 6] = ["q01", "q03", "q06", "q10", "q18", "q21"];
 
 async fn engine(dir: &Path, weed: &Weed, memory: Option<&str>) -> Engine {
+    engine_with(dir, weed, memory, None).await
+}
+
+/// An engine on the lake with `[cache] memory` (`None`: cache off) and a disk tier in `disk`.
+async fn engine_with(dir: &Path, weed: &Weed, memory: Option<&str>, disk: Option<&Path>) -> Engine {
     let mut config = Config {
         data_dir: dir.to_path_buf(),
         ..Config::default()
@@ -42,6 +48,8 @@ async fn engine(dir: &Path, weed: &Weed, memory: Option<&str>) -> Engine {
     config.default_schema = Some("tpch".into());
     config.query.target_partitions = 2;
     config.cache.block_size = BLOCK.into();
+    config.cache.disk = disk.map(Path::to_path_buf);
+    config.cache.disk_capacity = "64MiB".into();
     match memory {
         Some(m) => config.cache.memory = Some(m.into()),
         None => config.cache.enabled = false,
@@ -175,6 +183,30 @@ async fn warm_queries_fetch_nothing_and_small_caches_stay_right() {
     assert_eq!(capacity, 512 * 1024);
     if evictions == 0 {
         failures.push("the small cache never evicted".into());
+    }
+
+    // The same small memory over a disk tier: the second round reads nothing from S3.
+    let tiered = engine_with(
+        &dir.path().join("f"),
+        &weed,
+        Some("512KiB"),
+        Some(&dir.path().join("disk")),
+    )
+    .await;
+    let mut remote = vec![];
+    for round in 0..2 {
+        for (q, answer) in QUERIES.iter().zip(&answers) {
+            if &run(&tiered, q).await.0 != answer {
+                failures.push(format!("{q} disk tier round {round}: wrong answer"));
+            }
+        }
+        remote.push(block_stats(&tiered).await[4]);
+    }
+    if remote[1] != remote[0] {
+        failures.push(format!(
+            "with a disk tier the second round sent {} requests to S3",
+            remote[1] - remote[0]
+        ));
     }
 
     // Eight identical queries on a cold engine fetch what one alone fetches.

@@ -1,0 +1,157 @@
+//! The block cache's optional second tier: blocks on a local disk, bounded in bytes (foyer's
+//! hybrid cache with a block engine on a directory), so a working set larger than memory still
+//! reads locally. Off unless `[cache] disk` names a directory.
+//!
+//! ```text
+//!   BlockCache miss ──► DiskTier::get (every block of the run on disk? ──► no remote request)
+//!                  └──► remote fetch ──► DiskTier::put (written when inserted)
+//! ```
+//!
+//! The directory is the cache's own and is emptied at start: entries are keyed by path and block
+//! number only, so a directory left by another configuration (another block size) must not be
+//! trusted. A failing disk never fails a query: its error is logged once and the read goes to
+//! the object store.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use bytes::Bytes;
+use foyer::{
+    BlockEngineConfig, DeviceBuilder, FsDeviceBuilder, HybridCache, HybridCacheBuilder,
+    HybridCachePolicy,
+};
+
+/// Memory of foyer's own front tier, bytes: small, the moka tier above is the memory cache.
+const FRONT_MEMORY: usize = 8 << 20;
+
+/// foyer's write unit on the device, bytes (a block-cache block must fit in it).
+const DEVICE_BLOCK: usize = 16 << 20;
+
+/// Blocks on a local disk (module docs).
+pub struct DiskTier {
+    cache: HybridCache<String, Bytes>,
+    capacity: u64,
+    hits: AtomicU64,
+    hit_bytes: AtomicU64,
+    misses: AtomicU64,
+    warned: AtomicBool,
+}
+
+impl std::fmt::Debug for DiskTier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DiskTier")
+            .field("capacity", &self.capacity)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A snapshot of a [`DiskTier`]'s counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DiskTierStats {
+    /// The bound, bytes.
+    pub capacity: u64,
+    /// Blocks found on disk.
+    pub hits: u64,
+    /// Their bytes.
+    pub hit_bytes: u64,
+    /// Blocks looked up and not found.
+    pub misses: u64,
+}
+
+fn key(path: &str, block: u64) -> String {
+    format!("{block}@{path}")
+}
+
+impl DiskTier {
+    /// A tier of at most `capacity` bytes in `dir` (created, and emptied if it holds anything),
+    /// for blocks of at most `block_size` bytes.
+    ///
+    /// Errors: the directory cannot be made, `capacity` is below 2 × 16 MiB (foyer's device
+    /// blocks), or `block_size` is above 16 MiB.
+    pub async fn open(dir: &Path, capacity: u64, block_size: u64) -> Result<Self, String> {
+        if block_size > DEVICE_BLOCK as u64 {
+            return Err(format!(
+                "cache.block_size {block_size} is above the disk tier's 16 MiB limit"
+            ));
+        }
+        if capacity < 2 * DEVICE_BLOCK as u64 {
+            return Err(format!(
+                "cache.disk_capacity must be at least 32MiB, got {capacity} bytes"
+            ));
+        }
+        if dir.exists() {
+            std::fs::remove_dir_all(dir)
+                .map_err(|e| format!("cannot empty the disk cache {}: {e}", dir.display()))?;
+        }
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create the disk cache {}: {e}", dir.display()))?;
+        let capacity = capacity - capacity % DEVICE_BLOCK as u64;
+        let device = FsDeviceBuilder::new(dir)
+            .with_capacity(capacity as usize)
+            .build()
+            .map_err(|e| format!("disk cache {}: {e}", dir.display()))?;
+        let cache = HybridCacheBuilder::new()
+            .with_name("iceflight-blocks")
+            .with_policy(HybridCachePolicy::WriteOnInsertion)
+            .memory(FRONT_MEMORY)
+            .with_weighter(|k: &String, v: &Bytes| k.len() + v.len())
+            .storage()
+            .with_engine_config(BlockEngineConfig::new(device).with_block_size(DEVICE_BLOCK))
+            .build()
+            .await
+            .map_err(|e| format!("disk cache {}: {e}", dir.display()))?;
+        Ok(Self {
+            cache,
+            capacity,
+            hits: AtomicU64::new(0),
+            hit_bytes: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            warned: AtomicBool::new(false),
+        })
+    }
+
+    /// Block `block` of `path`, when on disk.
+    pub async fn get(&self, path: &str, block: u64) -> Option<Bytes> {
+        match self.cache.get(&key(path, block)).await {
+            Ok(Some(entry)) => {
+                let bytes = entry.value().clone();
+                self.hits.fetch_add(1, Ordering::Relaxed);
+                self.hit_bytes
+                    .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                Some(bytes)
+            }
+            Ok(None) => {
+                self.misses.fetch_add(1, Ordering::Relaxed);
+                None
+            }
+            Err(e) => {
+                if !self.warned.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(error = %e, "disk cache read failed; reading from the object store");
+                }
+                None
+            }
+        }
+    }
+
+    /// Keeps block `block` of `path` (written in the background).
+    pub fn put(&self, path: &str, block: u64, bytes: Bytes) {
+        self.cache.insert(key(path, block), bytes);
+    }
+
+    /// Drops everything.
+    pub async fn clear(&self) {
+        if let Err(e) = self.cache.clear().await {
+            tracing::warn!(error = %e, "clearing the disk cache failed");
+        }
+    }
+
+    /// Counters now.
+    pub fn stats(&self) -> DiskTierStats {
+        DiskTierStats {
+            capacity: self.capacity,
+            hits: self.hits.load(Ordering::Relaxed),
+            hit_bytes: self.hit_bytes.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+        }
+    }
+}
