@@ -1124,39 +1124,33 @@ fn markdown(report: &Value, engines: &[String]) -> String {
         }
         out.push('\n');
     }
-    out.push_str("| total | |");
-    for t in &totals {
-        out.push_str(&format!(" {t:.1} |"));
-    }
-    out.push('\n');
-    if let Some(base) = engines
-        .iter()
-        .position(|e| e == "iceflight")
-        .map(|i| totals[i])
-    {
-        out.push_str("| total / iceflight | |");
-        for t in &totals {
-            out.push_str(&format!(" {:.2} |", t / base));
-        }
-        out.push('\n');
-    }
-    out.push_str("| cold total (first round) | |");
-    for t in &cold_totals {
-        out.push_str(&format!(" {t:.1} |"));
-    }
-    out.push('\n');
-    if let Some(base) = engines
-        .iter()
-        .position(|e| e == "iceflight")
-        .map(|i| cold_totals[i])
-    {
-        out.push_str("| cold total / iceflight | |");
-        for t in &cold_totals {
-            out.push_str(&format!(" {:.2} |", t / base));
-        }
-        out.push('\n');
-    }
+    let iceflight = engines.iter().position(|e| e == "iceflight");
+    total_rows(&mut out, "total", &totals, iceflight);
+    total_rows(
+        &mut out,
+        "cold total (first round)",
+        &cold_totals,
+        iceflight,
+    );
     out
+}
+
+/// The `label` row of per-engine `totals` (ms), then the same relative to iceflight's
+/// (`iceflight`: its column) when it ran.
+fn total_rows(out: &mut String, label: &str, totals: &[f64], iceflight: Option<usize>) {
+    out.push_str(&format!("| {label} | |"));
+    for t in totals {
+        out.push_str(&format!(" {t:.1} |"));
+    }
+    out.push('\n');
+    if let Some(base) = iceflight.map(|i| totals[i]) {
+        let label = label.trim_end_matches(" (first round)");
+        out.push_str(&format!("| {label} / iceflight | |"));
+        for t in totals {
+            out.push_str(&format!(" {:.2} |", t / base));
+        }
+        out.push('\n');
+    }
 }
 
 #[cfg(test)]
