@@ -30,7 +30,7 @@ use iceberg::io::{
     StorageFactory,
 };
 use iceberg_storage_opendal::OpenDalResolvingStorageFactory;
-use iceflight_scan::block_cache::{BlockCache, Source};
+use iceflight_scan::block_cache::{BlockCache, Source, storage_key};
 use serde::{Deserialize, Serialize};
 
 /// The block cache of one engine and what it covers.
@@ -83,6 +83,7 @@ impl StorageFactory for CachingStorageFactory {
             Some(cache) => Arc::new(CachingStorage {
                 inner,
                 cache: cache.clone(),
+                props: Arc::new(config.props().clone()),
             }),
             None => inner,
         })
@@ -94,6 +95,16 @@ impl StorageFactory for CachingStorageFactory {
 pub struct CachingStorage {
     inner: Arc<dyn Storage>,
     cache: StorageCache,
+    /// The `FileIO` properties it was built with: which store a path is on
+    /// ([`storage_key`]).
+    props: Arc<std::collections::HashMap<String, String>>,
+}
+
+impl CachingStorage {
+    /// The cache key of `path` on this storage.
+    fn key(&self, path: &str) -> String {
+        storage_key(&self.props, path)
+    }
 }
 
 impl Serialize for CachingStorage {
@@ -121,11 +132,11 @@ impl Storage for CachingStorage {
         if !self.cache.covers(path) {
             return self.inner.metadata(path).await;
         }
-        if let Some(size) = self.cache.blocks.known_size(path) {
+        if let Some(size) = self.cache.blocks.known_size(&self.key(path)) {
             return Ok(FileMetadata { size });
         }
         let meta = self.inner.metadata(path).await?;
-        self.cache.blocks.note_size(path, meta.size);
+        self.cache.blocks.note_size(&self.key(path), meta.size);
         Ok(meta)
     }
 
@@ -137,7 +148,7 @@ impl Storage for CachingStorage {
         let owned = path.to_string();
         self.cache
             .blocks
-            .read_whole(&Arc::from(path), move || {
+            .read_whole(&Arc::from(self.key(path)), move || {
                 async move { inner.read(&owned).await }.boxed()
             })
             .await
@@ -148,7 +159,7 @@ impl Storage for CachingStorage {
             return self.inner.reader(path).await;
         }
         Ok(Box::new(CachingReader {
-            path: Arc::from(path),
+            path: Arc::from(self.key(path)),
             blocks: Arc::clone(&self.cache.blocks),
             source: Arc::new(Lazy(Arc::new(LazyReader {
                 storage: Arc::clone(&self.inner),
@@ -158,29 +169,42 @@ impl Storage for CachingStorage {
         }))
     }
 
+    // Writes and deletes drop the path before and after: a read racing the write cannot put
+    // the old bytes back for good.
     async fn write(&self, path: &str, bs: Bytes) -> Result<()> {
-        self.cache.blocks.invalidate_prefix(path);
-        self.inner.write(path, bs).await
+        self.cache.blocks.invalidate_prefix(&self.key(path));
+        let written = self.inner.write(path, bs).await;
+        self.cache.blocks.invalidate_prefix(&self.key(path));
+        written
     }
 
     async fn writer(&self, path: &str) -> Result<Box<dyn FileWrite>> {
-        self.cache.blocks.invalidate_prefix(path);
-        self.inner.writer(path).await
+        self.cache.blocks.invalidate_prefix(&self.key(path));
+        Ok(Box::new(InvalidatingWriter {
+            inner: self.inner.writer(path).await?,
+            blocks: Arc::clone(&self.cache.blocks),
+            key: self.key(path),
+        }))
     }
 
     async fn delete(&self, path: &str) -> Result<()> {
-        self.cache.blocks.invalidate_prefix(path);
-        self.inner.delete(path).await
+        self.cache.blocks.invalidate_prefix(&self.key(path));
+        let deleted = self.inner.delete(path).await;
+        self.cache.blocks.invalidate_prefix(&self.key(path));
+        deleted
     }
 
     async fn delete_prefix(&self, path: &str) -> Result<()> {
-        self.cache.blocks.invalidate_prefix(path);
+        self.cache.blocks.invalidate_prefix(&self.key(path));
         self.inner.delete_prefix(path).await
     }
 
     async fn delete_stream(&self, paths: BoxStream<'static, String>) -> Result<()> {
         let blocks = Arc::clone(&self.cache.blocks);
-        let paths = paths.inspect(move |p| blocks.invalidate_prefix(p)).boxed();
+        let props = Arc::clone(&self.props);
+        let paths = paths
+            .inspect(move |p| blocks.invalidate_prefix(&storage_key(&props, p)))
+            .boxed();
         self.inner.delete_stream(paths).await
     }
 
@@ -190,6 +214,26 @@ impl Storage for CachingStorage {
 
     fn new_output(&self, path: &str) -> Result<OutputFile> {
         Ok(OutputFile::new(Arc::new(self.clone()), path.to_string()))
+    }
+}
+
+/// A writer that drops its path from the cache again when the file is complete.
+struct InvalidatingWriter {
+    inner: Box<dyn FileWrite>,
+    blocks: Arc<BlockCache>,
+    key: String,
+}
+
+#[async_trait]
+impl FileWrite for InvalidatingWriter {
+    async fn write(&mut self, bs: Bytes) -> Result<()> {
+        self.inner.write(bs).await
+    }
+
+    async fn close(&mut self) -> Result<()> {
+        let closed = self.inner.close().await;
+        self.blocks.invalidate_prefix(&self.key);
+        closed
     }
 }
 

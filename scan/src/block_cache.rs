@@ -44,6 +44,30 @@ const WHOLE: u64 = u64::MAX;
 /// Bytes weighed per entry on top of its data (key, moka's node, `Bytes` header).
 const ENTRY_OVERHEAD: usize = 96;
 
+/// The cache key of `path` read through storage configured with `props` (a `FileIO`'s
+/// properties): the path, prefixed by the properties that say which store it is on (endpoint,
+/// region, project, account) when there are any, so two catalogs on different stores with the
+/// same bucket and key never share entries. Credentials are not part of it: a refreshed token
+/// reads the same objects.
+pub fn storage_key(props: &HashMap<String, String>, path: &str) -> String {
+    let mut identity: Vec<(&String, &String)> = props
+        .iter()
+        .filter(|(k, _)| {
+            ["endpoint", "region", "project", "account"]
+                .iter()
+                .any(|w| k.contains(w))
+        })
+        .collect();
+    if identity.is_empty() {
+        return path.to_string();
+    }
+    identity.sort();
+    let mut key: String = identity.iter().map(|(k, v)| format!("{k}={v};")).collect();
+    key.push('|');
+    key.push_str(path);
+    key
+}
+
 /// Sizing of a [`BlockCache`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BlockCacheConfig {
@@ -197,8 +221,8 @@ impl BlockCache {
         }
     }
 
-    /// Drops every entry (the disk tier's in the background); returns how many there were in
-    /// memory. Counters keep counting.
+    /// Drops every entry (the disk tier's by moving it to a new epoch); returns how many there
+    /// were in memory. Counters keep counting.
     pub fn clear(&self) -> u64 {
         let n = self.blocks.entry_count();
         self.clear_disk();
@@ -211,12 +235,10 @@ impl BlockCache {
     /// Drops the entries of every path starting with `prefix` (a written or deleted file, or a
     /// deleted directory).
     pub fn invalidate_prefix(&self, prefix: &str) {
-        // The disk tier cannot be searched by prefix: it is emptied when a file it may hold
-        // (one whose size was learnt) is written or deleted. Iceberg writes new, unique paths,
-        // so this is rare (a table dropped after it was read).
-        if self.disk.is_some() && self.sizes.iter().any(|(k, _)| k.starts_with(prefix)) {
-            self.clear_disk();
-        }
+        // The disk tier cannot be searched by prefix: every entry it holds is given up at once
+        // (a new epoch in its keys). Writes are rare next to reads and Iceberg writes new,
+        // unique paths, so this only costs the disk tier's contents after a write.
+        self.clear_disk();
         let p: Arc<str> = Arc::from(prefix);
         let q = Arc::clone(&p);
         // Only errors when invalidation closures are off; they are on (`new`).
@@ -229,9 +251,8 @@ impl BlockCache {
     }
 
     fn clear_disk(&self) {
-        if let (Some(disk), Ok(rt)) = (&self.disk, tokio::runtime::Handle::try_current()) {
-            let disk = Arc::clone(disk);
-            rt.spawn(async move { disk.clear().await });
+        if let Some(disk) = &self.disk {
+            disk.next_epoch();
         }
     }
 
@@ -356,6 +377,12 @@ impl BlockCache {
             }
             out.extend_from_slice(&block[from..to]);
         }
+        if out.len() as u64 != range.end - range.start {
+            return Err(iceberg::Error::new(
+                iceberg::ErrorKind::DataInvalid,
+                format!("{path}: bytes {range:?} reach beyond the end of the file"),
+            ));
+        }
         Ok(out.freeze())
     }
 
@@ -380,7 +407,11 @@ impl BlockCache {
                     let k = key.clone();
                     let fut = read();
                     let scope = io_scope::current();
-                    let task = tokio::spawn(async move {
+                    let task = spawn(async move {
+                        let _claim = Claim {
+                            cache: Arc::clone(&cache),
+                            keys: vec![k.clone()],
+                        };
                         let result = match cache.from_disk(&k.0, WHOLE..WHOLE).await {
                             Some(mut b) if !b.is_empty() => Ok(b.remove(0)),
                             _ => {
@@ -400,7 +431,6 @@ impl BlockCache {
                         if let Ok(bytes) = &result {
                             cache.blocks.insert(k.clone(), bytes.clone());
                         }
-                        cache.in_flight.lock().expect("block cache lock").remove(&k);
                         result.map(|b| Arc::new(vec![b])).map_err(Arc::new)
                     });
                     let fetch = join(task).boxed().shared();
@@ -442,7 +472,11 @@ impl BlockCache {
         let path2 = Arc::clone(path);
         let run2 = run.clone();
         let scope = io_scope::current();
-        let task = tokio::spawn(async move {
+        let task = spawn(async move {
+            let _claim = Claim {
+                cache: Arc::clone(&cache),
+                keys: run2.clone().map(|b| (Arc::clone(&path2), b)).collect(),
+            };
             let result = match cache.from_disk(&path2, run2.clone()).await {
                 Some(blocks) => Ok(blocks),
                 None => cache.fetch_run(&path2, run2.clone(), source, scope).await,
@@ -453,10 +487,6 @@ impl BlockCache {
                         .blocks
                         .insert((Arc::clone(&path2), block), bytes.clone());
                 }
-            }
-            let mut in_flight = cache.in_flight.lock().expect("block cache lock");
-            for block in run2 {
-                in_flight.remove(&(Arc::clone(&path2), block));
             }
             result.map(Arc::new).map_err(Arc::new)
         });
@@ -492,6 +522,15 @@ impl BlockCache {
         let b = self.config.block_size;
         let size = self.size_of(path, source.as_ref()).await?;
         let bytes = (run.start * b).min(size)..(run.end * b).min(size);
+        if bytes.is_empty() {
+            return Err(iceberg::Error::new(
+                iceberg::ErrorKind::DataInvalid,
+                format!(
+                    "{path}: block {} is beyond the end of the file ({size} bytes)",
+                    run.start
+                ),
+            ));
+        }
         if let Some(scope) = &scope {
             scope.remote_requests.add(1);
         }
@@ -506,12 +545,20 @@ impl BlockCache {
             ));
         }
         self.remote_request_untracked(data.len() as u64);
+        // A block of a longer run is copied out: a slice would keep the whole run's buffer
+        // alive for as long as any of its blocks is cached, beyond what the weigher counts.
+        let single = run.end - run.start == 1;
         let blocks: Vec<Bytes> = run
             .clone()
             .map(|block| {
                 let s = (block * b - bytes.start) as usize;
                 let e = (((block + 1) * b).min(bytes.end) - bytes.start) as usize;
-                data.slice(s.min(data.len())..e.min(data.len()))
+                let piece = data.slice(s.min(data.len())..e.min(data.len()));
+                if single {
+                    piece
+                } else {
+                    Bytes::copy_from_slice(&piece)
+                }
             })
             .collect();
         if let Some(disk) = &self.disk {
@@ -523,16 +570,52 @@ impl BlockCache {
     }
 }
 
-/// The spawned fetch's result; a panicked or cancelled task becomes an error.
-async fn join(
-    task: tokio::task::JoinHandle<Result<Arc<Vec<Bytes>>, Arc<iceberg::Error>>>,
-) -> Result<Arc<Vec<Bytes>>, Arc<iceberg::Error>> {
-    match task.await {
-        Ok(r) => r,
-        Err(e) => Err(Arc::new(iceberg::Error::new(
+/// The blocks a fetch claimed, un-claimed when the fetch ends however it ends (done, failed,
+/// panicked or cancelled), so no later reader waits on a dead fetch. A fetch that succeeded has
+/// put its blocks in the cache by then.
+struct Claim {
+    cache: Arc<BlockCache>,
+    keys: Vec<BlockKey>,
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        let mut in_flight = match self.cache.in_flight.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        for key in &self.keys {
+            in_flight.remove(key);
+        }
+    }
+}
+
+type FetchResult = Result<Arc<Vec<Bytes>>, Arc<iceberg::Error>>;
+
+/// Runs `fetch` on the current tokio runtime; without one (never the case inside a query) the
+/// fetch fails instead of panicking with the lock held.
+fn spawn(
+    fetch: impl std::future::Future<Output = FetchResult> + Send + 'static,
+) -> Option<tokio::task::JoinHandle<FetchResult>> {
+    tokio::runtime::Handle::try_current()
+        .ok()
+        .map(|rt| rt.spawn(fetch))
+}
+
+/// The spawned fetch's result; a panicked or cancelled task, or no runtime, becomes an error.
+async fn join(task: Option<tokio::task::JoinHandle<FetchResult>>) -> FetchResult {
+    let fail = |why: String| {
+        Err(Arc::new(iceberg::Error::new(
             iceberg::ErrorKind::Unexpected,
-            format!("block fetch failed: {e}"),
-        ))),
+            format!("block fetch failed: {why}"),
+        )))
+    };
+    match task {
+        None => fail("no tokio runtime".into()),
+        Some(task) => match task.await {
+            Ok(r) => r,
+            Err(e) => fail(e.to_string()),
+        },
     }
 }
 
@@ -625,6 +708,79 @@ mod tests {
         let disk = stats.disk.unwrap();
         assert_eq!(stats.hits + disk.hits, 20, "{stats:?}");
         assert!(disk.hits > 0, "{stats:?}");
+    }
+
+    /// A source whose first read panics (a bug below the cache) and whose later reads work.
+    struct PanicsOnce {
+        panicked: AtomicU64,
+    }
+
+    impl Source for PanicsOnce {
+        fn read_range(&self, range: Range<u64>) -> BoxFuture<'static, iceberg::Result<Bytes>> {
+            let first = self.panicked.fetch_add(1, Ordering::SeqCst) == 0;
+            async move {
+                assert!(!first, "the storage below panicked");
+                Ok(expected(range))
+            }
+            .boxed()
+        }
+        fn size(&self) -> BoxFuture<'static, iceberg::Result<u64>> {
+            async move { Ok(10_000) }.boxed()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_panicked_fetch_fails_its_readers_and_the_next_read_fetches_again() {
+        let c = cache(1 << 20, 1000);
+        let path: Arc<str> = Arc::from("s3://b/f.parquet");
+        let file: Arc<dyn Source> = Arc::new(PanicsOnce {
+            panicked: AtomicU64::new(0),
+        });
+        assert!(c.read(&path, 0..1500, Arc::clone(&file)).await.is_err());
+        let got = c.read(&path, 0..1500, file).await.unwrap();
+        assert_eq!(got, expected(0..1500));
+    }
+
+    #[tokio::test]
+    async fn reads_beyond_the_end_of_the_file_fail() {
+        let requests = Arc::new(AtomicU64::new(0));
+        let file: Arc<dyn Source> = Arc::new(TestFile {
+            len: 10_000,
+            requests: Arc::clone(&requests),
+        });
+        let c = cache(1 << 20, 1000);
+        let path: Arc<str> = Arc::from("s3://b/f.parquet");
+        for range in [9500..10_500, 10_000..10_600, 12_000..12_001] {
+            assert!(
+                c.read(&path, range.clone(), Arc::clone(&file))
+                    .await
+                    .is_err(),
+                "{range:?}"
+            );
+        }
+        // The valid part of the last block is still served right.
+        let got = c.read(&path, 9500..10_000, file).await.unwrap();
+        assert_eq!(got, expected(9500..10_000));
+    }
+
+    #[test]
+    fn store_identity_is_part_of_the_key_and_credentials_are_not() {
+        let props = |endpoint: &str, key: &str| -> HashMap<String, String> {
+            [("s3.endpoint", endpoint), ("s3.access-key-id", key)]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let path = "s3://b/f.parquet";
+        assert_ne!(
+            storage_key(&props("http://a:9000", "k"), path),
+            storage_key(&props("http://b:9000", "k"), path)
+        );
+        assert_eq!(
+            storage_key(&props("http://a:9000", "k1"), path),
+            storage_key(&props("http://a:9000", "k2"), path)
+        );
+        assert_eq!(storage_key(&HashMap::new(), path), path);
     }
 
     #[test]

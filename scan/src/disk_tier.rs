@@ -7,10 +7,12 @@
 //!                  └──► remote fetch ──► DiskTier::put (written when inserted)
 //! ```
 //!
-//! The directory is the cache's own and is emptied at start: entries are keyed by path and block
-//! number only, so a directory left by another configuration (another block size) must not be
-//! trusted. A failing disk never fails a query: its error is logged once and the read goes to
-//! the object store.
+//! The tier lives in `iceflight-blocks/` under the configured directory; that subdirectory is
+//! the tier's own and is emptied at start (entries are keyed by path and block number, so what
+//! another configuration left, with another block size, must not be trusted). Nothing else in
+//! the directory is touched. Invalidation moves to a new epoch, part of every key: what was
+//! written before is never read again and ages out. A failing disk never fails a query: its
+//! error is logged once and the read goes to the object store.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -35,6 +37,8 @@ pub struct DiskTier {
     hit_bytes: AtomicU64,
     misses: AtomicU64,
     warned: AtomicBool,
+    /// Part of every key; [`DiskTier::next_epoch`] gives up every entry at once.
+    epoch: AtomicU64,
 }
 
 impl std::fmt::Debug for DiskTier {
@@ -58,13 +62,13 @@ pub struct DiskTierStats {
     pub misses: u64,
 }
 
-fn key(path: &str, block: u64) -> String {
-    format!("{block}@{path}")
+fn key(epoch: u64, path: &str, block: u64) -> String {
+    format!("{epoch}/{block}@{path}")
 }
 
 impl DiskTier {
-    /// A tier of at most `capacity` bytes in `dir` (created, and emptied if it holds anything),
-    /// for blocks of at most `block_size` bytes.
+    /// A tier of at most `capacity` bytes in `dir/iceflight-blocks` (created, and emptied if it
+    /// holds anything), for blocks of at most `block_size` bytes.
     ///
     /// Errors: the directory cannot be made, `capacity` is below 2 × 16 MiB (foyer's device
     /// blocks), or `block_size` is above 16 MiB.
@@ -79,6 +83,7 @@ impl DiskTier {
                 "cache.disk_capacity must be at least 32MiB, got {capacity} bytes"
             ));
         }
+        let dir = &dir.join("iceflight-blocks");
         if dir.exists() {
             std::fs::remove_dir_all(dir)
                 .map_err(|e| format!("cannot empty the disk cache {}: {e}", dir.display()))?;
@@ -107,12 +112,14 @@ impl DiskTier {
             hit_bytes: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             warned: AtomicBool::new(false),
+            epoch: AtomicU64::new(0),
         })
     }
 
     /// Block `block` of `path`, when on disk.
     pub async fn get(&self, path: &str, block: u64) -> Option<Bytes> {
-        match self.cache.get(&key(path, block)).await {
+        let key = key(self.epoch.load(Ordering::Acquire), path, block);
+        match self.cache.get(&key).await {
             Ok(Some(entry)) => {
                 let bytes = entry.value().clone();
                 self.hits.fetch_add(1, Ordering::Relaxed);
@@ -135,14 +142,13 @@ impl DiskTier {
 
     /// Keeps block `block` of `path` (written in the background).
     pub fn put(&self, path: &str, block: u64, bytes: Bytes) {
-        self.cache.insert(key(path, block), bytes);
+        self.cache
+            .insert(key(self.epoch.load(Ordering::Acquire), path, block), bytes);
     }
 
-    /// Drops everything.
-    pub async fn clear(&self) {
-        if let Err(e) = self.cache.clear().await {
-            tracing::warn!(error = %e, "clearing the disk cache failed");
-        }
+    /// Gives up every entry: later keys carry a new epoch.
+    pub fn next_epoch(&self) {
+        self.epoch.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Counters now.

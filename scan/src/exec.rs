@@ -37,6 +37,7 @@ use iceberg::spec::DataContentType;
 use iceberg::table::Table;
 use parquet::file::metadata::ParquetMetaData;
 
+use crate::block_cache::storage_key;
 use crate::caches::ScanCaches;
 use crate::columns::{ColumnResolver, ScanColumns};
 use crate::domain::{Domains, normalize};
@@ -731,7 +732,10 @@ impl TaskOpener {
         let started = Instant::now();
         if let Some(blocks) = &self.caches.blocks {
             // The manifest knows the size: the cache need not ask the object store.
-            blocks.note_size(&task.data_file_path, task.file_size_in_bytes);
+            blocks.note_size(
+                &storage_key(self.table.file_io().config().props(), &task.data_file_path),
+                task.file_size_in_bytes,
+            );
         }
         let domains = self.domains();
         let no_bounds = FileBounds::new();
@@ -866,7 +870,11 @@ impl TaskOpener {
             .with_batch_size(self.batch_size)
             .with_data_file_concurrency_limit(1);
         // With our footer in hand, iceberg's reader fetches exactly the footer's bytes.
-        if let Some(tail_len) = self.caches.footers.tail_len(&task.data_file_path) {
+        if let Some(tail_len) = self
+            .caches
+            .footers
+            .tail_len(self.table.file_io(), &task.data_file_path)
+        {
             builder = builder.with_metadata_size_hint(tail_len);
         }
         let reader = builder.build();

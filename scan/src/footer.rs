@@ -1,4 +1,5 @@
-//! Parquet footers of data files, read through the table's `FileIO` and cached by path.
+//! Parquet footers of data files, read through the table's `FileIO` and cached by path (and
+//! store: [`storage_key`]).
 //!
 //! ```text
 //!   (path, size) ──► FooterCache hit? ──► Arc<ParquetMetaData>
@@ -22,6 +23,8 @@ use bytes::Bytes;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use iceberg::io::{FileIO, FileRead};
+
+use crate::block_cache::storage_key;
 use parquet::arrow::async_reader::MetadataFetch;
 use parquet::errors::ParquetError;
 use parquet::file::metadata::{FooterTail, ParquetMetaData, ParquetMetaDataReader};
@@ -94,7 +97,8 @@ impl FooterCache {
     /// The footer of the Parquet file at `path` (`size` bytes, from the manifest). Errors when
     /// the file cannot be read or its footer does not parse.
     pub async fn load(&self, file_io: &FileIO, path: &str, size: u64) -> iceberg::Result<Footer> {
-        if let Some((metadata, _)) = self.entries.get(path) {
+        let key = storage_key(file_io.config().props(), path);
+        if let Some((metadata, _)) = self.entries.get(&key) {
             self.hits.fetch_add(1, Ordering::Relaxed);
             return Ok(Footer {
                 metadata,
@@ -122,8 +126,7 @@ impl FooterCache {
             })?;
         let metadata = Arc::new(metadata);
         let tail_len = fetch.tail_len.unwrap_or(PREFETCH);
-        self.entries
-            .insert(path.to_string(), (Arc::clone(&metadata), tail_len));
+        self.entries.insert(key, (Arc::clone(&metadata), tail_len));
         Ok(Footer {
             metadata,
             bytes_read: fetch.bytes_read,
@@ -133,8 +136,10 @@ impl FooterCache {
     /// The footer size (metadata length + 8: length and magic) of `path`, when its footer is
     /// cached. Handed to iceberg's reader as its metadata size hint, so it fetches exactly the
     /// footer instead of its default 512 KiB tail (most of a small file).
-    pub fn tail_len(&self, path: &str) -> Option<usize> {
-        self.entries.get(path).map(|(_, tail_len)| tail_len)
+    pub fn tail_len(&self, file_io: &FileIO, path: &str) -> Option<usize> {
+        self.entries
+            .get(&storage_key(file_io.config().props(), path))
+            .map(|(_, tail_len)| tail_len)
     }
 
     /// Drops every footer; returns how many there were.
