@@ -412,7 +412,7 @@ impl BlockCache {
                             cache: Arc::clone(&cache),
                             keys: vec![k.clone()],
                         };
-                        let result = match cache.from_disk(&k.0, WHOLE..WHOLE).await {
+                        let result = match cache.read_disk(&k.0, WHOLE..WHOLE).await {
                             Some(mut b) if !b.is_empty() => Ok(b.remove(0)),
                             _ => {
                                 if let Some(scope) = &scope {
@@ -477,7 +477,7 @@ impl BlockCache {
                 cache: Arc::clone(&cache),
                 keys: run2.clone().map(|b| (Arc::clone(&path2), b)).collect(),
             };
-            let result = match cache.from_disk(&path2, run2.clone()).await {
+            let result = match cache.read_disk(&path2, run2.clone()).await {
                 Some(blocks) => Ok(blocks),
                 None => cache.fetch_run(&path2, run2.clone(), source, scope).await,
             };
@@ -499,7 +499,7 @@ impl BlockCache {
 
     /// Every block of `run` from the disk tier (`WHOLE..WHOLE`: the whole object), or `None`
     /// when one is missing there.
-    async fn from_disk(&self, path: &Arc<str>, run: Range<u64>) -> Option<Vec<Bytes>> {
+    async fn read_disk(&self, path: &Arc<str>, run: Range<u64>) -> Option<Vec<Bytes>> {
         let disk = self.disk.as_ref()?;
         if run.start == WHOLE {
             return Some(vec![disk.get(path, WHOLE).await?]);
@@ -657,6 +657,16 @@ mod tests {
         }
     }
 
+    /// A [`TestFile`] of `len` bytes and its request counter.
+    fn test_file(len: u64) -> (Arc<dyn Source>, Arc<AtomicU64>) {
+        let requests = Arc::new(AtomicU64::new(0));
+        let file = TestFile {
+            len,
+            requests: Arc::clone(&requests),
+        };
+        (Arc::new(file), requests)
+    }
+
     fn expected(range: Range<u64>) -> Bytes {
         Bytes::from(range.map(|i| (i % 251) as u8).collect::<Vec<_>>())
     }
@@ -674,11 +684,7 @@ mod tests {
         let disk = DiskTier::open(&dir.path().join("blocks"), 64 << 20, 1000)
             .await
             .unwrap();
-        let requests = Arc::new(AtomicU64::new(0));
-        let file: Arc<dyn Source> = Arc::new(TestFile {
-            len: 20_000,
-            requests: Arc::clone(&requests),
-        });
+        let (file, requests) = test_file(20_000);
         let capacity = 3 * (1000 + ENTRY_OVERHEAD as u64 + 20);
         let c = Arc::new(
             BlockCache::new(BlockCacheConfig {
@@ -743,11 +749,7 @@ mod tests {
 
     #[tokio::test]
     async fn reads_beyond_the_end_of_the_file_fail() {
-        let requests = Arc::new(AtomicU64::new(0));
-        let file: Arc<dyn Source> = Arc::new(TestFile {
-            len: 10_000,
-            requests: Arc::clone(&requests),
-        });
+        let (file, _) = test_file(10_000);
         let c = cache(1 << 20, 1000);
         let path: Arc<str> = Arc::from("s3://b/f.parquet");
         for range in [9500..10_500, 10_000..10_600, 12_000..12_001] {
@@ -791,11 +793,7 @@ mod tests {
 
     #[tokio::test]
     async fn reads_are_exact_and_a_second_read_is_served_from_blocks() {
-        let requests = Arc::new(AtomicU64::new(0));
-        let file: Arc<dyn Source> = Arc::new(TestFile {
-            len: 10_000,
-            requests: Arc::clone(&requests),
-        });
+        let (file, requests) = test_file(10_000);
         let c = cache(1 << 20, 1000);
         let path: Arc<str> = Arc::from("s3://b/f.parquet");
         for range in [0..1, 999..1001, 2500..7300, 9000..10_000, 0..10_000] {
@@ -819,11 +817,7 @@ mod tests {
 
     #[tokio::test]
     async fn concurrent_misses_of_one_block_are_fetched_once() {
-        let requests = Arc::new(AtomicU64::new(0));
-        let file: Arc<dyn Source> = Arc::new(TestFile {
-            len: 4000,
-            requests: Arc::clone(&requests),
-        });
+        let (file, requests) = test_file(4000);
         let c = cache(1 << 20, 1000);
         let path: Arc<str> = Arc::from("s3://b/f.parquet");
         let reads = (0..8).map(|i| {
@@ -843,11 +837,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_weighed_size_stays_under_the_bound() {
-        let requests = Arc::new(AtomicU64::new(0));
-        let file: Arc<dyn Source> = Arc::new(TestFile {
-            len: 100_000,
-            requests: Arc::clone(&requests),
-        });
+        let (file, _) = test_file(100_000);
         let capacity = 10 * (1000 + ENTRY_OVERHEAD as u64 + 20);
         let c = cache(capacity, 1000);
         let path: Arc<str> = Arc::from("s3://b/f.parquet");
