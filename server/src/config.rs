@@ -289,7 +289,21 @@ impl Config {
         self.cache.memory_bytes()?;
         self.cache.block_size_bytes()?;
         self.cache.metadata_memory_bytes()?;
-        self.cache.disk_capacity_bytes()?;
+        let disk_capacity = self.cache.disk_capacity_bytes()?;
+        if self.cache.disk.is_some() {
+            if self.cache.block_size_bytes()? > 16 << 20 {
+                return Err(ConfigError::Invalid(format!(
+                    "cache.block_size must be at most 16MiB with a disk tier (cache.disk), got {}",
+                    self.cache.block_size
+                )));
+            }
+            if disk_capacity < 32 << 20 {
+                return Err(ConfigError::Invalid(format!(
+                    "cache.disk_capacity must be at least 32MiB, got {}",
+                    self.cache.disk_capacity
+                )));
+            }
+        }
         Ok(())
     }
 
@@ -361,6 +375,37 @@ pub fn absolute(path: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cache_sizes_are_checked_with_the_key_and_the_value_given() {
+        let invalid = |toml: &str| -> String {
+            Config::from_toml(toml)
+                .unwrap()
+                .validate()
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            invalid("[cache]\nmemory = \"lots\""),
+            "invalid configuration: cache.memory: invalid size \"lots\" (e.g. 4MiB, 512MB, 1048576)"
+        );
+        assert_eq!(
+            invalid("[cache]\nblock_size = \"128MiB\""),
+            "invalid configuration: cache.block_size must be at most 64MiB, got 128MiB"
+        );
+        assert_eq!(
+            invalid("[cache]\ndisk = \"/d\"\nblock_size = \"32MiB\""),
+            "invalid configuration: cache.block_size must be at most 16MiB with a disk tier \
+             (cache.disk), got 32MiB"
+        );
+        assert_eq!(
+            invalid("[cache]\ndisk = \"/d\"\ndisk_capacity = \"1MiB\""),
+            "invalid configuration: cache.disk_capacity must be at least 32MiB, got 1MiB"
+        );
+        let c = Config::from_toml("[cache]\nmemory = \"2GiB\"").unwrap();
+        assert_eq!(c.cache.memory_bytes().unwrap(), 2 << 30);
+        assert!(c.cache.local_files && c.cache.enabled && c.cache.disk.is_none());
+    }
 
     #[test]
     fn defaults_to_embedded_local() {

@@ -75,7 +75,7 @@ impl Engine {
                         block_size,
                     )
                     .await
-                    .map_err(ConfigError::Invalid)?;
+                    .map_err(|e| ConfigError::Invalid(format!("cache.disk: {e}")))?;
                     blocks = blocks.with_disk(disk);
                 }
                 Some(Arc::new(blocks))
