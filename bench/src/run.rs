@@ -916,16 +916,19 @@ pub async fn run(args: Args) -> Result<()> {
             for &i in &order {
                 let (name, runner) = &mut runners[i];
                 let key = (q.clone(), name.clone());
-                let before = iceflight_engine.caches().blocks.as_ref().map(|b| b.stats());
+                // iceflight's block-cache traffic, in the rounds that report it.
+                let which = match round {
+                    0 => Some("cold"),
+                    r if r == args.rounds => Some("warm"),
+                    _ => None,
+                };
+                let blocks = iceflight_engine.caches().blocks.as_ref();
+                let before = blocks
+                    .filter(|_| name == "iceflight" && which.is_some())
+                    .map(|b| b.stats());
                 let result = runner.run(sql).await;
-                if name == "iceflight"
-                    && let (Some(a), Some(b)) = (
-                        before,
-                        iceflight_engine.caches().blocks.as_ref().map(|b| b.stats()),
-                    )
-                    && (round == 0 || round == args.rounds)
-                {
-                    let which = if round == 0 { "cold" } else { "warm" };
+                if let (Some(a), Some(blocks), Some(which)) = (before, blocks, which) {
+                    let b = blocks.stats();
                     traffic.insert(
                         (q.clone(), which),
                         json!({

@@ -30,7 +30,7 @@ use iceberg::io::{
     StorageFactory,
 };
 use iceberg_storage_opendal::OpenDalResolvingStorageFactory;
-use iceflight_scan::block_cache::{BlockCache, Source, storage_key};
+use iceflight_scan::block_cache::{BlockCache, Source, store_prefix};
 use serde::{Deserialize, Serialize};
 
 /// The block cache of one engine and what it covers.
@@ -83,7 +83,7 @@ impl StorageFactory for CachingStorageFactory {
             Some(cache) => Arc::new(CachingStorage {
                 inner,
                 cache: cache.clone(),
-                props: Arc::new(config.props().clone()),
+                prefix: Arc::from(store_prefix(config.props())),
             }),
             None => inner,
         })
@@ -95,15 +95,15 @@ impl StorageFactory for CachingStorageFactory {
 pub struct CachingStorage {
     inner: Arc<dyn Storage>,
     cache: StorageCache,
-    /// The `FileIO` properties it was built with: which store a path is on
-    /// ([`storage_key`]).
-    props: Arc<std::collections::HashMap<String, String>>,
+    /// Which store its paths are on, before each path in the cache keys ([`store_prefix`] of
+    /// the `FileIO` properties it was built with).
+    prefix: Arc<str>,
 }
 
 impl CachingStorage {
     /// The cache key of `path` on this storage.
     fn key(&self, path: &str) -> String {
-        storage_key(&self.props, path)
+        format!("{}{path}", self.prefix)
     }
 }
 
@@ -161,11 +161,11 @@ impl Storage for CachingStorage {
         Ok(Box::new(CachingReader {
             path: Arc::from(self.key(path)),
             blocks: Arc::clone(&self.cache.blocks),
-            source: Arc::new(Lazy(Arc::new(LazyReader {
+            source: Arc::new(LazyReader {
                 storage: Arc::clone(&self.inner),
                 path: path.to_string(),
                 reader: tokio::sync::OnceCell::new(),
-            }))),
+            }),
         }))
     }
 
@@ -201,9 +201,9 @@ impl Storage for CachingStorage {
 
     async fn delete_stream(&self, paths: BoxStream<'static, String>) -> Result<()> {
         let blocks = Arc::clone(&self.cache.blocks);
-        let props = Arc::clone(&self.props);
+        let prefix = Arc::clone(&self.prefix);
         let paths = paths
-            .inspect(move |p| blocks.invalidate_prefix(&storage_key(&props, p)))
+            .inspect(move |p| blocks.invalidate_prefix(&format!("{prefix}{p}")))
             .boxed();
         self.inner.delete_stream(paths).await
     }
@@ -261,23 +261,19 @@ struct LazyReader {
     reader: tokio::sync::OnceCell<Box<dyn FileRead>>,
 }
 
-struct Lazy(Arc<LazyReader>);
-
-impl Source for Lazy {
-    fn read_range(&self, range: Range<u64>) -> BoxFuture<'static, Result<Bytes>> {
-        let this = Arc::clone(&self.0);
+impl Source for LazyReader {
+    fn read_range(self: Arc<Self>, range: Range<u64>) -> BoxFuture<'static, Result<Bytes>> {
         async move {
-            let reader = this
+            let reader = self
                 .reader
-                .get_or_try_init(|| this.storage.reader(&this.path))
+                .get_or_try_init(|| self.storage.reader(&self.path))
                 .await?;
             reader.read(range).await
         }
         .boxed()
     }
 
-    fn size(&self) -> BoxFuture<'static, Result<u64>> {
-        let this = Arc::clone(&self.0);
-        async move { Ok(this.storage.metadata(&this.path).await?.size) }.boxed()
+    fn size(self: Arc<Self>) -> BoxFuture<'static, Result<u64>> {
+        async move { Ok(self.storage.metadata(&self.path).await?.size) }.boxed()
     }
 }

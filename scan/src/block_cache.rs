@@ -44,12 +44,12 @@ const WHOLE: u64 = u64::MAX;
 /// Bytes weighed per entry on top of its data (key, moka's node, `Bytes` header).
 const ENTRY_OVERHEAD: usize = 96;
 
-/// The cache key of `path` read through storage configured with `props` (a `FileIO`'s
-/// properties): the path, prefixed by the properties that say which store it is on (endpoint,
-/// region, project, account) when there are any, so two catalogs on different stores with the
-/// same bucket and key never share entries. Credentials are not part of it: a refreshed token
-/// reads the same objects.
-pub fn storage_key(props: &HashMap<String, String>, path: &str) -> String {
+/// What goes before a path in the cache keys of storage configured with `props` (a `FileIO`'s
+/// properties): the properties that say which store a path is on (endpoint, region, project,
+/// account), empty when there are none. Two catalogs on different stores with the same bucket
+/// and key so never share entries. Credentials are not part of it: a refreshed token reads the
+/// same objects. Computed once per storage or scan; a key is the prefix followed by the path.
+pub fn store_prefix(props: &HashMap<String, String>) -> String {
     let mut identity: Vec<(&String, &String)> = props
         .iter()
         .filter(|(k, _)| {
@@ -59,13 +59,12 @@ pub fn storage_key(props: &HashMap<String, String>, path: &str) -> String {
         })
         .collect();
     if identity.is_empty() {
-        return path.to_string();
+        return String::new();
     }
     identity.sort();
-    let mut key: String = identity.iter().map(|(k, v)| format!("{k}={v};")).collect();
-    key.push('|');
-    key.push_str(path);
-    key
+    let mut prefix: String = identity.iter().map(|(k, v)| format!("{k}={v};")).collect();
+    prefix.push('|');
+    prefix
 }
 
 /// Sizing of a [`BlockCache`].
@@ -80,8 +79,11 @@ pub struct BlockCacheConfig {
 /// One cached block: `(path, block number)`, [`WHOLE`] for whole objects.
 type BlockKey = (Arc<str>, u64);
 
+/// What a fetch gives its readers: its blocks in key order, or the error, shared.
+type FetchResult = Result<Arc<Vec<Bytes>>, Arc<iceberg::Error>>;
+
 /// A fetch in flight, shared by every reader waiting for one of its blocks.
-type Fetch = Shared<BoxFuture<'static, Result<Arc<Vec<Bytes>>, Arc<iceberg::Error>>>>;
+type Fetch = Shared<BoxFuture<'static, FetchResult>>;
 
 /// Process-wide counters of one cache, as `system.runtime.cache` shows them.
 #[derive(Debug, Default)]
@@ -143,12 +145,14 @@ impl std::fmt::Debug for BlockCache {
     }
 }
 
-/// What one read of a file range needs from the storage below.
+/// What one read of a file range needs from the storage below (the futures outlive the call,
+/// so they own an `Arc` of the source).
 pub trait Source: Send + Sync + 'static {
     /// Bytes `range` of the file.
-    fn read_range(&self, range: Range<u64>) -> BoxFuture<'static, iceberg::Result<Bytes>>;
+    fn read_range(self: Arc<Self>, range: Range<u64>)
+    -> BoxFuture<'static, iceberg::Result<Bytes>>;
     /// The file's size in bytes.
-    fn size(&self) -> BoxFuture<'static, iceberg::Result<u64>>;
+    fn size(self: Arc<Self>) -> BoxFuture<'static, iceberg::Result<u64>>;
 }
 
 impl BlockCache {
@@ -195,11 +199,6 @@ impl BlockCache {
     pub fn with_disk(mut self, disk: DiskTier) -> Self {
         self.disk = Some(Arc::new(disk));
         self
-    }
-
-    /// The cache's sizing.
-    pub fn config(&self) -> BlockCacheConfig {
-        self.config
     }
 
     /// Size and counters now (runs moka's pending maintenance first, so `bytes` is current).
@@ -257,12 +256,12 @@ impl BlockCache {
     }
 
     /// The size of `path` if known, else asks `source` once (a remote request).
-    async fn size_of(&self, path: &Arc<str>, source: &dyn Source) -> iceberg::Result<u64> {
+    async fn size_of(&self, path: &Arc<str>, source: &Arc<dyn Source>) -> iceberg::Result<u64> {
         if let Some(size) = self.sizes.get(path) {
             return Ok(size);
         }
         self.remote_request_untracked(0);
-        let size = source.size().await?;
+        let size = Arc::clone(source).size().await?;
         self.sizes.insert(Arc::clone(path), size);
         Ok(size)
     }
@@ -329,8 +328,12 @@ impl BlockCache {
             }
             // Claimed under the same lock, so no other reader claims these blocks too.
             for run in runs(&claimed) {
-                let fetch =
-                    self.start_fetch(&mut in_flight, path, run.clone(), Arc::clone(&source));
+                let keys = run.clone().map(|b| (Arc::clone(path), b)).collect();
+                let cache = Arc::clone(self);
+                let (file, source, range) = (Arc::clone(path), Arc::clone(&source), run.clone());
+                let scope = io_scope::current();
+                let load = async move { cache.fetch_run(&file, range, source, scope).await };
+                let fetch = self.start_fetch(&mut in_flight, keys, load.boxed());
                 for (at, block) in run.enumerate() {
                     waits.push(((block - first) as usize, fetch.clone(), at));
                 }
@@ -404,38 +407,17 @@ impl BlockCache {
                 Some((fetch, _)) => fetch.clone(),
                 None => {
                     let cache = Arc::clone(self);
-                    let k = key.clone();
-                    let fut = read();
                     let scope = io_scope::current();
-                    let task = spawn(async move {
-                        let _claim = Claim {
-                            cache: Arc::clone(&cache),
-                            keys: vec![k.clone()],
-                        };
-                        let result = match cache.read_disk(&k.0, WHOLE..WHOLE).await {
-                            Some(mut b) if !b.is_empty() => Ok(b.remove(0)),
-                            _ => {
-                                if let Some(scope) = &scope {
-                                    scope.remote_requests.add(1);
-                                }
-                                let result = fut.await;
-                                if let (Ok(bytes), Some(disk)) = (&result, &cache.disk) {
-                                    disk.put(&k.0, WHOLE, bytes.clone());
-                                }
-                                if let Ok(bytes) = &result {
-                                    cache.remote_request_untracked(bytes.len() as u64);
-                                }
-                                result
-                            }
-                        };
-                        if let Ok(bytes) = &result {
-                            cache.blocks.insert(k.clone(), bytes.clone());
+                    let read = read();
+                    let load = async move {
+                        if let Some(scope) = &scope {
+                            scope.remote_requests.add(1);
                         }
-                        result.map(|b| Arc::new(vec![b])).map_err(Arc::new)
-                    });
-                    let fetch = join(task).boxed().shared();
-                    in_flight.insert(key, (fetch.clone(), 0));
-                    fetch
+                        let bytes = read.await?;
+                        cache.remote_request_untracked(bytes.len() as u64);
+                        Ok(vec![bytes])
+                    };
+                    self.start_fetch(&mut in_flight, vec![key], load.boxed())
                 }
             }
         };
@@ -459,59 +441,59 @@ impl BlockCache {
             .fetch_add(bytes, Ordering::Relaxed);
     }
 
-    /// Claims `run` (consecutive blocks of `path`) in `in_flight` and starts one request for all
-    /// of it (after a size lookup, the first time the file is read).
+    /// Claims `keys` in `in_flight` and starts fetching them: from the disk tier when it has
+    /// all of them, else by `load` (one request to the storage), whose blocks go to the disk
+    /// tier too. The blocks are put in memory before they are un-claimed ([`Claim`]).
     fn start_fetch(
         self: &Arc<Self>,
         in_flight: &mut HashMap<BlockKey, (Fetch, usize)>,
-        path: &Arc<str>,
-        run: Range<u64>,
-        source: Arc<dyn Source>,
+        keys: Vec<BlockKey>,
+        load: BoxFuture<'static, iceberg::Result<Vec<Bytes>>>,
     ) -> Fetch {
         let cache = Arc::clone(self);
-        let path2 = Arc::clone(path);
-        let run2 = run.clone();
-        let scope = io_scope::current();
+        let claimed = keys.clone();
         let task = spawn(async move {
-            let _claim = Claim {
+            let claim = Claim {
                 cache: Arc::clone(&cache),
-                keys: run2.clone().map(|b| (Arc::clone(&path2), b)).collect(),
+                keys: claimed,
             };
-            let result = match cache.read_disk(&path2, run2.clone()).await {
+            let result = match cache.read_disk(&claim.keys).await {
                 Some(blocks) => Ok(blocks),
-                None => cache.fetch_run(&path2, run2.clone(), source, scope).await,
+                None => {
+                    let loaded = load.await;
+                    if let (Ok(blocks), Some(disk)) = (&loaded, &cache.disk) {
+                        for ((path, block), bytes) in claim.keys.iter().zip(blocks) {
+                            disk.put(path, *block, bytes.clone());
+                        }
+                    }
+                    loaded
+                }
             };
             if let Ok(blocks) = &result {
-                for (block, bytes) in run2.clone().zip(blocks) {
-                    cache
-                        .blocks
-                        .insert((Arc::clone(&path2), block), bytes.clone());
+                for (key, bytes) in claim.keys.iter().zip(blocks) {
+                    cache.blocks.insert(key.clone(), bytes.clone());
                 }
             }
             result.map(Arc::new).map_err(Arc::new)
         });
         let fetch = join(task).boxed().shared();
-        for (at, block) in run.enumerate() {
-            in_flight.insert((Arc::clone(path), block), (fetch.clone(), at));
+        for (at, key) in keys.into_iter().enumerate() {
+            in_flight.insert(key, (fetch.clone(), at));
         }
         fetch
     }
 
-    /// Every block of `run` from the disk tier (`WHOLE..WHOLE`: the whole object), or `None`
-    /// when one is missing there.
-    async fn read_disk(&self, path: &Arc<str>, run: Range<u64>) -> Option<Vec<Bytes>> {
+    /// Every block of `keys` from the disk tier, or `None` when one is missing there.
+    async fn read_disk(&self, keys: &[BlockKey]) -> Option<Vec<Bytes>> {
         let disk = self.disk.as_ref()?;
-        if run.start == WHOLE {
-            return Some(vec![disk.get(path, WHOLE).await?]);
-        }
-        let mut blocks = Vec::with_capacity((run.end - run.start) as usize);
-        for block in run {
-            blocks.push(disk.get(path, block).await?);
+        let mut blocks = Vec::with_capacity(keys.len());
+        for (path, block) in keys {
+            blocks.push(disk.get(path, *block).await?);
         }
         Some(blocks)
     }
 
-    /// One request to the storage for `run`, cut into blocks (also written to the disk tier).
+    /// One request to the storage for `run` (consecutive blocks of `path`), cut into blocks.
     async fn fetch_run(
         &self,
         path: &Arc<str>,
@@ -520,7 +502,7 @@ impl BlockCache {
         scope: Option<io_scope::ScanIo>,
     ) -> iceberg::Result<Vec<Bytes>> {
         let b = self.config.block_size;
-        let size = self.size_of(path, source.as_ref()).await?;
+        let size = self.size_of(path, &source).await?;
         let bytes = (run.start * b).min(size)..(run.end * b).min(size);
         if bytes.is_empty() {
             return Err(iceberg::Error::new(
@@ -548,8 +530,7 @@ impl BlockCache {
         // A block of a longer run is copied out: a slice would keep the whole run's buffer
         // alive for as long as any of its blocks is cached, beyond what the weigher counts.
         let single = run.end - run.start == 1;
-        let blocks: Vec<Bytes> = run
-            .clone()
+        Ok(run
             .map(|block| {
                 let s = (block * b - bytes.start) as usize;
                 let e = (((block + 1) * b).min(bytes.end) - bytes.start) as usize;
@@ -560,13 +541,7 @@ impl BlockCache {
                     Bytes::copy_from_slice(&piece)
                 }
             })
-            .collect();
-        if let Some(disk) = &self.disk {
-            for (block, bytes) in run.zip(&blocks) {
-                disk.put(path, block, bytes.clone());
-            }
-        }
-        Ok(blocks)
+            .collect())
     }
 }
 
@@ -589,8 +564,6 @@ impl Drop for Claim {
         }
     }
 }
-
-type FetchResult = Result<Arc<Vec<Bytes>>, Arc<iceberg::Error>>;
 
 /// Runs `fetch` on the current tokio runtime; without one (never the case inside a query) the
 /// fetch fails instead of panicking with the lock held.
@@ -642,7 +615,10 @@ mod tests {
     }
 
     impl Source for TestFile {
-        fn read_range(&self, range: Range<u64>) -> BoxFuture<'static, iceberg::Result<Bytes>> {
+        fn read_range(
+            self: Arc<Self>,
+            range: Range<u64>,
+        ) -> BoxFuture<'static, iceberg::Result<Bytes>> {
             self.requests.fetch_add(1, Ordering::SeqCst);
             let data: Vec<u8> = range.map(|i| (i % 251) as u8).collect();
             async move {
@@ -651,7 +627,7 @@ mod tests {
             }
             .boxed()
         }
-        fn size(&self) -> BoxFuture<'static, iceberg::Result<u64>> {
+        fn size(self: Arc<Self>) -> BoxFuture<'static, iceberg::Result<u64>> {
             let len = self.len;
             async move { Ok(len) }.boxed()
         }
@@ -722,7 +698,10 @@ mod tests {
     }
 
     impl Source for PanicsOnce {
-        fn read_range(&self, range: Range<u64>) -> BoxFuture<'static, iceberg::Result<Bytes>> {
+        fn read_range(
+            self: Arc<Self>,
+            range: Range<u64>,
+        ) -> BoxFuture<'static, iceberg::Result<Bytes>> {
             let first = self.panicked.fetch_add(1, Ordering::SeqCst) == 0;
             async move {
                 assert!(!first, "the storage below panicked");
@@ -730,7 +709,7 @@ mod tests {
             }
             .boxed()
         }
-        fn size(&self) -> BoxFuture<'static, iceberg::Result<u64>> {
+        fn size(self: Arc<Self>) -> BoxFuture<'static, iceberg::Result<u64>> {
             async move { Ok(10_000) }.boxed()
         }
     }
@@ -773,16 +752,15 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect()
         };
-        let path = "s3://b/f.parquet";
         assert_ne!(
-            storage_key(&props("http://a:9000", "k"), path),
-            storage_key(&props("http://b:9000", "k"), path)
+            store_prefix(&props("http://a:9000", "k")),
+            store_prefix(&props("http://b:9000", "k"))
         );
         assert_eq!(
-            storage_key(&props("http://a:9000", "k1"), path),
-            storage_key(&props("http://a:9000", "k2"), path)
+            store_prefix(&props("http://a:9000", "k1")),
+            store_prefix(&props("http://a:9000", "k2"))
         );
-        assert_eq!(storage_key(&HashMap::new(), path), path);
+        assert_eq!(store_prefix(&HashMap::new()), "");
     }
 
     #[test]

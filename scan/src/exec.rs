@@ -37,7 +37,7 @@ use iceberg::spec::DataContentType;
 use iceberg::table::Table;
 use parquet::file::metadata::ParquetMetaData;
 
-use crate::block_cache::storage_key;
+use crate::block_cache::store_prefix;
 use crate::caches::ScanCaches;
 use crate::columns::{ColumnResolver, ScanColumns};
 use crate::domain::{Domains, normalize};
@@ -466,6 +466,7 @@ impl ExecutionPlan for IcebergScanExec {
             file_bounds: Arc::clone(&self.file_bounds),
             metrics: metrics.clone(),
             caches: ScanCaches::of(context.session_config()),
+            store_prefix: store_prefix(self.table.file_io().config().props()),
         });
         let batches = stream::iter(tasks.into_iter().enumerate())
             .then(move |(i, task)| {
@@ -660,6 +661,8 @@ struct TaskOpener {
     metrics: ScanMetrics,
     /// The engine's footer and block caches.
     caches: Arc<ScanCaches>,
+    /// The table's store, before each path in those caches' keys.
+    store_prefix: String,
 }
 
 /// What the gate made of one task.
@@ -709,6 +712,11 @@ impl TaskOpener {
         }
     }
 
+    /// The key of `path` in the engine's caches.
+    fn cache_key(&self, path: &str) -> String {
+        format!("{}{path}", self.store_prefix)
+    }
+
     /// The footer of `task`'s data file (cached), counting what reading it cost.
     async fn footer(&self, task: &FileScanTask) -> Result<Arc<ParquetMetaData>> {
         let footer = self
@@ -716,6 +724,7 @@ impl TaskOpener {
             .footers
             .load(
                 self.table.file_io(),
+                &self.cache_key(&task.data_file_path),
                 &task.data_file_path,
                 task.file_size_in_bytes,
             )
@@ -730,13 +739,6 @@ impl TaskOpener {
     /// Applies the gate to `task`: skip it, or the pieces to read with their reader predicate.
     async fn gate(&self, task: FileScanTask) -> Result<Opened> {
         let started = Instant::now();
-        if let Some(blocks) = &self.caches.blocks {
-            // The manifest knows the size: the cache need not ask the object store.
-            blocks.note_size(
-                &storage_key(self.table.file_io().config().props(), &task.data_file_path),
-                task.file_size_in_bytes,
-            );
-        }
         let domains = self.domains();
         let no_bounds = FileBounds::new();
         let bounds = self.file_bounds.get(&task.data_file_path);
@@ -795,6 +797,13 @@ impl TaskOpener {
         &self,
         task: FileScanTask,
     ) -> Result<futures::stream::BoxStream<'static, Result<RecordBatch>>> {
+        if let Some(blocks) = &self.caches.blocks {
+            // The manifest knows the size: the cache need not ask the object store.
+            blocks.note_size(
+                &self.cache_key(&task.data_file_path),
+                task.file_size_in_bytes,
+            );
+        }
         let mut pieces = match self.gate(task).await? {
             Opened::Skip => return Ok(stream::empty().boxed()),
             Opened::Read(pieces) => pieces,
@@ -873,7 +882,7 @@ impl TaskOpener {
         if let Some(tail_len) = self
             .caches
             .footers
-            .tail_len(self.table.file_io(), &task.data_file_path)
+            .tail_len(&self.cache_key(&task.data_file_path))
         {
             builder = builder.with_metadata_size_hint(tail_len);
         }

@@ -1,5 +1,5 @@
-//! Parquet footers of data files, read through the table's `FileIO` and cached by path (and
-//! store: [`storage_key`]).
+//! Parquet footers of data files, read through the table's `FileIO` and cached by key (the
+//! path after its store's prefix: [`crate::block_cache::store_prefix`]).
 //!
 //! ```text
 //!   (path, size) ──► FooterCache hit? ──► Arc<ParquetMetaData>
@@ -23,8 +23,6 @@ use bytes::Bytes;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use iceberg::io::{FileIO, FileRead};
-
-use crate::block_cache::storage_key;
 use parquet::arrow::async_reader::MetadataFetch;
 use parquet::errors::ParquetError;
 use parquet::file::metadata::{FooterTail, ParquetMetaData, ParquetMetaDataReader};
@@ -94,11 +92,16 @@ impl FooterCache {
         }
     }
 
-    /// The footer of the Parquet file at `path` (`size` bytes, from the manifest). Errors when
-    /// the file cannot be read or its footer does not parse.
-    pub async fn load(&self, file_io: &FileIO, path: &str, size: u64) -> iceberg::Result<Footer> {
-        let key = storage_key(file_io.config().props(), path);
-        if let Some((metadata, _)) = self.entries.get(&key) {
+    /// The footer of the Parquet file at `path` (`size` bytes, from the manifest), cached under
+    /// `key`. Errors when the file cannot be read or its footer does not parse.
+    pub async fn load(
+        &self,
+        file_io: &FileIO,
+        key: &str,
+        path: &str,
+        size: u64,
+    ) -> iceberg::Result<Footer> {
+        if let Some((metadata, _)) = self.entries.get(key) {
             self.hits.fetch_add(1, Ordering::Relaxed);
             return Ok(Footer {
                 metadata,
@@ -126,20 +129,19 @@ impl FooterCache {
             })?;
         let metadata = Arc::new(metadata);
         let tail_len = fetch.tail_len.unwrap_or(PREFETCH);
-        self.entries.insert(key, (Arc::clone(&metadata), tail_len));
+        self.entries
+            .insert(key.to_string(), (Arc::clone(&metadata), tail_len));
         Ok(Footer {
             metadata,
             bytes_read: fetch.bytes_read,
         })
     }
 
-    /// The footer size (metadata length + 8: length and magic) of `path`, when its footer is
-    /// cached. Handed to iceberg's reader as its metadata size hint, so it fetches exactly the
-    /// footer instead of its default 512 KiB tail (most of a small file).
-    pub fn tail_len(&self, file_io: &FileIO, path: &str) -> Option<usize> {
-        self.entries
-            .get(&storage_key(file_io.config().props(), path))
-            .map(|(_, tail_len)| tail_len)
+    /// The footer size (metadata length + 8: length and magic) of the file cached under `key`,
+    /// when its footer is cached. Handed to iceberg's reader as its metadata size hint, so it
+    /// fetches exactly the footer instead of its default 512 KiB tail (most of a small file).
+    pub fn tail_len(&self, key: &str) -> Option<usize> {
+        self.entries.get(key).map(|(_, tail_len)| tail_len)
     }
 
     /// Drops every footer; returns how many there were.

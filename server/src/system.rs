@@ -64,67 +64,60 @@ fn schema() -> SchemaRef {
 }
 
 impl CacheTable {
-    fn batch(&self) -> Result<RecordBatch> {
-        let mut names = vec![];
-        let mut cols: Vec<Vec<Option<u64>>> = vec![vec![]; 10];
+    /// One row per cache, the counter columns in [`schema`]'s order (`None`: not counted).
+    fn rows(&self) -> Vec<(&'static str, [Option<u64>; 10])> {
+        let mut rows = vec![];
         if let Some(blocks) = &self.caches.blocks {
             let s = blocks.stats();
-            names.push("block");
-            for (col, v) in cols.iter_mut().zip([
-                s.entries,
-                s.bytes,
-                s.capacity,
-                s.hits,
-                s.misses,
-                s.evictions,
-                s.hit_bytes,
-                s.miss_bytes,
-                s.remote_requests,
-                s.remote_bytes,
-            ]) {
-                col.push(Some(v));
-            }
+            rows.push((
+                "block",
+                [
+                    s.entries,
+                    s.bytes,
+                    s.capacity,
+                    s.hits,
+                    s.misses,
+                    s.evictions,
+                    s.hit_bytes,
+                    s.miss_bytes,
+                    s.remote_requests,
+                    s.remote_bytes,
+                ]
+                .map(Some),
+            ));
             if let Some(d) = s.disk {
-                names.push("disk");
-                let disk = [
-                    None,
-                    None,
+                let (capacity, hits, misses, hit_bytes) = (
                     Some(d.capacity),
                     Some(d.hits),
                     Some(d.misses),
-                    None,
                     Some(d.hit_bytes),
-                    None,
-                    None,
-                    None,
-                ];
-                for (col, v) in cols.iter_mut().zip(disk) {
-                    col.push(v);
-                }
+                );
+                rows.push((
+                    "disk",
+                    [
+                        None, None, capacity, hits, misses, None, hit_bytes, None, None, None,
+                    ],
+                ));
             }
         }
         let f = self.caches.footers.stats();
-        names.push("footer");
-        let footer = [
-            Some(f.entries),
-            Some(f.bytes),
-            Some(f.capacity),
-            Some(f.hits),
-            Some(f.misses),
-            None,
-            None,
-            None,
-            None,
-            None,
-        ];
-        for (col, v) in cols.iter_mut().zip(footer) {
-            col.push(v);
-        }
-        let mut arrays: Vec<ArrayRef> = vec![Arc::new(StringArray::from(names))];
-        arrays.extend(
-            cols.into_iter()
-                .map(|c| Arc::new(UInt64Array::from(c)) as ArrayRef),
-        );
+        let counted = [f.entries, f.bytes, f.capacity, f.hits, f.misses].map(Some);
+        let mut footer = [None; 10];
+        footer[..5].copy_from_slice(&counted);
+        rows.push(("footer", footer));
+        rows
+    }
+
+    fn batch(&self) -> Result<RecordBatch> {
+        let rows = self.rows();
+        let mut arrays: Vec<ArrayRef> = vec![Arc::new(StringArray::from(
+            rows.iter().map(|(name, _)| *name).collect::<Vec<_>>(),
+        ))];
+        arrays.extend((0..10).map(|c| {
+            Arc::new(UInt64Array::from(
+                rows.iter().map(|(_, v)| v[c]).collect::<Vec<_>>(),
+            )) as ArrayRef
+        }));
         Ok(RecordBatch::try_new(schema(), arrays)?)
     }
 }
