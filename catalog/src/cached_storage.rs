@@ -45,14 +45,7 @@ pub struct StorageCache {
 impl StorageCache {
     /// Whether reads of `path` go through the cache (module docs).
     pub fn covers(&self, path: &str) -> bool {
-        if path.ends_with("version-hint.text") {
-            return false;
-        }
-        match path.split_once("://") {
-            Some(("file", _)) | None => self.local_files,
-            Some(("memory", _)) => false,
-            Some(_) => true,
-        }
+        iceflight_scan::block_cache::covers(path, self.local_files)
     }
 }
 

@@ -44,6 +44,20 @@ const WHOLE: u64 = u64::MAX;
 /// Bytes weighed per entry on top of its data (key, moka's node, `Bytes` header).
 const ENTRY_OVERHEAD: usize = 96;
 
+/// Whether the engine's block cache holds reads of `path`: never `version-hint.text` (rewritten
+/// in place by Hadoop-style catalogs) nor `memory://`; local paths (`file://` or plain) when
+/// `local_files` (`[cache] local_files`); every object store.
+pub fn covers(path: &str, local_files: bool) -> bool {
+    if path.ends_with("version-hint.text") {
+        return false;
+    }
+    match path.split_once("://") {
+        Some(("file", _)) | None => local_files,
+        Some(("memory", _)) => false,
+        Some(_) => true,
+    }
+}
+
 /// What goes before a path in the cache keys of storage configured with `props` (a `FileIO`'s
 /// properties): the properties that say which store a path is on (endpoint, region, project,
 /// account), empty when there are none. Two catalogs on different stores with the same bucket

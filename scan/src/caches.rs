@@ -23,6 +23,8 @@ pub struct ScanCaches {
     /// Blocks of remote files, when the engine caches them (the same cache the catalogs'
     /// storage reads through).
     pub blocks: Option<Arc<BlockCache>>,
+    /// Whether `blocks` also holds local files (`[cache] local_files`).
+    pub local_files: bool,
     /// Decoded Parquet footers.
     pub footers: FooterCache,
     /// Manifest metrics per snapshot.
@@ -35,6 +37,11 @@ impl ScanCaches {
         config
             .get_extension::<ScanCaches>()
             .unwrap_or_else(|| Arc::new(ScanCaches::default()))
+    }
+
+    /// Whether reads of `path` go through `blocks` (so a prefetch is kept for the read).
+    pub fn caches(&self, path: &str) -> bool {
+        self.blocks.is_some() && crate::block_cache::covers(path, self.local_files)
     }
 
     /// Drops every entry of every cache; returns how many there were.

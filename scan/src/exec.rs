@@ -2,12 +2,12 @@
 //!
 //! ```text
 //!   partition i ──► bounded wait for incomplete dynamic filters (first task only)
-//!               ──► tasks[i], each when the stream reaches it:
+//!               ──► tasks[i], each when the stream reaches it (opener.rs):
 //!                     domains = static ∧ dynamic (domain_cache.rs, per generation)
-//!                     gate.rs: skip / manifest bounds / footer row groups / reader predicate
-//!               ──► iceberg ArrowReader (field-id projection, positional deletes, partition
-//!                   constants, NULL for missing columns) ──► equality deletes (null-safe)
-//!               ──► output schema ──► limit
+//!                     bounds, footer row groups, pages, deletes ──► native reader
+//!                     (native_reader.rs; iceberg's ArrowReader for what it does not cover)
+//!               ──► equality deletes (null-safe) ──► output ──► live row filter (row_filter.rs)
+//!               ──► limit
 //! ```
 //!
 //! Tasks are planned by [`crate::IcebergTableProvider::scan`] and spread over the output
@@ -16,47 +16,43 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
-use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
+use arrow::array::RecordBatch;
 use arrow::datatypes::{DataType, SchemaRef};
-use datafusion::common::{DataFusionError, Result, Statistics, internal_err};
+use datafusion::common::config::ConfigOptions;
+use datafusion::common::{Result, Statistics, internal_err};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
-use datafusion::physical_expr::EquivalenceProperties;
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_expr_common::physical_expr::is_dynamic_physical_expr;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
-use datafusion::physical_plan::metrics::{
-    Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet,
+use datafusion::physical_plan::filter_pushdown::{
+    ChildPushdownResult, FilterPushdownPhase, FilterPushdownPropagation, PushedDown,
 };
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
 };
 use futures::{StreamExt, TryStreamExt, stream};
-use iceberg::expr::{Bind, Predicate};
+use iceberg::expr::Predicate;
 use iceberg::scan::FileScanTask;
-use iceberg::spec::DataContentType;
 use iceberg::table::Table;
-use parquet::file::metadata::ParquetMetaData;
 
 use crate::block_cache::store_prefix;
 use crate::caches::ScanCaches;
 use crate::columns::{ColumnResolver, ScanColumns};
 use crate::domain::{Domains, normalize};
 use crate::domain_cache::DomainCache;
-use crate::equality_deletes::{self, DeleteKeys, DeleteKeysCache};
+use crate::equality_deletes::DeleteKeysCache;
 use crate::gate::{Gate, GateColumn};
-use crate::io_scope::{ScanIo, Scoped};
-use crate::prune::{BoundsByFile, FileBounds, may_match};
-use crate::row_groups;
-use crate::struct_evolution;
-use datafusion::common::config::ConfigOptions;
-use datafusion::physical_expr::PhysicalExpr;
-use datafusion::physical_expr::expressions::DynamicFilterPhysicalExpr;
-use datafusion::physical_expr_common::physical_expr::is_dynamic_physical_expr;
-use datafusion::physical_plan::filter_pushdown::{
-    ChildPushdownResult, FilterPushdownPhase, FilterPushdownPropagation, PushedDown,
-};
-use datafusion::physical_plan::metrics::Time;
-use std::time::{Duration, Instant};
+use crate::io_scope::Scoped;
+use crate::metrics::ScanMetrics;
+use crate::opener::TaskOpener;
+use crate::options::ScanReader;
+use crate::positional_deletes::PositionalDeletes;
+use crate::prune::{BoundsByFile, may_match};
+use crate::row_filter::DynamicRowFilter;
 
 /// Reads Iceberg data files with iceberg's `ArrowReader`, one output partition per task group.
 ///
@@ -81,6 +77,12 @@ pub struct IcebergScanExec {
     statistics: Arc<Vec<Arc<Statistics>>>,
     total_statistics: Arc<Statistics>,
     delete_keys: Arc<DeleteKeysCache>,
+    /// Positional delete files, each read once per scan.
+    positional: Arc<PositionalDeletes>,
+    /// `iceflight.scan.reader`.
+    reader: ScanReader,
+    /// `iceflight.scan.dynamic_row_filter`.
+    dynamic_row_filter: bool,
     /// Dynamic filters pushed by joins, TopK and aggregates (kept so their producers compute
     /// them: `HashJoinExec` checks `is_used()`), in output-schema column indices.
     dynamic_filters: Vec<Arc<dyn PhysicalExpr>>,
@@ -143,6 +145,10 @@ pub struct PlannedScan {
     pub dynamic_filter_wait: Duration,
     /// `iceflight.scan.reader_predicate`.
     pub reader_predicate: bool,
+    /// `iceflight.scan.reader`.
+    pub reader: ScanReader,
+    /// `iceflight.scan.dynamic_row_filter`.
+    pub dynamic_row_filter: bool,
     /// The columns filters can constrain (`columns.rs`).
     pub columns: ScanColumns,
     /// Per column of `columns`: names, types and layout for the gate.
@@ -171,6 +177,9 @@ impl IcebergScanExec {
             statistics: Arc::new(plan.statistics.into_iter().map(Arc::new).collect()),
             total_statistics: Arc::new(plan.total_statistics),
             delete_keys: Arc::new(DeleteKeysCache::default()),
+            positional: Arc::new(PositionalDeletes::default()),
+            reader: plan.reader,
+            dynamic_row_filter: plan.dynamic_row_filter,
             dynamic_filters: vec![],
             dynamic_domains: None,
             dynamic_nulls: DynamicNulls::Unproven,
@@ -437,6 +446,18 @@ impl ExecutionPlan for IcebergScanExec {
             return internal_err!("IcebergScanExec: invalid partition {partition}");
         };
         let metrics = ScanMetrics::new(&self.metrics, partition);
+        let row_filter = (self.dynamic_row_filter
+            && self.dynamic_pruning
+            && self.dynamic_nulls != DynamicNulls::Unproven)
+            .then(|| {
+                DynamicRowFilter::new(
+                    self.dynamic_filters.clone(),
+                    metrics.dynamic_rows_dropped.clone(),
+                    metrics.dynamic_rows_evaluated.clone(),
+                )
+            })
+            .flatten()
+            .map(Arc::new);
         if partition == 0 {
             metrics.files_pruned_manifest.add(
                 self.snapshot_files
@@ -467,6 +488,9 @@ impl ExecutionPlan for IcebergScanExec {
             metrics: metrics.clone(),
             caches: ScanCaches::of(context.session_config()),
             store_prefix: store_prefix(self.table.file_io().config().props()),
+            reader: self.reader,
+            positional: Arc::clone(&self.positional),
+            row_filter,
         });
         let batches = stream::iter(tasks.into_iter().enumerate())
             .then(move |(i, task)| {
@@ -595,346 +619,6 @@ pub enum DynamicNulls {
 /// session's value arrives with the first pushed filter.
 const DEFAULT_INLIST_CAP: usize = 150;
 
-/// Counters of one output partition, shown by `EXPLAIN ANALYZE`.
-#[derive(Debug, Clone)]
-struct ScanMetrics {
-    output_rows: Count,
-    files_pruned_manifest: Count,
-    files_pruned_statistics: Count,
-    files_pruned_dynamic: Count,
-    row_groups_pruned: Count,
-    dynamic_filter_wait_time: Time,
-    predicate_build_time: Time,
-    files_opened: Count,
-    bytes_scanned: Count,
-    footer_bytes_read: Count,
-    equality_deleted_rows: Count,
-    /// Block-cache traffic: `cache_hit_bytes`, `cache_miss_bytes`, `remote_requests`.
-    io: ScanIo,
-}
-
-impl ScanMetrics {
-    fn new(set: &ExecutionPlanMetricsSet, partition: usize) -> Self {
-        Self {
-            output_rows: MetricBuilder::new(set).output_rows(partition),
-            files_pruned_manifest: MetricBuilder::new(set)
-                .counter("files_pruned_manifest", partition),
-            files_pruned_statistics: MetricBuilder::new(set)
-                .counter("files_pruned_statistics", partition),
-            row_groups_pruned: MetricBuilder::new(set).counter("row_groups_pruned", partition),
-            dynamic_filter_wait_time: MetricBuilder::new(set)
-                .subset_time("dynamic_filter_wait_time", partition),
-            predicate_build_time: MetricBuilder::new(set)
-                .subset_time("predicate_build_time", partition),
-            files_pruned_dynamic: MetricBuilder::new(set)
-                .counter("files_pruned_dynamic", partition),
-            files_opened: MetricBuilder::new(set).counter("files_opened", partition),
-            bytes_scanned: MetricBuilder::new(set).counter("bytes_scanned", partition),
-            footer_bytes_read: MetricBuilder::new(set).counter("footer_bytes_read", partition),
-            equality_deleted_rows: MetricBuilder::new(set)
-                .counter("equality_deleted_rows", partition),
-            io: ScanIo {
-                cache_hit_bytes: MetricBuilder::new(set).counter("cache_hit_bytes", partition),
-                cache_miss_bytes: MetricBuilder::new(set).counter("cache_miss_bytes", partition),
-                remote_requests: MetricBuilder::new(set).counter("remote_requests", partition),
-            },
-        }
-    }
-}
-
-/// Opens one task at a time: the state shared by the tasks of one partition.
-struct TaskOpener {
-    table: Table,
-    schema: SchemaRef,
-    field_ids: Vec<i32>,
-    field_types: Arc<Vec<(i32, DataType)>>,
-    batch_size: usize,
-    delete_keys: Arc<DeleteKeysCache>,
-    /// Dynamic domains, `None` when pruning is off or there is no dynamic filter.
-    dynamic: Option<Arc<DomainCache>>,
-    /// The dynamic filters themselves (for the bounded wait).
-    dynamic_filters: Vec<Arc<dyn PhysicalExpr>>,
-    wait: Duration,
-    static_domains: Arc<Domains>,
-    gate: Arc<Gate>,
-    file_bounds: Arc<BoundsByFile>,
-    metrics: ScanMetrics,
-    /// The engine's footer and block caches.
-    caches: Arc<ScanCaches>,
-    /// The table's store, before each path in those caches' keys.
-    store_prefix: String,
-}
-
-/// What the gate made of one task.
-enum Opened {
-    /// Nothing in the task can pass.
-    Skip,
-    /// Byte-range pieces of the task to read, with the reader's predicate set.
-    Read(Vec<FileScanTask>),
-}
-
-impl TaskOpener {
-    /// Waits up to `wait` for the incomplete dynamic filters to complete (a join's build side
-    /// finishing). Filters that only complete when this scan ends (TopK, aggregates) cost the
-    /// full wait, hence a bound.
-    async fn wait_for_dynamic_filters(&self) {
-        if self.dynamic.is_none() || self.wait.is_zero() {
-            return;
-        }
-        let waits: Vec<_> = self
-            .dynamic_filters
-            .iter()
-            .filter(|f| f.is::<DynamicFilterPhysicalExpr>())
-            .map(|f| {
-                let f = Arc::clone(f);
-                async move {
-                    if let Some(d) = f.downcast_ref::<DynamicFilterPhysicalExpr>() {
-                        d.wait_complete().await;
-                    }
-                }
-            })
-            .collect();
-        if waits.is_empty() {
-            return;
-        }
-        let _timer = self.metrics.dynamic_filter_wait_time.timer();
-        let _ = tokio::time::timeout(self.wait, futures::future::join_all(waits)).await;
-    }
-
-    /// The static domains AND the dynamic ones at their current generation.
-    fn domains(&self) -> Arc<Domains> {
-        let Some(dynamic) = self.dynamic.as_ref().map(|c| c.current()) else {
-            return Arc::clone(&self.static_domains);
-        };
-        match &self.static_domains.columns {
-            Some(c) if c.is_empty() => dynamic,
-            _ => Arc::new((*self.static_domains).clone().and((*dynamic).clone())),
-        }
-    }
-
-    /// The key of `path` in the engine's caches.
-    fn cache_key(&self, path: &str) -> String {
-        format!("{}{path}", self.store_prefix)
-    }
-
-    /// The footer of `task`'s data file (cached), counting what reading it cost.
-    async fn footer(&self, task: &FileScanTask) -> Result<Arc<ParquetMetaData>> {
-        let footer = self
-            .caches
-            .footers
-            .load(
-                self.table.file_io(),
-                &self.cache_key(&task.data_file_path),
-                &task.data_file_path,
-                task.file_size_in_bytes,
-            )
-            .await
-            .map_err(external)?;
-        self.metrics
-            .footer_bytes_read
-            .add(footer.bytes_read as usize);
-        Ok(footer.metadata)
-    }
-
-    /// Applies the gate to `task`: skip it, or the pieces to read with their reader predicate.
-    async fn gate(&self, task: FileScanTask) -> Result<Opened> {
-        let started = Instant::now();
-        let domains = self.domains();
-        let no_bounds = FileBounds::new();
-        let bounds = self.file_bounds.get(&task.data_file_path);
-        if domains.columns.is_none() || bounds.is_some_and(|b| !may_match(&domains, b)) {
-            // Static domains alone were applied at planning: what rules the file out now is a
-            // dynamic filter.
-            self.metrics.files_pruned_dynamic.add(1);
-            self.metrics.predicate_build_time.add_elapsed(started);
-            return Ok(Opened::Skip);
-        }
-        let unconstrained = domains.columns.as_ref().is_some_and(|c| c.is_empty());
-        if unconstrained {
-            return Ok(Opened::Read(vec![task]));
-        }
-        let mut pieces = None;
-        let mut row_group_layouts = vec![];
-        let mut row_groups_selected = false;
-        // Row groups from the footer; not for files with deletes (positions span the file).
-        if self.gate.wants_footer(&domains) && task.deletes.is_empty() {
-            let metadata = self.footer(&task).await?;
-            let selection =
-                row_groups::select(&metadata, &task, &domains, self.gate.gate_columns());
-            self.metrics.row_groups_pruned.add(selection.pruned());
-            if selection.kept.is_empty() {
-                self.metrics.predicate_build_time.add_elapsed(started);
-                return Ok(Opened::Skip);
-            }
-            if selection.pruned() > 0 {
-                pieces = Some(row_groups::split(&task, &metadata, &selection.kept));
-            }
-            row_group_layouts = selection.layouts;
-            row_groups_selected = true;
-        }
-        let decisions = self.gate.decide(
-            &domains,
-            Some(bounds.unwrap_or(&no_bounds)),
-            &row_group_layouts,
-            row_groups_selected,
-        );
-        let predicate = match self.gate.reader_predicate(&domains, &decisions) {
-            Some(p) => Some(
-                p.bind(Arc::clone(&task.schema), task.case_sensitive)
-                    .map_err(external)?,
-            ),
-            None => None,
-        };
-        let mut pieces = pieces.unwrap_or_else(|| vec![task]);
-        for piece in &mut pieces {
-            piece.predicate.clone_from(&predicate);
-        }
-        self.metrics.predicate_build_time.add_elapsed(started);
-        Ok(Opened::Read(pieces))
-    }
-
-    async fn open(
-        &self,
-        task: FileScanTask,
-    ) -> Result<futures::stream::BoxStream<'static, Result<RecordBatch>>> {
-        if let Some(blocks) = &self.caches.blocks {
-            // The manifest knows the size: the cache need not ask the object store.
-            blocks.note_size(
-                &self.cache_key(&task.data_file_path),
-                task.file_size_in_bytes,
-            );
-        }
-        let mut pieces = match self.gate(task).await? {
-            Opened::Skip => return Ok(stream::empty().boxed()),
-            Opened::Read(pieces) => pieces,
-        };
-        let mut task = pieces.remove(0);
-        // Equality deletes are ours (null-safe); iceberg keeps the positional ones.
-        let (equality, positional): (Vec<_>, Vec<_>) = std::mem::take(&mut task.deletes)
-            .into_iter()
-            .partition(|d| d.file_type == DataContentType::EqualityDeletes);
-        task.deletes = positional;
-
-        // Read the output columns, then any key column of an equality delete not among them.
-        // With no output column (e.g. `count(*)`), read one column for the row count.
-        let mut read_ids = self.field_ids.clone();
-        let mut deletes = Vec::with_capacity(equality.len());
-        for d in &equality {
-            let ids = d.equality_ids.clone().unwrap_or_default();
-            let mut types = Vec::with_capacity(ids.len());
-            let mut positions = Vec::with_capacity(ids.len());
-            for id in &ids {
-                let Some((_, ty)) = self.field_types.iter().find(|(fid, _)| fid == id) else {
-                    return Err(DataFusionError::NotImplemented(format!(
-                        "equality delete on field id {id}, which is not a top-level column of the current schema"
-                    )));
-                };
-                types.push(ty.clone());
-                positions.push(match read_ids.iter().position(|r| r == id) {
-                    Some(p) => p,
-                    None => {
-                        read_ids.push(*id);
-                        read_ids.len() - 1
-                    }
-                });
-            }
-            let keys = self
-                .delete_keys
-                .get(self.table.file_io(), &d.file_path, &ids, &types)
-                .await?;
-            deletes.push((keys, positions));
-        }
-        if read_ids.is_empty()
-            && let Some((id, _)) = self.field_types.first()
-        {
-            read_ids.push(*id);
-        }
-        task.project_field_ids = read_ids.clone();
-        for piece in &mut pieces {
-            piece.project_field_ids = read_ids.clone();
-        }
-        // A struct child added after the file was written: read the file's own shape of the
-        // struct and let `to_output` add the child as NULL (struct_evolution.rs).
-        let reads_struct = self
-            .field_types
-            .iter()
-            .any(|(id, ty)| matches!(ty, DataType::Struct(_)) && read_ids.contains(id));
-        if reads_struct {
-            let present = struct_evolution::file_field_ids(&*self.footer(&task).await?);
-            if let Some(schema) =
-                struct_evolution::schema_for_file(&task.schema, &read_ids, &present)?
-            {
-                let schema = Arc::new(schema);
-                task.schema = Arc::clone(&schema);
-                for piece in &mut pieces {
-                    piece.schema = Arc::clone(&schema);
-                }
-            }
-        }
-
-        self.metrics.files_opened.add(1);
-        let mut builder = self
-            .table
-            .reader_builder()
-            .with_batch_size(self.batch_size)
-            .with_data_file_concurrency_limit(1);
-        // With our footer in hand, iceberg's reader fetches exactly the footer's bytes.
-        if let Some(tail_len) = self
-            .caches
-            .footers
-            .tail_len(&self.cache_key(&task.data_file_path))
-        {
-            builder = builder.with_metadata_size_hint(tail_len);
-        }
-        let reader = builder.build();
-        let all = std::iter::once(task).chain(pieces).map(Ok);
-        let task_stream = Box::pin(stream::iter(all.collect::<Vec<_>>()));
-        let result = reader.read(task_stream).map_err(external)?;
-        let scan_metrics = result.metrics().clone();
-        let bytes_scanned = self.metrics.bytes_scanned.clone();
-        let deleted = self.metrics.equality_deleted_rows.clone();
-        let schema = Arc::clone(&self.schema);
-        let deletes: Arc<Vec<(Arc<DeleteKeys>, Vec<usize>)>> = Arc::new(deletes);
-        let batches = result
-            .stream()
-            .map_err(external)
-            .and_then(move |batch| {
-                let schema = Arc::clone(&schema);
-                let deletes = Arc::clone(&deletes);
-                let deleted = deleted.clone();
-                async move {
-                    let before = batch.num_rows();
-                    let batch = equality_deletes::apply(batch, &deletes)?;
-                    deleted.add(before - batch.num_rows());
-                    to_output(batch, &schema)
-                }
-            })
-            .chain(stream::once(async move {
-                bytes_scanned.add(scan_metrics.bytes_read() as usize);
-                Ok(None)
-            }))
-            .try_filter_map(|b| async move { Ok(b) });
-        Ok(batches.boxed())
-    }
-}
-
-/// Keeps the first `schema.fields().len()` columns (extra ones were read for delete keys) under
-/// the output schema, casting where the reader's Arrow type differs (e.g. a promoted type).
-fn to_output(batch: RecordBatch, schema: &SchemaRef) -> Result<Option<RecordBatch>> {
-    let columns = schema
-        .fields()
-        .iter()
-        .zip(batch.columns())
-        .map(|(field, col)| struct_evolution::align(col, field.data_type()))
-        .collect::<Result<Vec<ArrayRef>>>()?;
-    let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
-    Ok(Some(RecordBatch::try_new_with_options(
-        Arc::clone(schema),
-        columns,
-        &options,
-    )?))
-}
-
 /// Stops after `limit` rows (slicing the last batch).
 fn limit_stream(
     input: futures::stream::BoxStream<'static, Result<RecordBatch>>,
@@ -954,8 +638,4 @@ fn limit_stream(
         }
     })
     .boxed()
-}
-
-fn external(e: iceberg::Error) -> DataFusionError {
-    DataFusionError::External(Box::new(e))
 }

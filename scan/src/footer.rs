@@ -5,15 +5,16 @@
 //!   (path, size) ──► FooterCache hit? ──► Arc<ParquetMetaData>
 //!                        │ miss
 //!                        ▼
-//!                  FileIO reader ──► ParquetMetaDataReader (64 KiB prefetch, no page index)
+//!                  FileIO reader ──► ParquetMetaDataReader (64 KiB prefetch, page index if any)
 //!                                    + the footer's length, iceberg's reader's size hint
 //! ```
 //!
 //! Iceberg data files are immutable, so a footer never goes stale. The cache is one per engine
 //! ([`crate::caches::ScanCaches`]), bounded by the decoded footers' `memory_size()` in bytes
-//! (least recently and least often used evicted first). The footer feeds our own row-group
-//! selection (`row_groups.rs`); iceberg's reader reads it again when it opens the file, from the
-//! block cache.
+//! (least recently and least often used evicted first). The footer feeds our row-group and page
+//! selection (`row_groups.rs`, `page_index.rs`) and the native reader (`native_reader.rs`), which
+//! so parse a file's metadata once per engine; iceberg's reader (the fallback) reads it again
+//! when it opens the file, from the block cache.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -25,7 +26,9 @@ use futures::future::BoxFuture;
 use iceberg::io::{FileIO, FileRead};
 use parquet::arrow::async_reader::MetadataFetch;
 use parquet::errors::ParquetError;
-use parquet::file::metadata::{FooterTail, ParquetMetaData, ParquetMetaDataReader};
+use parquet::file::metadata::{
+    FooterTail, PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader,
+};
 
 /// Default bound of a [`FooterCache`]: 256 MiB of decoded footers (a TPC-H SF 1 footer
 /// decodes to ~20 KiB).
@@ -40,10 +43,12 @@ const FOOTER_SIZE: usize = 8;
 /// A data file's footer as read once.
 #[derive(Debug, Clone)]
 pub struct Footer {
-    /// The decoded footer (no page index).
+    /// The decoded footer, with the page index when the file has one.
     pub metadata: Arc<ParquetMetaData>,
     /// Bytes read to get it: 0 when it came from the cache.
     pub bytes_read: u64,
+    /// Whether this load read and parsed it (a cache miss).
+    pub parsed: bool,
 }
 
 /// Decoded footers by path, with the footer's length (module docs).
@@ -106,6 +111,7 @@ impl FooterCache {
             return Ok(Footer {
                 metadata,
                 bytes_read: 0,
+                parsed: false,
             });
         }
         self.misses.fetch_add(1, Ordering::Relaxed);
@@ -118,6 +124,7 @@ impl FooterCache {
         };
         let metadata = ParquetMetaDataReader::new()
             .with_prefetch_hint(Some(PREFETCH))
+            .with_page_index_policy(PageIndexPolicy::Optional)
             .load_and_finish(&mut fetch, size)
             .await
             .map_err(|e| {
@@ -134,6 +141,7 @@ impl FooterCache {
         Ok(Footer {
             metadata,
             bytes_read: fetch.bytes_read,
+            parsed: true,
         })
     }
 

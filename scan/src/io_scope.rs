@@ -41,6 +41,15 @@ pub fn current() -> Option<ScanIo> {
 }
 
 /// `inner`, with [`record`] reaching `io` while it is polled.
+/// Runs `f` with `io` as the current scan's counters (a task spawned for a scan, e.g. a
+/// prefetch, counts what it reads there); without `io`, unattributed.
+pub async fn within<F: std::future::Future>(io: Option<ScanIo>, f: F) -> F::Output {
+    match io {
+        Some(io) => SCAN_IO.scope(io, f).await,
+        None => f.await,
+    }
+}
+
 pub struct Scoped<S> {
     inner: S,
     io: ScanIo,

@@ -27,11 +27,17 @@ pub mod footer;
 pub mod gate;
 pub mod io_scope;
 pub mod layout;
+pub mod metrics;
 pub mod metrics_index;
+pub mod native_reader;
+pub mod opener;
 pub mod options;
+pub mod page_index;
+pub mod positional_deletes;
 pub mod predicate;
 pub mod provider;
 pub mod prune;
+pub mod row_filter;
 pub mod row_groups;
 pub mod struct_evolution;
 

@@ -21,6 +21,31 @@ pub struct IceflightOptions {
     /// to the Parquet reader as a predicate (row filter); false keeps every predicate above the
     /// scan (file and row-group pruning still apply).
     pub reader_predicate: bool,
+    /// `iceflight.scan.reader` (default `native`): which Parquet reader opens data files
+    /// (`native_reader.rs`; `iceberg` reads every file with iceberg's `ArrowReader`, for A/B runs).
+    pub reader: ScanReader,
+    /// `iceflight.scan.dynamic_row_filter` (default true): evaluate live dynamic filters on the
+    /// scan's rows while they pay (`row_filter.rs`).
+    pub dynamic_row_filter: bool,
+}
+
+/// Which reader opens data files (`iceflight.scan.reader`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ScanReader {
+    /// Ours on parquet's async reader; iceberg's for the files it does not cover.
+    #[default]
+    Native,
+    /// iceberg's `ArrowReader` for every file.
+    Iceberg,
+}
+
+impl ScanReader {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Native => "native",
+            Self::Iceberg => "iceberg",
+        }
+    }
 }
 
 impl Default for IceflightOptions {
@@ -30,6 +55,8 @@ impl Default for IceflightOptions {
             dynamic_filter_pruning: true,
             dynamic_filter_wait: DEFAULT_DYNAMIC_FILTER_WAIT,
             reader_predicate: true,
+            reader: ScanReader::Native,
+            dynamic_row_filter: true,
         }
     }
 }
@@ -66,7 +93,7 @@ pub fn format_duration(d: std::time::Duration) -> String {
 }
 
 impl IceflightOptions {
-    const KEYS: [(&'static str, &'static str); 4] = [
+    const KEYS: [(&'static str, &'static str); 6] = [
         (
             "scan.batch_size",
             "Rows per batch decoded by the Parquet reader; 0 uses datafusion.execution.batch_size",
@@ -82,6 +109,14 @@ impl IceflightOptions {
         (
             "scan.reader_predicate",
             "Hand domains of clustered columns to the Parquet reader as a row filter",
+        ),
+        (
+            "scan.reader",
+            "Parquet reader of data files: native (ours) or iceberg (iceberg's ArrowReader)",
+        ),
+        (
+            "scan.dynamic_row_filter",
+            "Evaluate live dynamic filters on the scan's rows while they drop enough to pay",
         ),
     ];
 }
@@ -129,6 +164,14 @@ impl ExtensionOptions for IceflightOptions {
                     .ok_or_else(|| invalid("a duration such as 250ms, 1s or 5m, at most 1h"))?;
             }
             "scan.reader_predicate" => self.reader_predicate = boolean()?,
+            "scan.reader" => {
+                self.reader = match value.trim().to_ascii_lowercase().as_str() {
+                    "native" => ScanReader::Native,
+                    "iceberg" => ScanReader::Iceberg,
+                    _ => return Err(invalid("native or iceberg")),
+                }
+            }
+            "scan.dynamic_row_filter" => self.dynamic_row_filter = boolean()?,
             _ => {
                 return Err(DataFusionError::Configuration(format!(
                     "unknown setting iceflight.{key} (known: {})",
@@ -145,6 +188,8 @@ impl ExtensionOptions for IceflightOptions {
             self.dynamic_filter_pruning.to_string(),
             format_duration(self.dynamic_filter_wait),
             self.reader_predicate.to_string(),
+            self.reader.as_str().to_string(),
+            self.dynamic_row_filter.to_string(),
         ];
         Self::KEYS
             .iter()

@@ -246,6 +246,8 @@ impl TableProvider for IcebergTableProvider {
             dynamic_pruning: options.dynamic_filter_pruning,
             dynamic_filter_wait: options.dynamic_filter_wait,
             reader_predicate: options.reader_predicate,
+            reader: options.reader,
+            dynamic_row_filter: options.dynamic_row_filter,
             gate_columns,
             columns,
             table: self.table.clone(),

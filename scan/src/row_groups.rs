@@ -64,6 +64,21 @@ fn offsets(metadata: &ParquetMetaData) -> Vec<(u64, u64)> {
         .collect()
 }
 
+/// The row groups (indices in the file) inside `task`'s byte range: those whose midpoint lies in
+/// `[start, start + length)`, iceberg's reader's rule.
+pub fn candidates(metadata: &ParquetMetaData, task: &FileScanTask) -> Vec<usize> {
+    let end = task.start + task.length;
+    offsets(metadata)
+        .iter()
+        .enumerate()
+        .filter(|(_, (at, size))| {
+            let mid = at + size / 2;
+            task.start <= mid && mid < end
+        })
+        .map(|(i, _)| i)
+        .collect()
+}
+
 /// Selects the row groups of `task` that may hold a row passing `domains`, whose column indices
 /// are those of `columns` (`columns.rs`: output columns, then nested struct leaves). Columns the
 /// domains do not constrain are not read from the footer.
@@ -73,24 +88,30 @@ pub fn select(
     domains: &Domains,
     columns: &[GateColumn],
 ) -> Selection {
-    let end = task.start + task.length;
-    let candidates: Vec<usize> = offsets(metadata)
-        .iter()
-        .enumerate()
-        .filter(|(_, (at, size))| {
-            let mid = at + size / 2;
-            task.start <= mid && mid < end
-        })
-        .map(|(i, _)| i)
-        .collect();
+    let candidates = candidates(metadata, task);
+    let (kept, layouts) = keep(metadata, &candidates, domains, columns);
+    Selection {
+        candidates,
+        kept,
+        layouts,
+    }
+}
+
+/// The subset of `candidates` (row-group indices) that may hold a row passing `domains`, and
+/// each column's layout across them (`Unknown` where the domains do not constrain it).
+pub fn keep(
+    metadata: &ParquetMetaData,
+    candidates: &[usize],
+    domains: &Domains,
+    columns: &[GateColumn],
+) -> (Vec<usize>, Vec<ColumnLayout>) {
     let mut layouts = vec![ColumnLayout::Unknown; columns.len()];
     let Some(constrained) = &domains.columns else {
-        return Selection {
-            candidates,
-            kept: vec![],
-            layouts,
-        };
+        return (vec![], layouts);
     };
+    if constrained.is_empty() {
+        return (candidates.to_vec(), layouts);
+    }
     // Bounds per candidate row group, per column (default = unknown).
     let mut bounds: Vec<FileBounds> =
         vec![vec![ColumnBounds::default(); columns.len()]; candidates.len()];
@@ -104,7 +125,7 @@ pub fn select(
             continue;
         };
         let column = if col.nested {
-            leaf_bounds(metadata, col.field_id, &col.arrow_type, &candidates)
+            leaf_bounds(metadata, col.field_id, &col.arrow_type, candidates)
         } else {
             file_schema.as_ref().and_then(|file_schema| {
                 column_bounds(
@@ -112,7 +133,7 @@ pub fn select(
                     file_schema,
                     col.field_id,
                     &col.arrow_type,
-                    &candidates,
+                    candidates,
                 )
             })
         };
@@ -135,11 +156,16 @@ pub fn select(
         .filter(|(_, b)| may_match(domains, b))
         .map(|(i, _)| *i)
         .collect();
-    Selection {
-        candidates,
-        kept,
-        layouts,
-    }
+    (kept, layouts)
+}
+
+/// The name of the top-level column with field id `id` in `file_schema` (the file's Arrow
+/// schema, whose fields carry `PARQUET:field_id`).
+pub fn column_name(file_schema: &Schema, id: i32) -> Option<String> {
+    file_schema.fields().iter().find_map(|f| {
+        let fid: i32 = f.metadata().get(PARQUET_FIELD_ID_META_KEY)?.parse().ok()?;
+        (fid == id).then(|| f.name().clone())
+    })
 }
 
 /// Row-group bounds of the top-level column with field id `id`, cast to `data_type`; `None`
@@ -151,10 +177,7 @@ fn column_bounds(
     data_type: &DataType,
     row_groups: &[usize],
 ) -> Option<Vec<ColumnBounds>> {
-    let name = file_schema.fields().iter().find_map(|f| {
-        let fid: i32 = f.metadata().get(PARQUET_FIELD_ID_META_KEY)?.parse().ok()?;
-        (fid == id).then(|| f.name().clone())
-    })?;
+    let name = column_name(file_schema, id)?;
     let converter =
         StatisticsConverter::try_new(&name, file_schema, metadata.file_metadata().schema_descr())
             .ok()?

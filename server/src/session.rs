@@ -83,6 +83,7 @@ impl Engine {
         };
         let caches = Arc::new(ScanCaches {
             blocks: blocks.clone(),
+            local_files: config.cache.local_files,
             footers: FooterCache::new(config.cache.metadata_memory_bytes()?),
             indexes: Default::default(),
         });

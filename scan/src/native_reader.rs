@@ -1,0 +1,326 @@
+//! The native read path: one data file read with parquet's async reader
+//! (`ParquetRecordBatchStreamBuilder`) from the engine's cached footer, Iceberg semantics done
+//! here instead of by iceberg's `ArrowReader`.
+//!
+//! ```text
+//!   cached footer (with page index) ──► FilePlan::new: field id → Parquet root column
+//!       present  → decoded, then aligned to the current type (struct_evolution::align:
+//!                  int→long, float→double, decimal widening, struct children by id)
+//!       missing  → identity-partition constant from the manifest (c05), else the field's
+//!                  initial default, else NULL (c06); renamed / reordered columns match by id (c03)
+//!   row group rg ──► builder(rg, RowSelection = pages ∩ positional deletes) ──► batches
+//!                ──► FilePlan::assemble ──► columns in read order, current types
+//! ```
+//!
+//! [`Fallback`] names what this path does not read (files without field ids, which need
+//! iceberg's name mapping; INT96 timestamps; a default it cannot build); those files go to
+//! iceberg's reader. Bytes come through the table's `FileIO` (and so through the block cache).
+
+use std::fmt;
+use std::ops::Range;
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions, new_null_array};
+use arrow::datatypes::{DataType, SchemaRef};
+use bytes::Bytes;
+use datafusion::common::{Result, ScalarValue};
+use datafusion::physical_plan::metrics::Count;
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use iceberg::io::FileRead;
+use iceberg::scan::FileScanTask;
+use iceberg::spec::{Literal, PrimitiveLiteral, Transform};
+use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, RowSelection};
+use parquet::arrow::async_reader::{
+    AsyncFileReader, ParquetRecordBatchStream, ParquetRecordBatchStreamBuilder,
+};
+use parquet::arrow::arrow_reader::ArrowReaderOptions as Options;
+use parquet::basic::Type as PhysicalType;
+use parquet::errors::ParquetError;
+use parquet::file::metadata::ParquetMetaData;
+
+use crate::struct_evolution::align;
+
+/// Why a data file is read by iceberg's `ArrowReader` instead of the native path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fallback {
+    /// No root column of the file carries a field id (iceberg resolves it by name mapping).
+    NoFieldIds,
+    /// A projected column holds INT96 values (legacy timestamps, iceberg coerces them).
+    Int96 { field_id: i32 },
+    /// A missing column's partition constant or initial default does not convert to its type.
+    Default { field_id: i32 },
+}
+
+impl fmt::Display for Fallback {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NoFieldIds => write!(f, "no field ids"),
+            Self::Int96 { field_id } => write!(f, "INT96 column (field id {field_id})"),
+            Self::Default { field_id } => write!(f, "default of field id {field_id}"),
+        }
+    }
+}
+
+/// Options every native open uses: the file's own Parquet types (no embedded Arrow schema, so
+/// strings decode as `Utf8`, the scan's output type), page index from the cached footer.
+pub fn reader_options() -> ArrowReaderOptions {
+    Options::new().with_skip_arrow_metadata(true)
+}
+
+/// Where one read column comes from in one file.
+#[derive(Debug, Clone)]
+enum Source {
+    /// Position in the reader's output (file order of the projected roots).
+    Column(usize),
+    /// The same value in every row (identity-partition constant or initial default).
+    Constant(ScalarValue),
+    /// Not in the file and no default: NULL.
+    Null,
+}
+
+/// How the native path reads one data file's columns.
+#[derive(Debug, Clone)]
+pub struct FilePlan {
+    /// Parquet root columns to decode.
+    pub mask: ProjectionMask,
+    /// Root column indices decoded, ascending.
+    pub roots: Vec<usize>,
+    sources: Vec<Source>,
+    /// One field per read column (its current type), in read order.
+    schema: SchemaRef,
+}
+
+impl FilePlan {
+    /// Plans reading the columns `read_ids` (field ids, with current types in `schema`, same
+    /// order) of `task`'s file, whose footer is `arrow`. `Err(Fallback)` when this path cannot.
+    pub fn new(
+        arrow: &ArrowReaderMetadata,
+        read_ids: &[i32],
+        schema: SchemaRef,
+        task: &FileScanTask,
+    ) -> std::result::Result<Self, Fallback> {
+        let descr = arrow.parquet_schema();
+        let root_fields = descr.root_schema().get_fields();
+        let root_id = |i: usize| {
+            let info = root_fields[i].get_basic_info();
+            info.has_id().then(|| info.id())
+        };
+        if !(0..root_fields.len()).any(|i| root_id(i).is_some()) {
+            return Err(Fallback::NoFieldIds);
+        }
+        let found: Vec<Option<usize>> = read_ids
+            .iter()
+            .map(|id| (0..root_fields.len()).find(|&i| root_id(i) == Some(*id)))
+            .collect();
+        let mut roots: Vec<usize> = found.iter().flatten().copied().collect();
+        roots.sort_unstable();
+        roots.dedup();
+        for (leaf, column) in descr.columns().iter().enumerate() {
+            if column.physical_type() == PhysicalType::INT96
+                && roots.contains(&descr.get_column_root_idx(leaf))
+            {
+                let root = descr.get_column_root_idx(leaf);
+                return Err(Fallback::Int96 {
+                    field_id: root_id(root).unwrap_or(-1),
+                });
+            }
+        }
+        let mut sources = Vec::with_capacity(read_ids.len());
+        for ((id, at), field) in read_ids.iter().zip(&found).zip(schema.fields()) {
+            sources.push(match at {
+                Some(root) => Source::Column(roots.binary_search(root).expect("root projected")),
+                None => match missing_value(task, *id) {
+                    Some(lit) => Source::Constant(
+                        literal_scalar(&lit, field.data_type())
+                            .ok_or(Fallback::Default { field_id: *id })?,
+                    ),
+                    None => Source::Null,
+                },
+            });
+        }
+        Ok(Self {
+            mask: ProjectionMask::roots(descr, roots.iter().copied()),
+            roots,
+            sources,
+            schema,
+        })
+    }
+
+    /// Whether the file holds no read column (every value a constant or NULL): the row count
+    /// is all the reader is asked for.
+    pub fn reads_nothing(&self) -> bool {
+        self.roots.is_empty()
+    }
+
+    /// The decoded `batch` (columns of `roots`, file order) as the read columns in read order
+    /// and their current types.
+    ///
+    /// Errors: a cast Arrow refuses (a promotion the Iceberg spec does not allow).
+    pub fn assemble(&self, batch: &RecordBatch) -> Result<RecordBatch> {
+        let rows = batch.num_rows();
+        let columns = self
+            .sources
+            .iter()
+            .zip(self.schema.fields())
+            .map(|(source, field)| match source {
+                Source::Column(i) => align(batch.column(*i), field.data_type()),
+                Source::Constant(v) => Ok(v.to_array_of_size(rows)?),
+                Source::Null => Ok(new_null_array(field.data_type(), rows)),
+            })
+            .collect::<Result<Vec<ArrayRef>>>()?;
+        let options = RecordBatchOptions::new().with_row_count(Some(rows));
+        Ok(RecordBatch::try_new_with_options(
+            Arc::clone(&self.schema),
+            columns,
+            &options,
+        )?)
+    }
+
+    /// Byte ranges of the projected column chunks of row group `rg` (what reading it fetches).
+    pub fn chunk_ranges(&self, metadata: &ParquetMetaData, rg: usize) -> Vec<Range<u64>> {
+        let descr = metadata.file_metadata().schema_descr();
+        let group = metadata.row_group(rg);
+        (0..descr.num_columns())
+            .filter(|&leaf| self.roots.contains(&descr.get_column_root_idx(leaf)))
+            .map(|leaf| {
+                let (start, len) = group.column(leaf).byte_range();
+                start..start + len
+            })
+            .collect()
+    }
+}
+
+/// The value of a column the file lacks: its identity-partition value from the manifest entry
+/// (the Iceberg spec: identity partition columns may be omitted from data files; case c05),
+/// else the field's `initial-default`.
+fn missing_value(task: &FileScanTask, id: i32) -> Option<Literal> {
+    if let (Some(spec), Some(partition)) = (&task.partition_spec, &task.partition) {
+        let at = spec
+            .fields()
+            .iter()
+            .position(|f| f.source_id == id && f.transform == Transform::Identity);
+        if let Some(at) = at {
+            return partition.fields().get(at).cloned().flatten();
+        }
+    }
+    task.schema.field_by_id(id)?.initial_default.clone()
+}
+
+/// `lit` as a value of the Arrow type `ty`; `None` for what is not converted (nested values,
+/// or a primitive of another type).
+fn literal_scalar(lit: &Literal, ty: &DataType) -> Option<ScalarValue> {
+    let Literal::Primitive(p) = lit else {
+        return None;
+    };
+    let raw = match (p, ty) {
+        (PrimitiveLiteral::Int128(v), DataType::Decimal128(precision, scale)) => {
+            return Some(ScalarValue::Decimal128(Some(*v), *precision, *scale));
+        }
+        (PrimitiveLiteral::UInt128(v), DataType::FixedSizeBinary(16)) => {
+            return Some(ScalarValue::FixedSizeBinary(16, Some(v.to_be_bytes().to_vec())));
+        }
+        (PrimitiveLiteral::Boolean(v), _) => ScalarValue::Boolean(Some(*v)),
+        (PrimitiveLiteral::Int(v), _) => ScalarValue::Int32(Some(*v)),
+        (PrimitiveLiteral::Long(v), _) => ScalarValue::Int64(Some(*v)),
+        (PrimitiveLiteral::Float(v), _) => ScalarValue::Float32(Some(v.0)),
+        (PrimitiveLiteral::Double(v), _) => ScalarValue::Float64(Some(v.0)),
+        (PrimitiveLiteral::String(v), _) => ScalarValue::Utf8(Some(v.clone())),
+        (PrimitiveLiteral::Binary(v), _) => ScalarValue::Binary(Some(v.clone())),
+        _ => return None,
+    };
+    if raw.data_type() == *ty {
+        return Some(raw);
+    }
+    raw.cast_to(ty).ok()
+}
+
+/// One data file as parquet's `AsyncFileReader`: bytes through the table's `FileIO`, the
+/// footer from the engine's cache, bytes fetched counted.
+#[derive(Clone)]
+pub struct FileSource {
+    reader: Arc<dyn FileRead>,
+    metadata: Arc<ParquetMetaData>,
+    bytes_read: Count,
+}
+
+impl FileSource {
+    /// `reader` over the file whose footer is `metadata`, adding what it fetches to
+    /// `bytes_read`.
+    pub fn new(reader: Box<dyn FileRead>, metadata: Arc<ParquetMetaData>, bytes_read: Count) -> Self {
+        Self {
+            reader: Arc::from(reader),
+            metadata,
+            bytes_read,
+        }
+    }
+
+    /// Fetches `ranges` and drops them: called for the next row group while the current one
+    /// decodes, so the block cache holds (or is already fetching) its bytes when it is read.
+    pub async fn prefetch(&self, ranges: Vec<Range<u64>>) {
+        let reads = ranges.into_iter().map(|r| self.reader.read(r));
+        let _ = futures::future::join_all(reads).await;
+    }
+}
+
+impl AsyncFileReader for FileSource {
+    fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
+        async move {
+            let bytes = self
+                .reader
+                .read(range)
+                .await
+                .map_err(|e| ParquetError::External(Box::new(e)))?;
+            self.bytes_read.add(bytes.len());
+            Ok(bytes)
+        }
+        .boxed()
+    }
+
+    fn get_byte_ranges(
+        &mut self,
+        ranges: Vec<Range<u64>>,
+    ) -> BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
+        async move {
+            let reads = ranges.into_iter().map(|r| self.reader.read(r));
+            let parts = futures::future::try_join_all(reads)
+                .await
+                .map_err(|e| ParquetError::External(Box::new(e)))?;
+            self.bytes_read.add(parts.iter().map(Bytes::len).sum());
+            Ok(parts)
+        }
+        .boxed()
+    }
+
+    fn get_metadata<'a>(
+        &'a mut self,
+        _options: Option<&'a ArrowReaderOptions>,
+    ) -> BoxFuture<'a, parquet::errors::Result<Arc<ParquetMetaData>>> {
+        let metadata = Arc::clone(&self.metadata);
+        async move { Ok(metadata) }.boxed()
+    }
+}
+
+/// A stream of row group `rg` of `source`'s file: the plan's columns, `selection`'s rows,
+/// `batch_size` rows per batch.
+///
+/// Errors: the reader refuses the projection or selection (not expected for a planned file).
+pub fn open_row_group(
+    source: &FileSource,
+    arrow: &ArrowReaderMetadata,
+    plan: &FilePlan,
+    rg: usize,
+    selection: Option<RowSelection>,
+    batch_size: usize,
+) -> Result<ParquetRecordBatchStream<FileSource>> {
+    let mut builder =
+        ParquetRecordBatchStreamBuilder::new_with_metadata(source.clone(), arrow.clone())
+            .with_projection(plan.mask.clone())
+            .with_row_groups(vec![rg])
+            .with_batch_size(batch_size);
+    if let Some(selection) = selection {
+        builder = builder.with_row_selection(selection);
+    }
+    Ok(builder.build()?)
+}

@@ -1,0 +1,217 @@
+//! The native Parquet read path (`scan/src/native_reader.rs`) against iceberg's `ArrowReader`
+//! (`iceflight.scan.reader = iceberg`) on the same tables: identical batches on every fixture
+//! case (nested, evolution, type promotion, deletes, partitions) and on TPC-H SF 0.1, and the
+//! counters the native path promises (metadata parsed once per file, pages pruned on a sorted
+//! column, q17's lineitem rows cut by the live join filter).
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use arrow::array::RecordBatch;
+use arrow::compute::concat_batches;
+use common::{
+    execute, make_case_fixtures, query, repo_root, rows, scan_metric, scans, table_scan_metric,
+};
+use datafusion::prelude::SessionContext;
+use iceberg::NamespaceIdent;
+use iceflight::session::Engine;
+use iceflight_catalog::load::{LoadOptions, load_tpch};
+
+fn settings(reader: &str) -> Vec<(String, String)> {
+    vec![("iceflight.scan.reader".to_string(), reader.to_string())]
+}
+
+/// `sql` on both readers: (native batches concatenated, iceberg's, native plan).
+async fn both(
+    native: &SessionContext,
+    iceberg: &SessionContext,
+    sql: &str,
+) -> (RecordBatch, RecordBatch, Arc<dyn datafusion::physical_plan::ExecutionPlan>) {
+    let a = execute(native, sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql} (native): {e}"));
+    let b = execute(iceberg, sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql} (iceberg): {e}"));
+    let schema = a.plan.schema();
+    let a_all = concat_batches(&schema, &a.batches).unwrap();
+    let b_all = concat_batches(&b.plan.schema(), &b.batches).unwrap();
+    (a_all, b_all, a.plan)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_readers_give_identical_batches_on_every_case() {
+    let dir = tempfile::tempdir().unwrap();
+    make_case_fixtures(dir.path());
+    // One partition: both readers then emit rows in the same order (tasks, then row groups).
+    let engine = common::engine(dir.path(), 1).await;
+    let native = engine.session(None, Some("cases"), &settings("native")).unwrap();
+    let iceberg = engine.session(None, Some("cases"), &settings("iceberg")).unwrap();
+
+    let tables = [
+        "c01_nested",
+        "c02_nan",
+        "c02_nan_ne",
+        "c03_renamed",
+        "c04_t1",
+        "c04_t2",
+        "c05_identity",
+        "c06_added",
+        "c07_eq_delete",
+        "c07_eq_delete_null",
+        "pos_deletes",
+        "multi_file",
+        "promoted",
+        "nested_refusal",
+        "nested_evolved",
+        "dotted",
+    ];
+    let mut queries: Vec<String> = tables
+        .iter()
+        .flat_map(|t| {
+            [
+                format!("SELECT * FROM {t}"),
+                format!("SELECT count(*) FROM {t}"),
+            ]
+        })
+        .collect();
+    queries.extend(
+        [
+            "SELECT id FROM c01_nested WHERE s.a = 7",
+            "SELECT id FROM c01_nested WHERE s.a IS NULL",
+            "SELECT id FROM c01_nested WHERE s.a > 50",
+            "SELECT c1 FROM c03_renamed WHERE c1 >= 2",
+            "SELECT id, p FROM c05_identity WHERE p = 'a'",
+            "SELECT id FROM c06_added WHERE email IS NULL",
+            "SELECT status FROM c07_eq_delete_null",
+            "SELECT v FROM pos_deletes WHERE id > 3",
+            "SELECT id FROM multi_file WHERE id BETWEEN 1500 AND 1510",
+            "SELECT v, d FROM promoted WHERE v > 0",
+            "SELECT label, f FROM promoted",
+            "SELECT s FROM nested_evolved WHERE s.a >= 2",
+            "SELECT tags, attrs FROM nested_refusal",
+        ]
+        .map(String::from),
+    );
+    let mut failures = vec![];
+    for sql in &queries {
+        let (a, b, plan) = both(&native, &iceberg, sql).await;
+        if a != b {
+            failures.push(format!(
+                "{sql}:\n native  {:?}\n iceberg {:?}",
+                rows(&[a]),
+                rows(&[b])
+            ));
+        }
+        if !scans(&plan).is_empty() {
+            // Every fixture file carries field ids: the native path reads them all.
+            let fallback = scan_metric(&plan, "files_fallback");
+            if fallback != 0 {
+                failures.push(format!("{sql}: {fallback} files fell back to iceberg's reader"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "readers differ:\n{}", failures.join("\n"));
+
+    // The promoted values themselves, not only agreement: wider types, renamed and moved.
+    assert_eq!(
+        query(&native, "SELECT label, id, v, f, d FROM promoted ORDER BY id NULLS FIRST").await,
+        [
+            ["NULL", "NULL", "-5", "-0.25", "-0.01"],
+            ["a", "1", "2147483647", "1.5", "1234567.89"],
+            ["b", "2", "NULL", "NULL", "NULL"],
+            ["c", "3", "9000000000", "1e300", "1234567890123.45"],
+            ["NULL", "4", "NULL", "NULL", "NULL"],
+        ]
+    );
+    // Positional deletes read as a row selection: rows 1 and 4 (ids 2 and 5) are gone.
+    let run = execute(&native, "SELECT id FROM pos_deletes ORDER BY id")
+        .await
+        .unwrap();
+    assert_eq!(
+        rows(&run.batches).concat(),
+        ["1", "3", "4", "6", "7", "8", "9", "10"]
+    );
+    assert_eq!(scan_metric(&run.plan, "positional_deleted_rows"), 2);
+}
+
+/// TPC-H at SF 0.1, loaded by our loader (page index written, lineitem in `l_orderkey` order),
+/// with lineitem's data file count.
+async fn tpch_engine(dir: &std::path::Path) -> (Engine, usize) {
+    let engine = common::engine(dir, 2).await;
+    let catalog = Arc::clone(engine.catalogs().get("local").unwrap());
+    let options = LoadOptions {
+        scale: 0.1,
+        target_file_size: 8 * 1024 * 1024,
+        row_group_rows: 65536,
+        progress: false,
+        ..LoadOptions::default()
+    };
+    let report = load_tpch(&catalog, &NamespaceIdent::new("tpch".into()), &options)
+        .await
+        .unwrap();
+    let lineitem = report.tables.iter().find(|t| t.0 == "lineitem").unwrap();
+    (engine, lineitem.2)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tpch_sf01_both_readers_agree_and_native_counters_hold() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, files) = tpch_engine(dir.path()).await;
+    let native = engine.session(None, Some("tpch"), &settings("native")).unwrap();
+    let iceberg = engine.session(None, Some("tpch"), &settings("iceberg")).unwrap();
+
+    // Metadata parsed once per distinct file, however many tasks and row groups open it: the
+    // first query touching every lineitem file parses each footer once; again, none.
+    let run = execute(&native, "SELECT sum(l_quantity) FROM lineitem")
+        .await
+        .unwrap();
+    assert!(files > 1, "lineitem should span several files");
+    assert_eq!(scan_metric(&run.plan, "metadata_parses"), files);
+    let run = execute(&native, "SELECT sum(l_quantity) FROM lineitem")
+        .await
+        .unwrap();
+    assert_eq!(scan_metric(&run.plan, "metadata_parses"), 0);
+
+    // Pages pruned on the sorted l_orderkey: fewer rows decoded than one row group holds.
+    let sql = "SELECT count(*) FROM lineitem WHERE l_orderkey BETWEEN 1000 AND 1100";
+    let (a, b, _) = both(&native, &iceberg, sql).await;
+    assert_eq!(a, b);
+    let run = execute(&native, sql).await.unwrap();
+    assert_ne!(rows(&run.batches)[0][0], "0");
+    assert!(scan_metric(&run.plan, "pages_pruned") > 0);
+    assert!(
+        scan_metric(&run.plan, "rows_decoded") < 65536,
+        "decoded {} rows",
+        scan_metric(&run.plan, "rows_decoded")
+    );
+
+    let mut failures = vec![];
+    for q in 1..=22 {
+        let name = format!("q{q:02}");
+        let sql =
+            std::fs::read_to_string(repo_root().join(format!("bench/queries/tpch/{name}.sql")))
+                .unwrap();
+        let (a, b, plan) = both(&native, &iceberg, &sql).await;
+        // Sorted rows: partitions may interleave differently between runs.
+        let sorted = |b: RecordBatch| rows(&[b]).into_iter().collect::<BTreeSet<_>>();
+        if a.schema() != b.schema() || sorted(a) != sorted(b) {
+            failures.push(name.clone());
+        }
+        if q == 17 {
+            // q17's lineitem scans on the default (orderkey) layout: the part filter's join
+            // keys are scattered, so only the live row filter cuts them (600 572 rows read).
+            let out = table_scan_metric(&plan, "lineitem", "output_rows");
+            let dropped = table_scan_metric(&plan, "lineitem", "dynamic_rows_dropped");
+            eprintln!(
+                "q17 lineitem: output_rows {out}, dynamic_rows_dropped {dropped}, rows_decoded {}",
+                table_scan_metric(&plan, "lineitem", "rows_decoded")
+            );
+            assert!(out < 100_000, "q17 lineitem scans emitted {out} rows");
+            assert!(dropped > 0);
+        }
+    }
+    assert!(failures.is_empty(), "readers differ on {failures:?}");
+}
