@@ -31,11 +31,11 @@ use iceberg::io::FileRead;
 use iceberg::scan::FileScanTask;
 use iceberg::spec::{Literal, PrimitiveLiteral, Transform};
 use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::ArrowReaderOptions as Options;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, RowSelection};
 use parquet::arrow::async_reader::{
     AsyncFileReader, ParquetRecordBatchStream, ParquetRecordBatchStreamBuilder,
 };
-use parquet::arrow::arrow_reader::ArrowReaderOptions as Options;
 use parquet::basic::Type as PhysicalType;
 use parquet::errors::ParquetError;
 use parquet::file::metadata::ParquetMetaData;
@@ -219,7 +219,10 @@ fn literal_scalar(lit: &Literal, ty: &DataType) -> Option<ScalarValue> {
             return Some(ScalarValue::Decimal128(Some(*v), *precision, *scale));
         }
         (PrimitiveLiteral::UInt128(v), DataType::FixedSizeBinary(16)) => {
-            return Some(ScalarValue::FixedSizeBinary(16, Some(v.to_be_bytes().to_vec())));
+            return Some(ScalarValue::FixedSizeBinary(
+                16,
+                Some(v.to_be_bytes().to_vec()),
+            ));
         }
         (PrimitiveLiteral::Boolean(v), _) => ScalarValue::Boolean(Some(*v)),
         (PrimitiveLiteral::Int(v), _) => ScalarValue::Int32(Some(*v)),
@@ -248,7 +251,11 @@ pub struct FileSource {
 impl FileSource {
     /// `reader` over the file whose footer is `metadata`, adding what it fetches to
     /// `bytes_read`.
-    pub fn new(reader: Box<dyn FileRead>, metadata: Arc<ParquetMetaData>, bytes_read: Count) -> Self {
+    pub fn new(
+        reader: Box<dyn FileRead>,
+        metadata: Arc<ParquetMetaData>,
+        bytes_read: Count,
+    ) -> Self {
         Self {
             reader: Arc::from(reader),
             metadata,

@@ -646,7 +646,6 @@ fn to_output(batch: RecordBatch, schema: &SchemaRef) -> Result<Option<RecordBatc
     )?))
 }
 
-
 fn external(e: iceberg::Error) -> DataFusionError {
     DataFusionError::External(Box::new(e))
 }

@@ -65,8 +65,15 @@ pub fn select(
         if col.nested {
             continue;
         }
-        let Some(keep) = page_keep(metadata, file_schema, rg, col, index, domains, columns.len())
-        else {
+        let Some(keep) = page_keep(
+            metadata,
+            file_schema,
+            rg,
+            col,
+            index,
+            domains,
+            columns.len(),
+        ) else {
             continue;
         };
         let (counts, kept) = (&keep.0, &keep.1);

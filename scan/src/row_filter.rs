@@ -123,7 +123,9 @@ impl DynamicRowFilter {
     fn should_evaluate(&self) -> bool {
         let mut s = self.state.lock().expect("row filter state");
         s.batches += 1;
-        s.seen < WARMUP_ROWS || s.kept <= PAY_RATIO * s.seen || s.batches % SAMPLE_EVERY == 0
+        s.seen < WARMUP_ROWS
+            || s.kept <= PAY_RATIO * s.seen
+            || s.batches.is_multiple_of(SAMPLE_EVERY)
     }
 
     fn record(&self, rows: usize, kept: usize) {

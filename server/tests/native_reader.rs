@@ -28,7 +28,11 @@ async fn both(
     native: &SessionContext,
     iceberg: &SessionContext,
     sql: &str,
-) -> (RecordBatch, RecordBatch, Arc<dyn datafusion::physical_plan::ExecutionPlan>) {
+) -> (
+    RecordBatch,
+    RecordBatch,
+    Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+) {
     let a = execute(native, sql)
         .await
         .unwrap_or_else(|e| panic!("{sql} (native): {e}"));
@@ -47,8 +51,12 @@ async fn both_readers_give_identical_batches_on_every_case() {
     make_case_fixtures(dir.path());
     // One partition: both readers then emit rows in the same order (tasks, then row groups).
     let engine = common::engine(dir.path(), 1).await;
-    let native = engine.session(None, Some("cases"), &settings("native")).unwrap();
-    let iceberg = engine.session(None, Some("cases"), &settings("iceberg")).unwrap();
+    let native = engine
+        .session(None, Some("cases"), &settings("native"))
+        .unwrap();
+    let iceberg = engine
+        .session(None, Some("cases"), &settings("iceberg"))
+        .unwrap();
 
     let tables = [
         "c01_nested",
@@ -109,15 +117,25 @@ async fn both_readers_give_identical_batches_on_every_case() {
             // Every fixture file carries field ids: the native path reads them all.
             let fallback = scan_metric(&plan, "files_fallback");
             if fallback != 0 {
-                failures.push(format!("{sql}: {fallback} files fell back to iceberg's reader"));
+                failures.push(format!(
+                    "{sql}: {fallback} files fell back to iceberg's reader"
+                ));
             }
         }
     }
-    assert!(failures.is_empty(), "readers differ:\n{}", failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "readers differ:\n{}",
+        failures.join("\n")
+    );
 
     // The promoted values themselves, not only agreement: wider types, renamed and moved.
     assert_eq!(
-        query(&native, "SELECT label, id, v, f, d FROM promoted ORDER BY id NULLS FIRST").await,
+        query(
+            &native,
+            "SELECT label, id, v, f, d FROM promoted ORDER BY id NULLS FIRST"
+        )
+        .await,
         [
             ["NULL", "NULL", "-5", "-0.25", "-0.01"],
             ["a", "1", "2147483647", "1.5", "1234567.89"],
@@ -160,8 +178,12 @@ async fn tpch_engine(dir: &std::path::Path) -> (Engine, usize) {
 async fn tpch_sf01_both_readers_agree_and_native_counters_hold() {
     let dir = tempfile::tempdir().unwrap();
     let (engine, files) = tpch_engine(dir.path()).await;
-    let native = engine.session(None, Some("tpch"), &settings("native")).unwrap();
-    let iceberg = engine.session(None, Some("tpch"), &settings("iceberg")).unwrap();
+    let native = engine
+        .session(None, Some("tpch"), &settings("native"))
+        .unwrap();
+    let iceberg = engine
+        .session(None, Some("tpch"), &settings("iceberg"))
+        .unwrap();
 
     // Metadata parsed once per distinct file, however many tasks and row groups open it: the
     // first query touching every lineitem file parses each footer once; again, none.
