@@ -278,7 +278,8 @@ pub struct Args {
     #[command(flatten)]
     pub data: DataArgs,
     /// Engines, comma-separated: iceflight, duckdb, datafusion-parquet, iceberg-datafusion,
-    /// trino (needs --trino-url, else reported as missing).
+    /// trino (needs --trino-url, else reported as missing), iceflight-b (see --iceflight-b-set;
+    /// not in the default list).
     #[arg(
         long,
         default_value = "iceflight,duckdb,datafusion-parquet,iceberg-datafusion,trino",
@@ -297,6 +298,15 @@ pub struct Args {
     /// Python with duckdb 1.5.5 and its extension wheels (scripts/setup-python.sh).
     #[arg(long, env = "ICEFLIGHT_PYTHON", default_value = "python3")]
     pub python: PathBuf,
+    /// Settings for the `iceflight` engine's session, `key=value` (repeatable), e.g.
+    /// `iceflight.scan.dynamic_row_filter=false` for an A/B run.
+    #[arg(long = "iceflight-set")]
+    pub iceflight_set: Vec<String>,
+    /// Settings for the `iceflight-b` engine (a second iceflight with its own caches, for A/B
+    /// runs in one process with alternating rounds), `key=value` (repeatable), e.g.
+    /// `iceflight.scan.reader=iceberg`.
+    #[arg(long = "iceflight-b-set")]
+    pub iceflight_b_set: Vec<String>,
     /// Trino's HTTP URI, e.g. http://127.0.0.1:28090 (bench/scripts/trino.sh start); its
     /// catalog `iceberg` must be the same REST catalog (schema = the namespace).
     #[arg(long, env = "TRINO_URL")]
@@ -509,7 +519,22 @@ impl Drop for Runner {
     }
 }
 
-async fn iceflight_runner(engine: &Engine) -> Result<Runner> {
+/// `key=value` settings as `SET key = 'value'` statements.
+fn set_statements(settings: &[String]) -> Result<Vec<String>> {
+    settings
+        .iter()
+        .map(|kv| match kv.split_once('=') {
+            Some((k, v)) => Ok(format!("SET {} = '{}'", k.trim(), v.trim())),
+            None => Err(DataFusionError::Plan(format!(
+                "setting {kv}: expected key=value"
+            ))),
+        })
+        .collect()
+}
+
+/// iceflight over Flight SQL on `engine`, each of `settings` (`SET …` statements) run first in
+/// the bench's session.
+async fn iceflight_runner(engine: &Engine, settings: &[&str]) -> Result<Runner> {
     let users = flight::users(&engine.config().server, &["bench:bench".to_string()])
         .map_err(|e| DataFusionError::Plan(e.to_string()))?;
     let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
@@ -534,6 +559,9 @@ async fn iceflight_runner(engine: &Engine) -> Result<Runner> {
         .map_err(ext)?;
     let mut client = FlightSqlServiceClient::new(channel);
     client.handshake("bench", "bench").await.map_err(ext)?;
+    for sql in settings {
+        client.execute(sql.to_string(), None).await.map_err(ext)?;
+    }
     Ok(Runner::Iceflight { client })
 }
 
@@ -748,6 +776,11 @@ async fn counters(engine: &Engine, sql: &str) -> Result<Value> {
         "files_pruned_statistics",
         "files_pruned_dynamic",
         "row_groups_pruned",
+        "pages_pruned",
+        "metadata_parses",
+        "rows_decoded",
+        "dynamic_rows_dropped",
+        "files_fallback",
         "cache_hit_bytes",
         "cache_miss_bytes",
         "remote_requests",
@@ -805,6 +838,7 @@ pub async fn run(args: Args) -> Result<()> {
         "datafusion-parquet",
         "trino",
         "iceberg-datafusion",
+        "iceflight-b",
     ];
     let trino_missing = args
         .trino_url
@@ -873,11 +907,21 @@ pub async fn run(args: Args) -> Result<()> {
     let partitions = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);
-    let iceflight_engine = Engine::connect(config).await.map_err(ext)?;
+    let iceflight_engine = Engine::connect(config.clone()).await.map_err(ext)?;
     let mut runners: Vec<(String, Runner)> = vec![];
     for e in &args.engines {
         let runner = match e.as_str() {
-            "iceflight" => iceflight_runner(&iceflight_engine).await?,
+            "iceflight" => {
+                let settings = set_statements(&args.iceflight_set)?;
+                let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
+                iceflight_runner(&iceflight_engine, &settings).await?
+            }
+            "iceflight-b" => {
+                let engine = Engine::connect(config.clone()).await.map_err(ext)?;
+                let settings = set_statements(&args.iceflight_b_set)?;
+                let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
+                iceflight_runner(&engine, &settings).await?
+            }
             "duckdb" => duckdb_runner(&repo, &args.python, &tables, duckdb_s3(&catalog_config))?,
             "datafusion-parquet" => datafusion_runner(&tables, partitions).await?,
             "iceberg-datafusion" => {

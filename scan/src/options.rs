@@ -18,8 +18,9 @@ pub struct IceflightOptions {
     /// first file; never longer. Written `250ms`, `1s` or a number of milliseconds.
     pub dynamic_filter_wait: std::time::Duration,
     /// `iceflight.scan.reader_predicate` (default true): hand the domains of clustered columns
-    /// to the Parquet reader as a predicate (row filter); false keeps every predicate above the
-    /// scan (file and row-group pruning still apply).
+    /// to iceberg's reader as a predicate (row filter) for the files it reads; false keeps every
+    /// predicate above the scan (file and row-group pruning still apply). The native path prunes
+    /// pages instead (`page_index.rs`).
     pub reader_predicate: bool,
     /// `iceflight.scan.reader` (default `native`): which Parquet reader opens data files
     /// (`native_reader.rs`; `iceberg` reads every file with iceberg's `ArrowReader`, for A/B runs).

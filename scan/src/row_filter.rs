@@ -1,65 +1,134 @@
-//! Live dynamic filters on the scan's rows, kept only while they pay.
+//! Live dynamic filters on the scan's rows, each part kept only while it pays.
 //!
 //! ```text
-//!   batch (output schema) ──► every filter trivially true (not yet complete)? ──► pass, unmeasured
-//!                         ──► measuring or paying? ── no (sample 1 in SAMPLE_EVERY) ──► pass
-//!                               │ yes
-//!                               ▼
-//!                         evaluate the filters (hash lookup, IN list, partitioned CASE, TopK
-//!                         bound) ──► drop the rows where any is false or NULL ──► pass ratio
+//!   dynamic filters ──► static snapshot per generation ──► conjuncts (bounds, IN list,
+//!                       hash lookup, partitioned CASE, TopK bound), each measured on its own
+//!   batch (output schema) ──► conjuncts in ascending pass ratio, each on the rows the previous
+//!                             ones kept:
+//!                               measuring, or paying ──► evaluate, drop false / NULL rows
+//!                               not paying           ──► one batch in SAMPLE_EVERY only
 //! ```
 //!
-//! **The rule.** A filter pays when the rows it drops cost more above the scan than evaluating
-//! it costs here. Evaluating a join's filter is about one hash probe per row, what the join
-//! would spend on the row anyway; a dropped row also saves its repartition, its copy into the
-//! join's output and everything between. So a filter is evaluated while its decayed pass ratio
-//! (`kept / seen`, halved every [`DECAY_ROWS`] rows seen) stays at or below [`PAY_RATIO`]; above
-//! it only one batch in [`SAMPLE_EVERY`] is evaluated, to notice a filter that tightens later
-//! (TopK) or completes after the scan started (a join's build side). Measurement behind the
-//! numbers: `bench/reports/native-reader-20261201.md`.
+//! **The rule.** A conjunct pays when the rows it drops cost more above the scan than
+//! evaluating it costs here. A dropped row saves at least one probe of the join that built the
+//! filter, plus its repartition and the joins between; evaluating costs what the conjunct
+//! measures per row. Range checks and short IN lists cost a few nanoseconds a row, a hash lookup
+//! into a large build side tens (a cache miss per row, as the join's own probe). So a conjunct
+//! measured at most [`CHEAP_NS_PER_ROW`] keeps running while its decayed pass ratio (`kept /
+//! seen`, halved every [`DECAY_ROWS`] rows) is at most [`CHEAP_PASS_RATIO`]; a costlier one only
+//! while it keeps at most [`COSTLY_PASS_RATIO`] of the rows (it must save more probes than it
+//! adds). Above, one batch in [`SAMPLE_EVERY`] is still evaluated, to notice a filter that
+//! tightens (TopK) or completes after the scan started. The first [`WARMUP_ROWS`] rows of a
+//! conjunct are always evaluated. Measurements behind the numbers:
+//! `bench/reports/native-reader-20261201.md`.
 //!
 //! **NULL.** Used only where the plan proves what NULL does (`DynamicNulls::Rejected` or
-//! `MayPass`, `dynamic_filter_rule.rs`); a row whose filter is NULL is dropped, as DataFusion's
+//! `MayPass`, `dynamic_filter_rule.rs`); a row whose conjunct is NULL is dropped, as DataFusion's
 //! own Parquet row filter does with the same expressions. Every filter was answered `No`: the
-//! operators above still see only rows they would have kept, so nothing is evaluated twice for
-//! correctness and nothing passing is lost.
+//! operators above still see only rows they would have kept, so nothing is lost and no result
+//! depends on this filter running.
 
 use std::sync::Arc;
 use std::sync::Mutex;
+use std::time::Instant;
 
 use arrow::array::{Array, BooleanArray, RecordBatch};
-use arrow::compute::{and, filter_record_batch, prep_null_mask_filter};
+use arrow::compute::{filter_record_batch, prep_null_mask_filter};
 use datafusion::common::{Result, ScalarValue};
 use datafusion::physical_expr::PhysicalExpr;
-use datafusion::physical_expr::expressions::{DynamicFilterPhysicalExpr, Literal};
+use datafusion::physical_expr::expressions::Literal;
+use datafusion::physical_expr::utils::split_conjunction;
+use datafusion::physical_expr_common::physical_expr::{snapshot_generation, snapshot_physical_expr};
 use datafusion::physical_plan::metrics::Count;
 
-/// A filter keeping more than this share of rows is not evaluated on every batch.
-pub const PAY_RATIO: f64 = 0.75;
+/// A conjunct measured at or below this cost (ns per row evaluated) is cheap.
+pub const CHEAP_NS_PER_ROW: f64 = 5.0;
 
-/// While fewer rows than this were seen, every batch is evaluated (measuring).
+/// A cheap conjunct keeping at most this share of rows runs on every batch.
+pub const CHEAP_PASS_RATIO: f64 = 0.75;
+
+/// A costlier conjunct keeping at most this share of rows runs on every batch.
+pub const COSTLY_PASS_RATIO: f64 = 0.25;
+
+/// A conjunct is evaluated on every batch until it has seen this many rows (measuring).
 pub const WARMUP_ROWS: f64 = 32_768.0;
 
-/// Rows after which the past weighs half (the pass ratio follows a filter that changes).
+/// Rows after which the past weighs half (the measurement follows a filter that changes).
 pub const DECAY_ROWS: f64 = 262_144.0;
 
-/// While a filter does not pay, one batch in this many is still evaluated.
+/// While a conjunct does not pay, one batch in this many is still evaluated.
 pub const SAMPLE_EVERY: u64 = 16;
 
-/// The dynamic filters of one scan partition with their measured pass ratio.
+/// The dynamic filters of one scan partition, split into measured conjuncts.
 #[derive(Debug)]
 pub struct DynamicRowFilter {
     filters: Vec<Arc<dyn PhysicalExpr>>,
-    state: Mutex<Ratio>,
+    state: Mutex<Vec<Snapshot>>,
     dropped: Count,
     evaluated: Count,
 }
 
+/// One filter at one generation: its conjuncts and their measurements. (Evaluating a
+/// `DynamicFilterPhysicalExpr` itself rebuilds its inner expression, IN lists included, on
+/// every call: that cost more than the rows it dropped saved.)
 #[derive(Debug, Default)]
-struct Ratio {
+struct Snapshot {
+    generation: Option<u64>,
+    conjuncts: Vec<Conjunct>,
+}
+
+#[derive(Debug)]
+struct Conjunct {
+    expr: Arc<dyn PhysicalExpr>,
     seen: f64,
     kept: f64,
+    nanos: f64,
     batches: u64,
+}
+
+impl Conjunct {
+    fn new(expr: Arc<dyn PhysicalExpr>) -> Self {
+        Self {
+            expr,
+            seen: 0.0,
+            kept: 0.0,
+            nanos: 0.0,
+            batches: 0,
+        }
+    }
+
+    fn pass_ratio(&self) -> f64 {
+        if self.seen == 0.0 {
+            0.0
+        } else {
+            self.kept / self.seen
+        }
+    }
+
+    /// Whether to evaluate it on the next batch (module docs).
+    fn should_evaluate(&mut self) -> bool {
+        self.batches += 1;
+        if self.seen < WARMUP_ROWS {
+            return true;
+        }
+        let limit = if self.nanos / self.seen <= CHEAP_NS_PER_ROW {
+            CHEAP_PASS_RATIO
+        } else {
+            COSTLY_PASS_RATIO
+        };
+        self.pass_ratio() <= limit || self.batches.is_multiple_of(SAMPLE_EVERY)
+    }
+
+    fn record(&mut self, rows: usize, kept: usize, nanos: f64) {
+        self.seen += rows as f64;
+        self.kept += kept as f64;
+        self.nanos += nanos;
+        if self.seen > 2.0 * DECAY_ROWS {
+            self.seen /= 2.0;
+            self.kept /= 2.0;
+            self.nanos /= 2.0;
+        }
+    }
 }
 
 impl DynamicRowFilter {
@@ -71,83 +140,74 @@ impl DynamicRowFilter {
         evaluated: Count,
     ) -> Option<Self> {
         (!filters.is_empty()).then(|| Self {
+            state: Mutex::new((0..filters.len()).map(|_| Snapshot::default()).collect()),
             filters,
-            state: Mutex::new(Ratio::default()),
             dropped,
             evaluated,
         })
     }
 
-    /// `batch` without the rows the filters rule out, when evaluating them pays (module docs).
+    /// `batch` without the rows the paying conjuncts rule out (module docs).
     ///
-    /// Errors: a filter fails to evaluate on the batch.
+    /// Errors: a filter fails to snapshot or to evaluate on the batch.
     pub fn apply(&self, batch: RecordBatch) -> Result<RecordBatch> {
-        let rows = batch.num_rows();
-        if rows == 0 {
+        if batch.num_rows() == 0 {
             return Ok(batch);
         }
-        let live: Vec<&Arc<dyn PhysicalExpr>> =
-            self.filters.iter().filter(|f| !trivially_true(f)).collect();
-        if live.is_empty() || !self.should_evaluate() {
-            return Ok(batch);
+        let mut state = self.state.lock().expect("row filter state");
+        for (f, snapshot) in self.filters.iter().zip(state.iter_mut()) {
+            let generation = snapshot_generation(f);
+            if snapshot.generation != Some(generation) {
+                let expr = snapshot_physical_expr(Arc::clone(f))?;
+                snapshot.generation = Some(generation);
+                snapshot.conjuncts = split_conjunction(&expr)
+                    .into_iter()
+                    .filter(|c| !trivially_true(c))
+                    .map(|c| Conjunct::new(Arc::clone(c)))
+                    .collect();
+            }
         }
-        let mut mask: Option<BooleanArray> = None;
-        for f in live {
-            let m = f.evaluate(&batch)?.into_array(rows)?;
-            let m = m
-                .as_any()
-                .downcast_ref::<BooleanArray>()
-                .cloned()
-                .unwrap_or_else(|| BooleanArray::from(vec![true; rows]));
-            mask = Some(match mask {
-                Some(prev) => and(&prev, &m)?,
-                None => m,
-            });
+        let mut order: Vec<&mut Conjunct> = state
+            .iter_mut()
+            .flat_map(|s| s.conjuncts.iter_mut())
+            .collect();
+        order.sort_by(|a, b| a.pass_ratio().total_cmp(&b.pass_ratio()));
+        let before = batch.num_rows();
+        let mut batch = batch;
+        for c in order {
+            if batch.num_rows() == 0 {
+                break;
+            }
+            if !c.should_evaluate() {
+                continue;
+            }
+            let rows = batch.num_rows();
+            let started = Instant::now();
+            let mask = c.expr.evaluate(&batch)?.into_array(rows)?;
+            let Some(mask) = mask.as_any().downcast_ref::<BooleanArray>() else {
+                continue;
+            };
+            let mask = if mask.null_count() > 0 {
+                prep_null_mask_filter(mask)
+            } else {
+                mask.clone()
+            };
+            let kept = mask.true_count();
+            if kept < rows {
+                batch = filter_record_batch(&batch, &mask)?;
+            }
+            c.record(rows, kept, started.elapsed().as_nanos() as f64);
+            self.evaluated.add(rows);
         }
-        let mask = mask.expect("at least one live filter");
-        let mask = if mask.null_count() > 0 {
-            prep_null_mask_filter(&mask)
-        } else {
-            mask
-        };
-        let kept = mask.true_count();
-        self.record(rows, kept);
-        self.evaluated.add(rows);
-        if kept == rows {
-            return Ok(batch);
-        }
-        self.dropped.add(rows - kept);
-        Ok(filter_record_batch(&batch, &mask)?)
-    }
-
-    fn should_evaluate(&self) -> bool {
-        let mut s = self.state.lock().expect("row filter state");
-        s.batches += 1;
-        s.seen < WARMUP_ROWS
-            || s.kept <= PAY_RATIO * s.seen
-            || s.batches.is_multiple_of(SAMPLE_EVERY)
-    }
-
-    fn record(&self, rows: usize, kept: usize) {
-        let mut s = self.state.lock().expect("row filter state");
-        s.seen += rows as f64;
-        s.kept += kept as f64;
-        if s.seen > 2.0 * DECAY_ROWS {
-            s.seen /= 2.0;
-            s.kept /= 2.0;
-        }
+        self.dropped.add(before - batch.num_rows());
+        Ok(batch)
     }
 }
 
-/// Whether `f` is a dynamic filter still at its initial `true` (its producer not done).
-fn trivially_true(f: &Arc<dyn PhysicalExpr>) -> bool {
-    let Some(d) = f.downcast_ref::<DynamicFilterPhysicalExpr>() else {
-        return false;
-    };
-    d.current().is_ok_and(|e| {
-        e.downcast_ref::<Literal>()
-            .is_some_and(|l| l.value() == &ScalarValue::Boolean(Some(true)))
-    })
+/// Whether an expression is the literal `true` (a dynamic filter whose producer is not done).
+fn trivially_true(e: &Arc<dyn PhysicalExpr>) -> bool {
+    e.downcast_ref::<Literal>()
+        .is_some_and(|l| l.value() == &ScalarValue::Boolean(Some(true)))
 }
 
 #[cfg(test)]
@@ -165,26 +225,30 @@ mod tests {
     }
 
     #[test]
-    fn drops_false_and_null_rows_and_stops_when_it_does_not_pay() {
+    fn drops_false_and_null_rows_and_samples_a_conjunct_that_does_not_pay() {
         let b = batch(vec![Some(1), Some(5), None, Some(9)]);
         let schema = b.schema();
-        let f = binary(col("k", &schema).unwrap(), Operator::Gt, lit(4), &schema).unwrap();
+        let gt = |v: i32| binary(col("k", &schema).unwrap(), Operator::Gt, lit(v), &schema).unwrap();
         let (dropped, evaluated) = (Count::new(), Count::new());
-        let filter = DynamicRowFilter::new(vec![f], dropped.clone(), evaluated.clone()).unwrap();
+        let filter = DynamicRowFilter::new(vec![gt(4)], dropped.clone(), evaluated).unwrap();
         let out = filter.apply(b).unwrap();
         assert_eq!(out.num_rows(), 2);
         assert_eq!(dropped.value(), 2);
 
-        // A filter that keeps every row: measured through the warm-up, then sampled.
-        let keep_all = binary(col("k", &schema).unwrap(), Operator::Gt, lit(0), &schema).unwrap();
+        // `k > 0 AND k > 8000`: the selective conjunct runs on every batch, the one that keeps
+        // every row only through the warm-up and then in samples.
+        let both = binary(gt(0), Operator::And, gt(8000), &schema).unwrap();
         let (dropped, evaluated) = (Count::new(), Count::new());
-        let filter = DynamicRowFilter::new(vec![keep_all], dropped, evaluated.clone()).unwrap();
+        let filter = DynamicRowFilter::new(vec![both], dropped.clone(), evaluated.clone()).unwrap();
         let big = batch((1..=8192).map(Some).collect());
-        for _ in 0..64 {
-            filter.apply(big.clone()).unwrap();
+        let rounds = 64;
+        for _ in 0..rounds {
+            assert_eq!(filter.apply(big.clone()).unwrap().num_rows(), 192);
         }
-        let warmup = (WARMUP_ROWS as usize).div_ceil(8192) * 8192;
-        assert!(evaluated.value() >= warmup);
-        assert!(evaluated.value() <= warmup + 8192 * (64 / SAMPLE_EVERY as usize + 1));
+        assert_eq!(dropped.value(), rounds * (8192 - 192));
+        // The selective one sees every row; the other one whole batch (before either was
+        // measured), then, sorted after it, at most the 192 survivors.
+        assert!(evaluated.value() >= rounds * 8192);
+        assert!(evaluated.value() <= rounds * (8192 + 192) + 8192);
     }
 }
