@@ -48,7 +48,7 @@ pub const CHEAP_NS_PER_ROW: f64 = 5.0;
 pub const CHEAP_PASS_RATIO: f64 = 0.75;
 
 /// A costlier conjunct keeping at most this share of rows runs on every batch.
-pub const COSTLY_PASS_RATIO: f64 = 0.25;
+pub const COSTLY_PASS_RATIO: f64 = 0.02;
 
 /// A conjunct is evaluated on every batch until it has seen this many rows (measuring).
 pub const WARMUP_ROWS: f64 = 32_768.0;
