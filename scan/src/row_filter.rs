@@ -38,7 +38,9 @@ use datafusion::common::{Result, ScalarValue};
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_expr::expressions::Literal;
 use datafusion::physical_expr::utils::split_conjunction;
-use datafusion::physical_expr_common::physical_expr::{snapshot_generation, snapshot_physical_expr};
+use datafusion::physical_expr_common::physical_expr::{
+    snapshot_generation, snapshot_physical_expr,
+};
 use datafusion::physical_plan::metrics::Count;
 
 /// A conjunct measured at or below this cost (ns per row evaluated) is cheap.
@@ -228,7 +230,8 @@ mod tests {
     fn drops_false_and_null_rows_and_samples_a_conjunct_that_does_not_pay() {
         let b = batch(vec![Some(1), Some(5), None, Some(9)]);
         let schema = b.schema();
-        let gt = |v: i32| binary(col("k", &schema).unwrap(), Operator::Gt, lit(v), &schema).unwrap();
+        let gt =
+            |v: i32| binary(col("k", &schema).unwrap(), Operator::Gt, lit(v), &schema).unwrap();
         let (dropped, evaluated) = (Count::new(), Count::new());
         let filter = DynamicRowFilter::new(vec![gt(4)], dropped.clone(), evaluated).unwrap();
         let out = filter.apply(b).unwrap();
