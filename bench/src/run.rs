@@ -1270,7 +1270,7 @@ mod tests {
         assert!(again.contains("already exists"), "{again}");
         let python = std::env::var_os("ICEFLIGHT_PYTHON").map(PathBuf::from);
         // Not iceberg-datafusion: its crate compiles DataFusion 53.1, which no test builds.
-        let mut engines = vec!["iceflight", "datafusion-parquet"];
+        let mut engines = vec!["iceflight", "iceflight-b", "datafusion-parquet"];
         if python.is_some() {
             engines.push("duckdb");
         }
@@ -1289,6 +1289,9 @@ mod tests {
             queries: None,
             out_dir: out_dir.clone(),
             python: python.unwrap_or_else(|| "python3".into()),
+            iceflight_set: vec![],
+            // The A/B engine on iceberg's reader: its answers are cross-checked too.
+            iceflight_b_set: vec!["iceflight.scan.reader=iceberg".into()],
             trino_url: None,
         })
         .await

@@ -40,7 +40,7 @@ impl ScanCaches {
     }
 
     /// Whether reads of `path` go through `blocks` (so a prefetch is kept for the read).
-    pub fn caches(&self, path: &str) -> bool {
+    pub fn holds(&self, path: &str) -> bool {
         self.blocks.is_some() && crate::block_cache::covers(path, self.local_files)
     }
 

@@ -8,7 +8,7 @@
 //! iceberg 0.10.1's reader turns each delete row into `NOT (status = 'INACTIVE')`, which is NULL
 //! for a NULL `status` and so drops rows the delete never matched. Here keys are compared in
 //! Arrow's row format, where NULL equals NULL and differs from every value — the Iceberg spec's
-//! equality-delete semantics. Positional deletes stay with iceberg's reader (a row selection).
+//! equality-delete semantics. Positional deletes are a row selection (`positional_deletes.rs`).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -17,11 +17,11 @@ use arrow::array::{ArrayRef, BooleanArray, RecordBatch};
 use arrow::compute::{cast, concat, filter_record_batch};
 use arrow::datatypes::DataType;
 use arrow::row::{RowConverter, SortField};
-use datafusion::common::{DataFusionError, Result};
+use datafusion::common::Result;
 use iceberg::io::FileIO;
-use parquet::arrow::PARQUET_FIELD_ID_META_KEY;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use tokio::sync::Mutex;
+
+use crate::delete_files;
 
 /// The keys of one equality-delete file, in Arrow row format over the data columns' types.
 #[derive(Debug)]
@@ -45,29 +45,11 @@ impl DeleteKeys {
         field_ids: &[i32],
         types: &[DataType],
     ) -> Result<Self> {
-        let bytes = file_io
-            .new_input(path)
-            .map_err(external)?
-            .read()
-            .await
-            .map_err(external)?;
-        let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)?;
+        let builder = delete_files::open(file_io, path).await?;
         let schema = Arc::clone(builder.schema());
         let positions = field_ids
             .iter()
-            .map(|id| {
-                schema
-                    .fields()
-                    .iter()
-                    .position(|f| {
-                        f.metadata().get(PARQUET_FIELD_ID_META_KEY) == Some(&id.to_string())
-                    })
-                    .ok_or_else(|| {
-                        DataFusionError::Execution(format!(
-                            "equality delete file {path} has no column with field id {id}"
-                        ))
-                    })
-            })
+            .map(|id| delete_files::column(&schema, *id, "equality", path))
             .collect::<Result<Vec<_>>>()?;
         let batches = builder
             .build()?
@@ -134,10 +116,6 @@ fn converter(types: &[DataType]) -> Result<RowConverter> {
     Ok(RowConverter::new(
         types.iter().map(|t| SortField::new(t.clone())).collect(),
     )?)
-}
-
-fn external(e: iceberg::Error) -> DataFusionError {
-    DataFusionError::External(Box::new(e))
 }
 
 /// Equality-delete keys shared by every task of one scan, loaded once per delete file.

@@ -565,8 +565,13 @@ impl ExecutionPlan for IcebergScanExec {
             })
             .collect();
         let propagation = FilterPushdownPropagation::with_parent_pushdown_result(answers);
-        let known: Vec<String> = self.static_filters.iter().map(|f| f.to_string()).collect();
-        fixed.retain(|f| !known.contains(&f.to_string()));
+        // Both pushdown phases offer the static filters again: keep each once.
+        fixed.retain(|f| {
+            !self
+                .static_filters
+                .iter()
+                .any(|known| known.as_ref() == f.as_ref())
+        });
         if dynamic.is_empty() && fixed.is_empty() {
             return Ok(propagation);
         }

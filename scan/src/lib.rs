@@ -1,22 +1,26 @@
 //! iceflight's Iceberg scan: a DataFusion `TableProvider` and `ExecutionPlan` that read Iceberg
-//! tables with iceberg-rust's Parquet reader and Iceberg semantics (field-id projection, schema
-//! evolution, identity-partition constants, positional and null-safe equality deletes).
+//! tables with our Parquet read path on parquet's async reader (iceberg-rust's reader for the
+//! files it does not cover) and Iceberg semantics (field-id projection, schema evolution,
+//! identity-partition constants, positional and null-safe equality deletes).
 //!
 //! ```text
 //!   SQL ──► DataFusion planner ──► IcebergTableProvider::scan ──► IcebergScanExec ──► batches
-//!                                   (predicate, plan_files)        (per task reader)
+//!                                   (predicate, plan_files)        (opener per task)
 //! ```
 //!
 //! One concern per module: [`predicate`] (static filter conversion), [`metrics_index`] (manifest
 //! metrics and statistics), [`domain`] and [`domain_cache`] (filters as per-column domains),
-//! [`gate`] with [`layout`], [`prune`], [`footer`] and [`row_groups`] (what prunes where),
-//! [`equality_deletes`], [`provider`], [`exec`]; the engine's caches in [`caches`]: the
-//! [`block_cache`] (with its optional [`disk_tier`]) under every read (attributed per scan by [`io_scope`]), footers,
-//! manifest metrics. See `README.md`.
+//! [`gate`] with [`layout`], [`prune`], [`footer`], [`row_groups`] and [`page_index`] (what
+//! prunes where), [`opener`] and [`native_reader`] (reading one task), [`positional_deletes`],
+//! [`equality_deletes`] and [`delete_files`], [`row_filter`] (live dynamic filters on rows),
+//! [`metrics`], [`provider`], [`exec`]; the engine's caches in [`caches`]: the [`block_cache`]
+//! (with its optional [`disk_tier`]) under every read (attributed per scan by [`io_scope`]),
+//! footers, manifest metrics. See `README.md`.
 
 pub mod block_cache;
 pub mod caches;
 pub mod columns;
+pub mod delete_files;
 pub mod disk_tier;
 pub mod domain;
 pub mod domain_cache;
@@ -42,6 +46,26 @@ pub mod row_groups;
 pub mod struct_evolution;
 
 pub use dynamic_filter_rule::DynamicFilterRule;
+
+use std::sync::Arc;
+
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::prelude::SessionConfig;
+
+/// Registers the scan in a session being built: its settings (`iceflight.*`,
+/// [`IceflightOptions`]) and the engine's `caches` in `config`, and its physical optimizer rule
+/// ([`DynamicFilterRule`]) after `rules` (it needs the dynamic filters DataFusion's last
+/// filter-pushdown pass puts in place, so it goes last). Returns the config.
+pub fn register(
+    config: SessionConfig,
+    caches: Arc<caches::ScanCaches>,
+    rules: &mut Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>>,
+) -> SessionConfig {
+    rules.push(Arc::new(DynamicFilterRule));
+    config
+        .with_option_extension(IceflightOptions::default())
+        .with_extension(caches)
+}
 pub use exec::IcebergScanExec;
 pub use options::IceflightOptions;
 pub use provider::IcebergTableProvider;

@@ -392,7 +392,7 @@ impl TaskOpener {
             positions,
             deletes,
             dynamic_at_open,
-            prefetch: self.caches.caches(&task.data_file_path),
+            prefetch: self.caches.holds(&task.data_file_path),
         });
         let opener = Arc::clone(self);
         let order = Arc::new(kept);

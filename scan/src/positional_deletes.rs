@@ -18,11 +18,12 @@ use std::sync::Arc;
 use arrow::array::{Array, AsArray};
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, Int64Type};
-use datafusion::common::{DataFusionError, Result};
+use datafusion::common::Result;
 use iceberg::io::FileIO;
-use parquet::arrow::PARQUET_FIELD_ID_META_KEY;
-use parquet::arrow::arrow_reader::{ParquetRecordBatchReaderBuilder, RowSelection, RowSelector};
+use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
 use tokio::sync::Mutex;
+
+use crate::delete_files;
 
 /// Field id of `file_path` in a positional delete file.
 pub const FILE_PATH_ID: i32 = 2147483546;
@@ -36,8 +37,6 @@ type ByDataFile = HashMap<String, Vec<u64>>;
 #[derive(Debug, Default)]
 pub struct PositionalDeletes {
     loaded: Mutex<HashMap<String, Arc<ByDataFile>>>,
-    /// Delete files read (for the `delete_files_read` counter and tests).
-    reads: std::sync::atomic::AtomicUsize,
 }
 
 impl PositionalDeletes {
@@ -59,8 +58,6 @@ impl PositionalDeletes {
                     Some(f) => Arc::clone(f),
                     None => {
                         let f = Arc::new(load(file_io, path).await?);
-                        self.reads
-                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         loaded.insert(path.to_string(), Arc::clone(&f));
                         f
                     }
@@ -74,34 +71,12 @@ impl PositionalDeletes {
         out.dedup();
         Ok(out)
     }
-
-    /// Delete files read so far.
-    pub fn reads(&self) -> usize {
-        self.reads.load(std::sync::atomic::Ordering::Relaxed)
-    }
 }
 
 /// Reads one positional delete file (Parquet) into positions by data file path.
 async fn load(file_io: &FileIO, path: &str) -> Result<ByDataFile> {
-    let bytes = file_io
-        .new_input(path)
-        .map_err(external)?
-        .read()
-        .await
-        .map_err(external)?;
-    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)?;
-    let column = |id: i32| {
-        builder
-            .schema()
-            .fields()
-            .iter()
-            .position(|f| f.metadata().get(PARQUET_FIELD_ID_META_KEY) == Some(&id.to_string()))
-            .ok_or_else(|| {
-                DataFusionError::Execution(format!(
-                    "positional delete file {path} has no column with field id {id}"
-                ))
-            })
-    };
+    let builder = delete_files::open(file_io, path).await?;
+    let column = |id| delete_files::column(builder.schema(), id, "positional", path);
     let (file_col, pos_col) = (column(FILE_PATH_ID)?, column(POS_ID)?);
     let mut out = ByDataFile::new();
     for batch in builder.build()? {
@@ -147,10 +122,6 @@ pub fn selection(positions: &[u64], first: u64, rows: usize) -> Option<RowSelect
         selectors.push(RowSelector::select((end - at) as usize));
     }
     Some(RowSelection::from(selectors))
-}
-
-fn external(e: iceberg::Error) -> DataFusionError {
-    DataFusionError::External(Box::new(e))
 }
 
 #[cfg(test)]

@@ -14,7 +14,6 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::parser::{DFParser, Statement};
 use iceflight_catalog::cached_storage::StorageCache;
 use iceflight_catalog::{CatalogError, Catalogs, NO_DEFAULT_SCHEMA};
-use iceflight_scan::IceflightOptions;
 use iceflight_scan::block_cache::{BlockCache, BlockCacheConfig};
 use iceflight_scan::caches::ScanCaches;
 use iceflight_scan::disk_tier::DiskTier;
@@ -160,14 +159,14 @@ impl Engine {
                 .unwrap_or(1),
             n => n,
         };
-        let mut config = SessionConfig::new()
+        let config = SessionConfig::new()
             .with_information_schema(true)
             .with_create_default_catalog_and_schema(false)
             .with_default_catalog_and_schema(catalog, schema)
             .with_target_partitions(target_partitions)
-            .with_batch_size(self.config.query.batch_size.max(1))
-            .with_option_extension(IceflightOptions::default())
-            .with_extension(Arc::clone(&self.caches));
+            .with_batch_size(self.config.query.batch_size.max(1));
+        let mut rules = engine_physical_optimizer_rules();
+        let mut config = iceflight_scan::register(config, Arc::clone(&self.caches), &mut rules);
         for (k, v) in settings {
             config.options_mut().set(k, v).map_err(|source| {
                 DataFusionError::External(Box::new(crate::message::InvalidSetting {
@@ -181,7 +180,7 @@ impl Engine {
             .with_config(config)
             .with_runtime_env(Arc::clone(&self.runtime))
             .with_default_features()
-            .with_physical_optimizer_rules(physical_optimizer_rules())
+            .with_physical_optimizer_rules(rules)
             .build();
         let ctx = SessionContext::new_with_state(state);
         self.catalogs.register(&ctx);
@@ -245,13 +244,5 @@ pub type PhysicalRule =
 pub fn engine_physical_optimizer_rules() -> Vec<PhysicalRule> {
     let mut rules = datafusion::physical_optimizer::optimizer::PhysicalOptimizer::new().rules;
     rules.push(Arc::new(crate::join_filters::NullSafeJoinFilters));
-    rules
-}
-
-/// [`engine_physical_optimizer_rules`], then iceflight's [`DynamicFilterRule`] (it needs the
-/// dynamic filters in place, which the last filter-pushdown pass puts there).
-fn physical_optimizer_rules() -> Vec<PhysicalRule> {
-    let mut rules = engine_physical_optimizer_rules();
-    rules.push(Arc::new(iceflight_scan::DynamicFilterRule));
     rules
 }
