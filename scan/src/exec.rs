@@ -83,6 +83,8 @@ pub struct IcebergScanExec {
     reader: ScanReader,
     /// `iceflight.scan.dynamic_row_filter`.
     dynamic_row_filter: bool,
+    /// `iceflight.scan.late_materialization`.
+    late_materialization: bool,
     /// Dynamic filters pushed by joins, TopK and aggregates (kept so their producers compute
     /// them: `HashJoinExec` checks `is_used()`), in output-schema column indices.
     dynamic_filters: Vec<Arc<dyn PhysicalExpr>>,
@@ -149,6 +151,8 @@ pub struct PlannedScan {
     pub reader: ScanReader,
     /// `iceflight.scan.dynamic_row_filter`.
     pub dynamic_row_filter: bool,
+    /// `iceflight.scan.late_materialization`.
+    pub late_materialization: bool,
     /// The columns filters can constrain (`columns.rs`).
     pub columns: ScanColumns,
     /// Per column of `columns`: names, types and layout for the gate.
@@ -180,6 +184,7 @@ impl IcebergScanExec {
             positional: Arc::new(PositionalDeletes::default()),
             reader: plan.reader,
             dynamic_row_filter: plan.dynamic_row_filter,
+            late_materialization: plan.late_materialization,
             dynamic_filters: vec![],
             dynamic_domains: None,
             dynamic_nulls: DynamicNulls::Unproven,
@@ -491,6 +496,7 @@ impl ExecutionPlan for IcebergScanExec {
             reader: self.reader,
             positional: Arc::clone(&self.positional),
             row_filter,
+            late_materialization: self.late_materialization,
         });
         let batches = stream::iter(tasks.into_iter().enumerate())
             .then(move |(i, task)| {

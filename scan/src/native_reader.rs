@@ -20,10 +20,15 @@ use std::fmt;
 use std::ops::Range;
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions, new_null_array};
-use arrow::datatypes::{DataType, SchemaRef};
+use std::time::Instant;
+
+use arrow::array::{ArrayRef, BooleanArray, RecordBatch, RecordBatchOptions, new_null_array};
+use arrow::datatypes::{DataType, Schema, SchemaRef};
+use arrow::error::ArrowError;
 use bytes::Bytes;
 use datafusion::common::{Result, ScalarValue};
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr::utils::{collect_columns, reassign_expr_columns};
 use datafusion::physical_plan::metrics::Count;
 use futures::FutureExt;
 use futures::future::BoxFuture;
@@ -31,8 +36,10 @@ use iceberg::io::FileRead;
 use iceberg::scan::FileScanTask;
 use iceberg::spec::{Literal, PrimitiveLiteral, Transform};
 use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::ArrowReaderOptions as Options;
-use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, RowSelection};
+use parquet::arrow::arrow_reader::{
+    ArrowPredicate, ArrowPredicateFn, ArrowReaderMetadata, ArrowReaderOptions, RowFilter,
+    RowSelection,
+};
 use parquet::arrow::async_reader::{
     AsyncFileReader, ParquetRecordBatchStream, ParquetRecordBatchStreamBuilder,
 };
@@ -40,6 +47,7 @@ use parquet::basic::Type as PhysicalType;
 use parquet::errors::ParquetError;
 use parquet::file::metadata::ParquetMetaData;
 
+use crate::row_filter::{self, ConjunctKey, DynamicRowFilter};
 use crate::struct_evolution::align;
 
 /// Why a data file is read by iceberg's `ArrowReader` instead of the native path.
@@ -66,7 +74,7 @@ impl fmt::Display for Fallback {
 /// Options every native open uses: the file's own Parquet types (no embedded Arrow schema, so
 /// strings decode as `Utf8`, the scan's output type), page index from the cached footer.
 pub fn reader_options() -> ArrowReaderOptions {
-    Options::new().with_skip_arrow_metadata(true)
+    ArrowReaderOptions::new().with_skip_arrow_metadata(true)
 }
 
 /// Where one read column comes from in one file.
@@ -176,6 +184,83 @@ impl FilePlan {
             columns,
             &options,
         )?)
+    }
+
+    /// The `conjuncts` (over the read columns, by index) whose columns this file holds, as a
+    /// Parquet `RowFilter`: each decodes only its own columns, then the reader decodes the other
+    /// columns for the rows it kept (late materialization). Each evaluation is recorded in
+    /// `filter`. Returns the filter (`None`: no conjunct lowered) and the lowered conjuncts.
+    ///
+    /// Errors: a conjunct's columns do not map onto its sub-schema (not expected).
+    pub fn row_filter(
+        &self,
+        arrow: &ArrowReaderMetadata,
+        conjuncts: Vec<(ConjunctKey, Arc<dyn PhysicalExpr>)>,
+        filter: &Arc<DynamicRowFilter>,
+    ) -> Result<(Option<RowFilter>, Vec<ConjunctKey>)> {
+        let mut predicates: Vec<Box<dyn ArrowPredicate>> = vec![];
+        let mut lowered = vec![];
+        'conjuncts: for (key, expr) in conjuncts {
+            // The conjunct's columns, by the Parquet root each is decoded from.
+            let mut by_root: Vec<(usize, usize)> = vec![];
+            for column in collect_columns(&expr) {
+                match self.sources.get(column.index()) {
+                    Some(Source::Column(at)) => by_root.push((self.roots[*at], column.index())),
+                    _ => continue 'conjuncts,
+                }
+            }
+            by_root.sort_unstable();
+            by_root.dedup();
+            if by_root.is_empty() || by_root.windows(2).any(|w| w[0].0 == w[1].0) {
+                continue;
+            }
+            let schema = Arc::new(Schema::new(
+                by_root
+                    .iter()
+                    .map(|(_, i)| self.schema.field(*i).clone())
+                    .collect::<Vec<_>>(),
+            ));
+            let expr = reassign_expr_columns(expr, &schema)?;
+            let mask =
+                ProjectionMask::roots(arrow.parquet_schema(), by_root.iter().map(|(r, _)| *r));
+            let filter = Arc::clone(filter);
+            predicates.push(Box::new(ArrowPredicateFn::new(
+                mask,
+                move |batch: RecordBatch| {
+                    let started = Instant::now();
+                    let rows = batch.num_rows();
+                    let run = || -> Result<BooleanArray> {
+                        let columns = batch
+                            .columns()
+                            .iter()
+                            .zip(schema.fields())
+                            .map(|(c, f)| align(c, f.data_type()))
+                            .collect::<Result<Vec<ArrayRef>>>()?;
+                        let options = RecordBatchOptions::new().with_row_count(Some(rows));
+                        let batch = RecordBatch::try_new_with_options(
+                            Arc::clone(&schema),
+                            columns,
+                            &options,
+                        )?;
+                        Ok(row_filter::evaluate(&expr, &batch)?
+                            .unwrap_or_else(|| BooleanArray::from(vec![true; rows])))
+                    };
+                    let mask = run().map_err(|e| ArrowError::ExternalError(Box::new(e)))?;
+                    filter.record(
+                        key,
+                        rows,
+                        mask.true_count(),
+                        started.elapsed().as_nanos() as f64,
+                    );
+                    Ok(mask)
+                },
+            )));
+            lowered.push(key);
+        }
+        Ok((
+            (!predicates.is_empty()).then(|| RowFilter::new(predicates)),
+            lowered,
+        ))
     }
 
     /// Byte ranges of the projected column chunks of row group `rg` (what reading it fetches).
@@ -309,8 +394,8 @@ impl AsyncFileReader for FileSource {
     }
 }
 
-/// A stream of row group `rg` of `source`'s file: the plan's columns, `selection`'s rows,
-/// `batch_size` rows per batch.
+/// A stream of row group `rg` of `source`'s file: the plan's columns, `selection`'s rows that
+/// pass `row_filter`, `batch_size` rows per batch.
 ///
 /// Errors: the reader refuses the projection or selection (not expected for a planned file).
 pub fn open_row_group(
@@ -319,6 +404,7 @@ pub fn open_row_group(
     plan: &FilePlan,
     rg: usize,
     selection: Option<RowSelection>,
+    row_filter: Option<RowFilter>,
     batch_size: usize,
 ) -> Result<ParquetRecordBatchStream<FileSource>> {
     let mut builder =
@@ -328,6 +414,9 @@ pub fn open_row_group(
             .with_batch_size(batch_size);
     if let Some(selection) = selection {
         builder = builder.with_row_selection(selection);
+    }
+    if let Some(row_filter) = row_filter {
+        builder = builder.with_row_filter(row_filter);
     }
     Ok(builder.build()?)
 }

@@ -41,7 +41,7 @@ use crate::options::ScanReader;
 use crate::page_index;
 use crate::positional_deletes::{self, PositionalDeletes};
 use crate::prune::{BoundsByFile, FileBounds, may_match};
-use crate::row_filter::DynamicRowFilter;
+use crate::row_filter::{ConjunctKey, DynamicRowFilter};
 use crate::row_groups;
 use crate::struct_evolution;
 
@@ -72,6 +72,8 @@ pub(crate) struct TaskOpener {
     pub positional: Arc<PositionalDeletes>,
     /// Live dynamic filters on rows (`None`: off, or no filter the plan proves usable).
     pub row_filter: Option<Arc<DynamicRowFilter>>,
+    /// `iceflight.scan.late_materialization`: paying conjuncts run inside the Parquet reader.
+    pub late_materialization: bool,
 }
 
 /// What the gate made of one task.
@@ -467,12 +469,20 @@ impl TaskOpener {
                 source.prefetch(ranges).await
             }));
         }
+        // Conjuncts measured to pay run inside the reader, before the other columns decode.
+        let (reader_filter, lowered) = match &self.row_filter {
+            Some(f) if self.late_materialization => {
+                file.plan.row_filter(&file.arrow, f.paying()?, f)?
+            }
+            _ => (None, vec![]),
+        };
         let decoded = native_reader::open_row_group(
             &file.source,
             &file.arrow,
             &file.plan,
             rg,
             selection,
+            reader_filter,
             self.batch_size,
         )?;
         let plan = file.plan.clone();
@@ -486,7 +496,14 @@ impl TaskOpener {
             .and_then(move |batch| {
                 rows_decoded.add(batch.num_rows());
                 let out = plan.assemble(&batch).and_then(|batch| {
-                    finish(batch, &deletes, &deleted, &schema, row_filter.as_deref())
+                    finish(
+                        batch,
+                        &deletes,
+                        &deleted,
+                        &schema,
+                        row_filter.as_deref(),
+                        &lowered,
+                    )
                 });
                 futures::future::ready(out)
             })
@@ -573,6 +590,7 @@ impl TaskOpener {
                     &deleted,
                     &schema,
                     row_filter.as_deref(),
+                    &[],
                 ))
             })
             .chain(stream::once(async move {
@@ -585,13 +603,15 @@ impl TaskOpener {
 }
 
 /// A decoded batch of the read columns as output: equality deletes applied (counted in
-/// `deleted`), the output columns kept, then the live row filter; `None` when no row is left.
+/// `deleted`), the output columns kept, then the live row filter but for the conjuncts `lowered`
+/// into the Parquet reader; `None` when no row is left.
 fn finish(
     batch: RecordBatch,
     deletes: &EqualityDeletes,
     deleted: &datafusion::physical_plan::metrics::Count,
     schema: &SchemaRef,
     row_filter: Option<&DynamicRowFilter>,
+    lowered: &[ConjunctKey],
 ) -> Result<Option<RecordBatch>> {
     let before = batch.num_rows();
     let batch = equality_deletes::apply(batch, deletes)?;
@@ -600,7 +620,7 @@ fn finish(
         return Ok(None);
     };
     let batch = match row_filter {
-        Some(f) => f.apply(batch)?,
+        Some(f) => f.apply(batch, lowered)?,
         None => batch,
     };
     Ok((batch.num_rows() > 0).then_some(batch))

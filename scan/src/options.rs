@@ -28,6 +28,10 @@ pub struct IceflightOptions {
     /// `iceflight.scan.dynamic_row_filter` (default true): evaluate live dynamic filters on the
     /// scan's rows while they pay (`row_filter.rs`).
     pub dynamic_row_filter: bool,
+    /// `iceflight.scan.late_materialization` (default true): run the row filter's paying
+    /// conjuncts inside the Parquet reader (native path), decoding the other columns only for
+    /// the rows they keep.
+    pub late_materialization: bool,
 }
 
 /// Which reader opens data files (`iceflight.scan.reader`).
@@ -58,6 +62,7 @@ impl Default for IceflightOptions {
             reader_predicate: true,
             reader: ScanReader::Native,
             dynamic_row_filter: true,
+            late_materialization: true,
         }
     }
 }
@@ -94,7 +99,7 @@ pub fn format_duration(d: std::time::Duration) -> String {
 }
 
 impl IceflightOptions {
-    const KEYS: [(&'static str, &'static str); 6] = [
+    const KEYS: [(&'static str, &'static str); 7] = [
         (
             "scan.batch_size",
             "Rows per batch decoded by the Parquet reader; 0 uses datafusion.execution.batch_size",
@@ -118,6 +123,10 @@ impl IceflightOptions {
         (
             "scan.dynamic_row_filter",
             "Evaluate live dynamic filters on the scan's rows while they drop enough to pay",
+        ),
+        (
+            "scan.late_materialization",
+            "Run paying dynamic row filters inside the Parquet reader, before the other columns decode",
         ),
     ];
 }
@@ -173,6 +182,7 @@ impl ExtensionOptions for IceflightOptions {
                 }
             }
             "scan.dynamic_row_filter" => self.dynamic_row_filter = boolean()?,
+            "scan.late_materialization" => self.late_materialization = boolean()?,
             _ => {
                 return Err(DataFusionError::Configuration(format!(
                     "unknown setting iceflight.{key} (known: {})",
@@ -191,6 +201,7 @@ impl ExtensionOptions for IceflightOptions {
             self.reader_predicate.to_string(),
             self.reader.as_str().to_string(),
             self.dynamic_row_filter.to_string(),
+            self.late_materialization.to_string(),
         ];
         Self::KEYS
             .iter()

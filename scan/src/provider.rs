@@ -248,6 +248,7 @@ impl TableProvider for IcebergTableProvider {
             reader_predicate: options.reader_predicate,
             reader: options.reader,
             dynamic_row_filter: options.dynamic_row_filter,
+            late_materialization: options.late_materialization,
             gate_columns,
             columns,
             table: self.table.clone(),

@@ -7,6 +7,9 @@
 //!                             ones kept:
 //!                               measuring, or paying ──► evaluate, drop false / NULL rows
 //!                               not paying           ──► one batch in SAMPLE_EVERY only
+//!   native path, per row group: conjuncts measured to pay (`paying`) run inside the Parquet
+//!   reader as its RowFilter (`FilePlan::row_filter`): their columns decode first, the others
+//!   only for the rows they keep (late materialization); they are then left out here
 //! ```
 //!
 //! **The rule.** A conjunct pays when the rows it drops cost more above the scan than
@@ -107,18 +110,21 @@ impl Conjunct {
         }
     }
 
-    /// Whether to evaluate it on the next batch (module docs).
-    fn should_evaluate(&mut self) -> bool {
-        self.batches += 1;
-        if self.seen < WARMUP_ROWS {
-            return true;
-        }
-        let limit = if self.nanos / self.seen <= CHEAP_NS_PER_ROW {
+    /// The pass ratio at or below which it pays, by its measured cost (module docs).
+    fn limit(&self) -> f64 {
+        if self.seen > 0.0 && self.nanos / self.seen <= CHEAP_NS_PER_ROW {
             CHEAP_PASS_RATIO
         } else {
             COSTLY_PASS_RATIO
-        };
-        self.pass_ratio() <= limit || self.batches.is_multiple_of(SAMPLE_EVERY)
+        }
+    }
+
+    /// Whether to evaluate it on the next batch (module docs).
+    fn should_evaluate(&mut self) -> bool {
+        self.batches += 1;
+        self.seen < WARMUP_ROWS
+            || self.pass_ratio() <= self.limit()
+            || self.batches.is_multiple_of(SAMPLE_EVERY)
     }
 
     fn record(&mut self, rows: usize, kept: usize, nanos: f64) {
@@ -149,14 +155,101 @@ impl DynamicRowFilter {
         })
     }
 
-    /// `batch` without the rows the paying conjuncts rule out (module docs).
+    /// `batch` without the rows the paying conjuncts rule out (module docs), leaving out the
+    /// conjuncts `skip` (already evaluated by the Parquet reader on these rows).
     ///
     /// Errors: a filter fails to snapshot or to evaluate on the batch.
-    pub fn apply(&self, batch: RecordBatch) -> Result<RecordBatch> {
+    pub fn apply(&self, batch: RecordBatch, skip: &[ConjunctKey]) -> Result<RecordBatch> {
         if batch.num_rows() == 0 {
             return Ok(batch);
         }
         let mut state = self.state.lock().expect("row filter state");
+        self.refresh(&mut state)?;
+        let mut order: Vec<(ConjunctKey, &mut Conjunct)> = vec![];
+        for (f, snapshot) in state.iter_mut().enumerate() {
+            let generation = snapshot.generation.unwrap_or_default();
+            for (index, c) in snapshot.conjuncts.iter_mut().enumerate() {
+                let key = ConjunctKey {
+                    filter: f,
+                    generation,
+                    index,
+                };
+                if !skip.contains(&key) {
+                    order.push((key, c));
+                }
+            }
+        }
+        order.sort_by(|a, b| a.1.pass_ratio().total_cmp(&b.1.pass_ratio()));
+        let before = batch.num_rows();
+        let mut batch = batch;
+        for (_, c) in order {
+            if batch.num_rows() == 0 {
+                break;
+            }
+            if !c.should_evaluate() {
+                continue;
+            }
+            let rows = batch.num_rows();
+            let started = Instant::now();
+            let Some(mask) = evaluate(&c.expr, &batch)? else {
+                continue;
+            };
+            let kept = mask.true_count();
+            if kept < rows {
+                batch = filter_record_batch(&batch, &mask)?;
+            }
+            c.record(rows, kept, started.elapsed().as_nanos() as f64);
+            self.evaluated.add(rows);
+        }
+        self.dropped.add(before - batch.num_rows());
+        Ok(batch)
+    }
+
+    /// The conjuncts measured to pay now (past their warm-up, at or below their pass limit):
+    /// what the native reader may evaluate inside the Parquet reader, before decoding the other
+    /// columns (late materialization).
+    ///
+    /// Errors: a filter fails to snapshot.
+    pub fn paying(&self) -> Result<Vec<(ConjunctKey, Arc<dyn PhysicalExpr>)>> {
+        let mut state = self.state.lock().expect("row filter state");
+        self.refresh(&mut state)?;
+        let mut out = vec![];
+        for (f, snapshot) in state.iter().enumerate() {
+            let generation = snapshot.generation.unwrap_or_default();
+            for (index, c) in snapshot.conjuncts.iter().enumerate() {
+                if c.seen >= WARMUP_ROWS && c.pass_ratio() <= c.limit() {
+                    let key = ConjunctKey {
+                        filter: f,
+                        generation,
+                        index,
+                    };
+                    out.push((key, Arc::clone(&c.expr)));
+                }
+            }
+        }
+        out.sort_by(|a, b| {
+            let ratio = |k: &ConjunctKey| state[k.filter].conjuncts[k.index].pass_ratio();
+            ratio(&a.0).total_cmp(&ratio(&b.0))
+        });
+        Ok(out)
+    }
+
+    /// Records an evaluation of conjunct `key` inside the reader: `rows` seen, `kept` kept,
+    /// `nanos` spent (ignored when its filter moved to another generation meanwhile).
+    pub fn record(&self, key: ConjunctKey, rows: usize, kept: usize, nanos: f64) {
+        self.evaluated.add(rows);
+        self.dropped.add(rows - kept);
+        let mut state = self.state.lock().expect("row filter state");
+        if let Some(snapshot) = state.get_mut(key.filter)
+            && snapshot.generation == Some(key.generation)
+            && let Some(c) = snapshot.conjuncts.get_mut(key.index)
+        {
+            c.record(rows, kept, nanos);
+        }
+    }
+
+    /// Snapshots each filter whose generation changed and splits it into conjuncts.
+    fn refresh(&self, state: &mut [Snapshot]) -> Result<()> {
         for (f, snapshot) in self.filters.iter().zip(state.iter_mut()) {
             let generation = snapshot_generation(f);
             if snapshot.generation != Some(generation) {
@@ -169,41 +262,31 @@ impl DynamicRowFilter {
                     .collect();
             }
         }
-        let mut order: Vec<&mut Conjunct> = state
-            .iter_mut()
-            .flat_map(|s| s.conjuncts.iter_mut())
-            .collect();
-        order.sort_by(|a, b| a.pass_ratio().total_cmp(&b.pass_ratio()));
-        let before = batch.num_rows();
-        let mut batch = batch;
-        for c in order {
-            if batch.num_rows() == 0 {
-                break;
-            }
-            if !c.should_evaluate() {
-                continue;
-            }
-            let rows = batch.num_rows();
-            let started = Instant::now();
-            let mask = c.expr.evaluate(&batch)?.into_array(rows)?;
-            let Some(mask) = mask.as_any().downcast_ref::<BooleanArray>() else {
-                continue;
-            };
-            let mask = if mask.null_count() > 0 {
-                prep_null_mask_filter(mask)
-            } else {
-                mask.clone()
-            };
-            let kept = mask.true_count();
-            if kept < rows {
-                batch = filter_record_batch(&batch, &mask)?;
-            }
-            c.record(rows, kept, started.elapsed().as_nanos() as f64);
-            self.evaluated.add(rows);
-        }
-        self.dropped.add(before - batch.num_rows());
-        Ok(batch)
+        Ok(())
     }
+}
+
+/// Which conjunct of which filter, at which generation of that filter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConjunctKey {
+    filter: usize,
+    generation: u64,
+    index: usize,
+}
+
+/// `expr` on `batch` as a filter mask (NULL as false); `None` when it is not boolean.
+///
+/// Errors: the expression fails to evaluate.
+pub fn evaluate(expr: &Arc<dyn PhysicalExpr>, batch: &RecordBatch) -> Result<Option<BooleanArray>> {
+    let mask = expr.evaluate(batch)?.into_array(batch.num_rows())?;
+    let Some(mask) = mask.as_any().downcast_ref::<BooleanArray>() else {
+        return Ok(None);
+    };
+    Ok(Some(if mask.null_count() > 0 {
+        prep_null_mask_filter(mask)
+    } else {
+        mask.clone()
+    }))
 }
 
 /// Whether an expression is the literal `true` (a dynamic filter whose producer is not done).
@@ -234,7 +317,7 @@ mod tests {
             |v: i32| binary(col("k", &schema).unwrap(), Operator::Gt, lit(v), &schema).unwrap();
         let (dropped, evaluated) = (Count::new(), Count::new());
         let filter = DynamicRowFilter::new(vec![gt(4)], dropped.clone(), evaluated).unwrap();
-        let out = filter.apply(b).unwrap();
+        let out = filter.apply(b, &[]).unwrap();
         assert_eq!(out.num_rows(), 2);
         assert_eq!(dropped.value(), 2);
 
@@ -246,7 +329,7 @@ mod tests {
         let big = batch((1..=8192).map(Some).collect());
         let rounds = 64;
         for _ in 0..rounds {
-            assert_eq!(filter.apply(big.clone()).unwrap().num_rows(), 192);
+            assert_eq!(filter.apply(big.clone(), &[]).unwrap().num_rows(), 192);
         }
         assert_eq!(dropped.value(), rounds * (8192 - 192));
         // The selective one sees every row; the other one whole batch (before either was
