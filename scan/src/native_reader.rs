@@ -188,7 +188,8 @@ impl FilePlan {
 
     /// The `conjuncts` (over the read columns, by index) whose columns this file holds, as a
     /// Parquet `RowFilter`: each decodes only its own columns, then the reader decodes the other
-    /// columns for the rows it kept (late materialization). Each evaluation is recorded in
+    /// columns for the rows it kept (late materialization). Only conjuncts whose other columns
+    /// include a variable-width one (strings, binary) are lowered. Each evaluation is recorded in
     /// `filter`. Returns the filter (`None`: no conjunct lowered) and the lowered conjuncts.
     ///
     /// Errors: a conjunct's columns do not map onto its sub-schema (not expected).
@@ -212,6 +213,19 @@ impl FilePlan {
             by_root.sort_unstable();
             by_root.dedup();
             if by_root.is_empty() || by_root.windows(2).any(|w| w[0].0 == w[1].0) {
+                continue;
+            }
+            // Late materialization pays where it skips decoding variable-width values (TPC-H
+            // q19: −46 %); over fixed-width columns alone the two-pass decode cost more than it
+            // saved (SSB q3.3, q3.4: +17–22 %, `bench/reports/native-reader-20261201.md`).
+            let descr = arrow.parquet_schema();
+            let skips_variable_width = (0..descr.num_columns()).any(|leaf| {
+                let root = descr.get_column_root_idx(leaf);
+                self.roots.contains(&root)
+                    && !by_root.iter().any(|(r, _)| *r == root)
+                    && descr.column(leaf).physical_type() == PhysicalType::BYTE_ARRAY
+            });
+            if !skips_variable_width {
                 continue;
             }
             let schema = Arc::new(Schema::new(
