@@ -156,12 +156,6 @@ impl FilePlan {
         })
     }
 
-    /// Whether the file holds no read column (every value a constant or NULL): the row count
-    /// is all the reader is asked for.
-    pub fn reads_nothing(&self) -> bool {
-        self.roots.is_empty()
-    }
-
     /// The decoded `batch` (columns of `roots`, file order) as the read columns in read order
     /// and their current types.
     ///

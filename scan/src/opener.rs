@@ -156,7 +156,7 @@ impl TaskOpener {
         let domains = self.domains();
         let no_bounds = FileBounds::new();
         let bounds = self.file_bounds.get(&task.data_file_path);
-        if domains.columns.is_none() || bounds.is_some_and(|b| !may_match(&domains, b)) {
+        if !self.may_hold(&task, &domains) {
             // Static domains alone were applied at planning: what rules the file out now is a
             // dynamic filter.
             self.metrics.files_pruned_dynamic.add(1);
@@ -344,16 +344,16 @@ impl TaskOpener {
         };
         // 4. Row groups.
         let candidates = row_groups::candidates(&metadata, &task);
-        let kept = if domains.columns.as_ref().is_some_and(|c| c.is_empty()) {
-            candidates
-        } else {
-            let (kept, _) =
-                row_groups::keep(&metadata, &candidates, &domains, self.gate.gate_columns());
-            self.metrics
-                .row_groups_pruned
-                .add(candidates.len() - kept.len());
-            kept
-        };
+        let (kept, _) = row_groups::keep(
+            &metadata,
+            Some(arrow.schema()),
+            &candidates,
+            &domains,
+            self.gate.gate_columns(),
+        );
+        self.metrics
+            .row_groups_pruned
+            .add(candidates.len() - kept.len());
         self.metrics.predicate_build_time.add_elapsed(started);
         if kept.is_empty() {
             return Ok(Some(stream::empty().boxed()));
@@ -420,37 +420,31 @@ impl TaskOpener {
         };
         if changed {
             // A dynamic filter completed or tightened after the file was opened.
-            let (kept, _) =
-                row_groups::keep(&file.metadata, &[rg], &domains, self.gate.gate_columns());
+            let (kept, _) = row_groups::keep(
+                &file.metadata,
+                Some(file.arrow.schema()),
+                &[rg],
+                &domains,
+                self.gate.gate_columns(),
+            );
             if kept.is_empty() {
                 self.metrics.row_groups_pruned.add(1);
                 self.metrics.predicate_build_time.add_elapsed(started);
                 return Ok(stream::empty().boxed());
             }
         }
-        let pages = if domains.columns.as_ref().is_some_and(|c| c.is_empty()) {
-            page_index::PageSelection {
-                selection: None,
-                pages_pruned: 0,
-            }
-        } else {
-            page_index::select(
-                &file.metadata,
-                file.arrow.schema(),
-                rg,
-                &domains,
-                self.gate.gate_columns(),
-            )
-        };
+        let pages = page_index::select(
+            &file.metadata,
+            file.arrow.schema(),
+            rg,
+            &domains,
+            self.gate.gate_columns(),
+        );
         self.metrics.pages_pruned.add(pages.pages_pruned);
         let rows = file.metadata.row_group(rg).num_rows() as usize;
         let first = file.first_rows[rg];
-        let deleted = positional_deletes::selection(&file.positions, first, rows);
-        if deleted.is_some() {
-            let from = file.positions.partition_point(|p| *p < first);
-            let to = file.positions.partition_point(|p| *p < first + rows as u64);
-            self.metrics.positional_deleted_rows.add(to - from);
-        }
+        let (deleted, deleted_rows) = positional_deletes::selection(&file.positions, first, rows);
+        self.metrics.positional_deleted_rows.add(deleted_rows);
         let selection: Option<RowSelection> = match (pages.selection, deleted) {
             (Some(a), Some(b)) => Some(a.intersection(&b)),
             (a, b) => a.or(b),

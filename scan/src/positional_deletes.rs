@@ -100,14 +100,14 @@ async fn load(file_io: &FileIO, path: &str) -> Result<ByDataFile> {
     Ok(out)
 }
 
-/// The rows of a row group holding file rows `[first, first + rows)` that `positions` (sorted)
-/// leave; `None` when none of them is deleted.
-pub fn selection(positions: &[u64], first: u64, rows: usize) -> Option<RowSelection> {
+/// The rows of a row group holding file rows `[first, first + rows)` that `positions` (sorted,
+/// distinct) leave (`None` when none of them is deleted), and how many are deleted.
+pub fn selection(positions: &[u64], first: u64, rows: usize) -> (Option<RowSelection>, usize) {
     let end = first + rows as u64;
     let from = positions.partition_point(|p| *p < first);
     let to = positions.partition_point(|p| *p < end);
     if from == to {
-        return None;
+        return (None, 0);
     }
     let mut selectors = vec![];
     let mut at = first;
@@ -121,7 +121,7 @@ pub fn selection(positions: &[u64], first: u64, rows: usize) -> Option<RowSelect
     if at < end {
         selectors.push(RowSelector::select((end - at) as usize));
     }
-    Some(RowSelection::from(selectors))
+    (Some(RowSelection::from(selectors)), to - from)
 }
 
 #[cfg(test)]
@@ -131,7 +131,9 @@ mod tests {
     #[test]
     fn positions_inside_the_row_group_are_skipped() {
         // Row group of file rows [10, 20); rows 3 and 25 lie outside it.
-        let s = selection(&[3, 10, 11, 15, 19, 25], 10, 10).unwrap();
+        let (s, deleted) = selection(&[3, 10, 11, 15, 19, 25], 10, 10);
+        assert_eq!(deleted, 4);
+        let s = s.unwrap();
         let v: Vec<RowSelector> = s.into();
         assert_eq!(
             v,
@@ -143,6 +145,6 @@ mod tests {
                 RowSelector::skip(1),
             ]
         );
-        assert_eq!(selection(&[3, 25], 10, 10), None);
+        assert_eq!(selection(&[3, 25], 10, 10), (None, 0));
     }
 }

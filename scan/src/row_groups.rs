@@ -89,7 +89,18 @@ pub fn select(
     columns: &[GateColumn],
 ) -> Selection {
     let candidates = candidates(metadata, task);
-    let (kept, layouts) = keep(metadata, &candidates, domains, columns);
+    let file_schema = parquet_to_arrow_schema(
+        metadata.file_metadata().schema_descr(),
+        metadata.file_metadata().key_value_metadata(),
+    )
+    .ok();
+    let (kept, layouts) = keep(
+        metadata,
+        file_schema.as_ref(),
+        &candidates,
+        domains,
+        columns,
+    );
     Selection {
         candidates,
         kept,
@@ -99,8 +110,11 @@ pub fn select(
 
 /// The subset of `candidates` (row-group indices) that may hold a row passing `domains`, and
 /// each column's layout across them (`Unknown` where the domains do not constrain it).
+/// `file_schema` is the file's Arrow schema (fields carrying `PARQUET:field_id`), needed for
+/// top-level columns; `None` prunes on nested leaves only.
 pub fn keep(
     metadata: &ParquetMetaData,
+    file_schema: Option<&Schema>,
     candidates: &[usize],
     domains: &Domains,
     columns: &[GateColumn],
@@ -115,11 +129,6 @@ pub fn keep(
     // Bounds per candidate row group, per column (default = unknown).
     let mut bounds: Vec<FileBounds> =
         vec![vec![ColumnBounds::default(); columns.len()]; candidates.len()];
-    let file_schema = parquet_to_arrow_schema(
-        metadata.file_metadata().schema_descr(),
-        metadata.file_metadata().key_value_metadata(),
-    )
-    .ok();
     for &index in constrained.keys() {
         let Some(col) = columns.get(index).map(|c| &c.column) else {
             continue;
@@ -127,7 +136,7 @@ pub fn keep(
         let column = if col.nested {
             leaf_bounds(metadata, col.field_id, &col.arrow_type, candidates)
         } else {
-            file_schema.as_ref().and_then(|file_schema| {
+            file_schema.and_then(|file_schema| {
                 column_bounds(
                     metadata,
                     file_schema,
