@@ -5,12 +5,15 @@
 //!                  │ no
 //!                  ▼
 //!                catalog.load_table ── same metadata location as the cached one? ── keep it
+//!                  (one request)          │ no: the loaded table replaces it
 //!   list_namespaces / list_tables / namespace_exists ── younger than listing-cache-ttl? ── cached
 //!   any write through this catalog (create, drop, rename, commit) ──► everything dropped
 //! ```
 //!
 //! `metadata-cache-ttl` defaults to 0 s: every query asks the catalog for the table, so a commit
-//! by another engine is seen by the next query. Listings default to 5 s. `invalidate` (the SQL
+//! by another engine is seen by the next query. Even then the cached `Table` is kept while its
+//! metadata location is unchanged, and with it iceberg's manifest cache, so a repeated query
+//! reads no manifest again. Listings default to 5 s. `invalidate` (the SQL
 //! function `iceflight_invalidate_cache`) drops everything at once.
 
 use std::collections::HashMap;
@@ -41,6 +44,24 @@ pub struct CachingCatalog {
     exists: Entries<NamespaceIdent, bool>,
     /// Bumped by every invalidation: a read that started before one stores nothing.
     generation: std::sync::atomic::AtomicU64,
+    counters: TableCacheStats,
+}
+
+/// What the table cache of a catalog did since it started (`system.runtime.cache`, row
+/// `table`). Counts of `load_table` calls, by outcome.
+#[derive(Debug, Default)]
+pub struct TableCacheStats {
+    /// Requests sent to the catalog.
+    pub requests: std::sync::atomic::AtomicU64,
+    /// Calls answered with the cached `Table`: younger than the TTL, or loaded again with an
+    /// unchanged metadata location.
+    pub hits: std::sync::atomic::AtomicU64,
+    /// Calls answered with a newly built `Table` (first load, or the metadata changed).
+    pub misses: std::sync::atomic::AtomicU64,
+}
+
+fn bump(c: &std::sync::atomic::AtomicU64) {
+    c.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
 }
 
 fn fresh<K: std::hash::Hash + Eq, V: Clone>(
@@ -80,7 +101,20 @@ impl CachingCatalog {
             table_lists: Mutex::default(),
             exists: Mutex::default(),
             generation: std::sync::atomic::AtomicU64::new(0),
+            counters: TableCacheStats::default(),
         }
+    }
+
+    /// `(cached tables, requests, hits, misses)` of the table cache ([`TableCacheStats`]).
+    pub fn table_stats(&self) -> [u64; 4] {
+        let get = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+        let entries = self.tables.lock().expect("catalog cache").len() as u64;
+        [
+            entries,
+            get(&self.counters.requests),
+            get(&self.counters.hits),
+            get(&self.counters.misses),
+        ]
     }
 
     /// Drops every cached table and listing; returns how many entries there were.
@@ -195,18 +229,21 @@ impl Catalog for CachingCatalog {
 
     async fn load_table(&self, table: &TableIdent) -> Result<Table> {
         if let Some(hit) = fresh(&self.tables, table, self.metadata_ttl) {
+            bump(&self.counters.hits);
             return Ok(hit);
         }
         let generation = self.generation();
+        bump(&self.counters.requests);
         let loaded = self.inner.load_table(table).await?;
-        if self.metadata_ttl.is_zero() {
-            return Ok(loaded);
-        }
         // Unchanged metadata location and storage settings (vended credentials are renewed):
-        // keep the cached table and what hangs off it.
+        // keep the cached table and what hangs off it (iceberg's manifest cache), at any TTL.
         let cached = fresh(&self.tables, table, Duration::MAX).filter(|t| {
             t.metadata_location() == loaded.metadata_location()
                 && t.file_io().config().props() == loaded.file_io().config().props()
+        });
+        bump(match cached {
+            Some(_) => &self.counters.hits,
+            None => &self.counters.misses,
         });
         let table_now = cached.unwrap_or(loaded);
         store(

@@ -33,19 +33,32 @@ use iceberg_storage_opendal::OpenDalResolvingStorageFactory;
 use iceflight_scan::block_cache::{BlockCache, Source, store_prefix};
 use serde::{Deserialize, Serialize};
 
-/// The block cache of one engine and what it covers.
-#[derive(Debug, Clone)]
+/// The block cache of one engine, what it covers, and the engine's manifest-read counter.
+#[derive(Debug, Clone, Default)]
 pub struct StorageCache {
-    /// The blocks.
-    pub blocks: Arc<BlockCache>,
+    /// The blocks (`None`: the engine caches no blocks; reads are still counted).
+    pub blocks: Option<Arc<BlockCache>>,
     /// Cache `file://` and plain paths too (`[cache] local_files`).
     pub local_files: bool,
+    /// Manifest and manifest-list files (`.avro`) read, by whole read or opened reader, cached
+    /// or not: what a planner that re-reads manifests shows (`system.runtime.cache`, row
+    /// `manifest`).
+    pub manifest_reads: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl StorageCache {
-    /// Whether reads of `path` go through the cache (module docs).
-    pub fn covers(&self, path: &str) -> bool {
-        iceflight_scan::block_cache::covers(path, self.local_files)
+    /// The block cache, if reads of `path` go through it (module docs).
+    pub fn covering(&self, path: &str) -> Option<&Arc<BlockCache>> {
+        self.blocks
+            .as_ref()
+            .filter(|_| iceflight_scan::block_cache::covers(path, self.local_files))
+    }
+
+    fn count(&self, path: &str) {
+        if path.ends_with(".avro") {
+            self.manifest_reads
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 }
 
@@ -98,6 +111,13 @@ impl CachingStorage {
     fn key(&self, path: &str) -> String {
         format!("{}{path}", self.prefix)
     }
+
+    /// Drops `path` and everything under it from the block cache (a write or delete).
+    fn invalidate(&self, path: &str) {
+        if let Some(blocks) = &self.cache.blocks {
+            blocks.invalidate_prefix(&self.key(path));
+        }
+    }
 }
 
 impl Serialize for CachingStorage {
@@ -122,25 +142,25 @@ impl Storage for CachingStorage {
     }
 
     async fn metadata(&self, path: &str) -> Result<FileMetadata> {
-        if !self.cache.covers(path) {
+        let Some(blocks) = self.cache.covering(path) else {
             return self.inner.metadata(path).await;
-        }
-        if let Some(size) = self.cache.blocks.known_size(&self.key(path)) {
+        };
+        if let Some(size) = blocks.known_size(&self.key(path)) {
             return Ok(FileMetadata { size });
         }
         let meta = self.inner.metadata(path).await?;
-        self.cache.blocks.note_size(&self.key(path), meta.size);
+        blocks.note_size(&self.key(path), meta.size);
         Ok(meta)
     }
 
     async fn read(&self, path: &str) -> Result<Bytes> {
-        if !self.cache.covers(path) {
+        self.cache.count(path);
+        let Some(blocks) = self.cache.covering(path) else {
             return self.inner.read(path).await;
-        }
+        };
         let inner = Arc::clone(&self.inner);
         let owned = path.to_string();
-        self.cache
-            .blocks
+        blocks
             .read_whole(&Arc::from(self.key(path)), move || {
                 async move { inner.read(&owned).await }.boxed()
             })
@@ -148,12 +168,13 @@ impl Storage for CachingStorage {
     }
 
     async fn reader(&self, path: &str) -> Result<Box<dyn FileRead>> {
-        if !self.cache.covers(path) {
+        self.cache.count(path);
+        let Some(blocks) = self.cache.covering(path) else {
             return self.inner.reader(path).await;
-        }
+        };
         Ok(Box::new(CachingReader {
             path: Arc::from(self.key(path)),
-            blocks: Arc::clone(&self.cache.blocks),
+            blocks: Arc::clone(blocks),
             source: Arc::new(LazyReader {
                 storage: Arc::clone(&self.inner),
                 path: path.to_string(),
@@ -165,35 +186,40 @@ impl Storage for CachingStorage {
     // Writes and deletes drop the path before and after: a read racing the write cannot put
     // the old bytes back for good.
     async fn write(&self, path: &str, bs: Bytes) -> Result<()> {
-        self.cache.blocks.invalidate_prefix(&self.key(path));
+        self.invalidate(path);
         let written = self.inner.write(path, bs).await;
-        self.cache.blocks.invalidate_prefix(&self.key(path));
+        self.invalidate(path);
         written
     }
 
     async fn writer(&self, path: &str) -> Result<Box<dyn FileWrite>> {
-        self.cache.blocks.invalidate_prefix(&self.key(path));
+        let Some(blocks) = &self.cache.blocks else {
+            return self.inner.writer(path).await;
+        };
+        blocks.invalidate_prefix(&self.key(path));
         Ok(Box::new(InvalidatingWriter {
             inner: self.inner.writer(path).await?,
-            blocks: Arc::clone(&self.cache.blocks),
+            blocks: Arc::clone(blocks),
             key: self.key(path),
         }))
     }
 
     async fn delete(&self, path: &str) -> Result<()> {
-        self.cache.blocks.invalidate_prefix(&self.key(path));
+        self.invalidate(path);
         let deleted = self.inner.delete(path).await;
-        self.cache.blocks.invalidate_prefix(&self.key(path));
+        self.invalidate(path);
         deleted
     }
 
     async fn delete_prefix(&self, path: &str) -> Result<()> {
-        self.cache.blocks.invalidate_prefix(&self.key(path));
+        self.invalidate(path);
         self.inner.delete_prefix(path).await
     }
 
     async fn delete_stream(&self, paths: BoxStream<'static, String>) -> Result<()> {
-        let blocks = Arc::clone(&self.cache.blocks);
+        let Some(blocks) = self.cache.blocks.clone() else {
+            return self.inner.delete_stream(paths).await;
+        };
         let prefix = Arc::clone(&self.prefix);
         let paths = paths
             .inspect(move |p| blocks.invalidate_prefix(&format!("{prefix}{p}")))

@@ -95,6 +95,17 @@ impl Catalogs {
             .sum())
     }
 
+    /// The table caches of every catalog, summed: `(cached tables, requests, hits, misses)`
+    /// ([`cache::TableCacheStats`]).
+    pub fn table_stats(&self) -> [u64; 4] {
+        self.caches.iter().fold([0; 4], |mut acc, (_, c)| {
+            for (a, v) in acc.iter_mut().zip(c.table_stats()) {
+                *a += v;
+            }
+            acc
+        })
+    }
+
     /// Catalog names in configuration order.
     pub fn names(&self) -> Vec<&str> {
         self.entries.iter().map(|(n, _, _)| n.as_str()).collect()

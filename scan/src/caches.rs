@@ -29,6 +29,8 @@ pub struct ScanCaches {
     pub footers: FooterCache,
     /// Manifest metrics per snapshot.
     pub indexes: IndexCache,
+    /// Manifest and manifest-list files the catalogs' storage read (counted there).
+    pub manifest_reads: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl ScanCaches {

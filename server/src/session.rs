@@ -80,18 +80,22 @@ impl Engine {
                 Some(Arc::new(blocks))
             }
         };
+        let manifest_reads = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let caches = Arc::new(ScanCaches {
             blocks: blocks.clone(),
             local_files: config.cache.local_files,
             footers: FooterCache::new(config.cache.metadata_memory_bytes()?),
             indexes: Default::default(),
+            manifest_reads: Arc::clone(&manifest_reads),
         });
-        let storage_cache = blocks.map(|blocks| StorageCache {
+        // Always given, so manifest reads are counted also without a block cache.
+        let storage_cache = StorageCache {
             blocks,
             local_files: config.cache.local_files,
-        });
+            manifest_reads: Arc::clone(&manifest_reads),
+        };
         let catalogs =
-            Catalogs::connect(&config.effective_catalogs(), storage_cache.as_ref()).await?;
+            Catalogs::connect(&config.effective_catalogs(), Some(&storage_cache)).await?;
         let default_schema = match &config.default_schema {
             Some(schema) => schema.clone(),
             None => only_namespace(&catalogs, &default_catalog)
@@ -185,7 +189,7 @@ impl Engine {
         let ctx = SessionContext::new_with_state(state);
         self.catalogs.register(&ctx);
         if !self.catalogs.names().contains(&crate::system::CATALOG) {
-            crate::system::register(&ctx, Arc::clone(&self.caches));
+            crate::system::register(&ctx, Arc::clone(&self.caches), self.catalogs.clone());
         }
         ctx.register_udf(datafusion::logical_expr::ScalarUDF::new_from_impl(
             crate::invalidate::InvalidateCache::new(

@@ -4,6 +4,9 @@
 //!   system.runtime.cache ──► one row per cache of the engine, read when the query is planned
 //!     cache            'block' (bytes of the lake's files) | 'disk' (the block cache's disk
 //!                      tier, with `[cache] disk`) | 'footer' (decoded Parquet footers)
+//!                      | 'table' (the catalogs' loaded tables: remote_requests = table loads
+//!                      sent, hits = loads answered by the cached table, misses = new tables)
+//!                      | 'manifest' (misses = manifest and manifest-list files read)
 //!     entries, bytes, capacity_bytes                     size now (bytes weighed; NULL for disk)
 //!     hits, misses, evictions                            since the engine started
 //!     hit_bytes, miss_bytes, remote_requests, remote_bytes   the block cache's traffic (hit_bytes
@@ -25,16 +28,17 @@ use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::logical_expr::Expr;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::SessionContext;
+use iceflight_catalog::Catalogs;
 use iceflight_scan::caches::ScanCaches;
 
 /// The catalog's name.
 pub const CATALOG: &str = "system";
 
-/// Registers `system.runtime.cache` over `caches` with `ctx`.
-pub fn register(ctx: &SessionContext, caches: Arc<ScanCaches>) {
+/// Registers `system.runtime.cache` over `caches` and the table caches of `catalogs` with `ctx`.
+pub fn register(ctx: &SessionContext, caches: Arc<ScanCaches>, catalogs: Catalogs) {
     let runtime = MemorySchemaProvider::new();
     // A fresh schema provider has no table of this name, so registering cannot fail.
-    let _ = runtime.register_table("cache".into(), Arc::new(CacheTable { caches }));
+    let _ = runtime.register_table("cache".into(), Arc::new(CacheTable { caches, catalogs }));
     let catalog = MemoryCatalogProvider::new();
     let _ = catalog.register_schema("runtime", Arc::new(runtime));
     ctx.register_catalog(CATALOG, Arc::new(catalog));
@@ -44,6 +48,7 @@ pub fn register(ctx: &SessionContext, caches: Arc<ScanCaches>) {
 #[derive(Debug)]
 struct CacheTable {
     caches: Arc<ScanCaches>,
+    catalogs: Catalogs,
 }
 
 fn schema() -> SchemaRef {
@@ -52,8 +57,8 @@ fn schema() -> SchemaRef {
         Field::new("cache", DataType::Utf8, false),
         n("entries", true),
         n("bytes", true),
-        n("capacity_bytes", false),
-        n("hits", false),
+        n("capacity_bytes", true),
+        n("hits", true),
         n("misses", false),
         n("evictions", true),
         n("hit_bytes", true),
@@ -105,6 +110,18 @@ impl CacheTable {
         let mut footer = [None; 10];
         footer[..5].copy_from_slice(&counted);
         rows.push(("footer", footer));
+        let [entries, requests, hits, misses] = self.catalogs.table_stats();
+        let mut table = [None; 10];
+        (table[0], table[3], table[4], table[8]) =
+            (Some(entries), Some(hits), Some(misses), Some(requests));
+        rows.push(("table", table));
+        let mut manifest = [None; 10];
+        manifest[4] = Some(
+            self.caches
+                .manifest_reads
+                .load(std::sync::atomic::Ordering::Relaxed),
+        );
+        rows.push(("manifest", manifest));
         rows
     }
 

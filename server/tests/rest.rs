@@ -84,6 +84,17 @@ t.append(pa.table({"id": pa.array([4], pa.int64()), "name": ["d"]}))"#,
     );
 }
 
+/// `[table loads sent, loads answered by the cached table, new tables, manifest files read]`
+/// from `system.runtime.cache`.
+async fn cache_counters(ctx: &datafusion::prelude::SessionContext) -> [u64; 4] {
+    let sql = "SELECT t.remote_requests, t.hits, t.misses, m.misses \
+               FROM system.runtime.cache t, system.runtime.cache m \
+               WHERE t.cache = 'table' AND m.cache = 'manifest'";
+    let run = execute(ctx, sql).await.unwrap();
+    let row = &rows(&run.batches)[0];
+    std::array::from_fn(|i| row[i].parse().unwrap())
+}
+
 fn catalog_error(e: &DataFusionError) -> Option<&CatalogError> {
     match e.find_root() {
         DataFusionError::External(inner) => inner.downcast_ref::<CatalogError>(),
@@ -134,6 +145,29 @@ async fn rest_catalog_over_s3_survives_tokens_and_outages() {
         flight.count("SELECT count(*) FROM lake.py.people").await,
         Ok(3)
     );
+    // Planned once, each table loaded once: GetFlightInfo plans, DoGet runs that plan, so a
+    // Flight SQL query sends one table load per table to the catalog; the loaded tables match
+    // the cached ones (metadata location unchanged), so a repeated query reads no manifest.
+    let both =
+        "SELECT (SELECT count(*) FROM lake.py.people) + (SELECT count(*) FROM lake.nest.nested)";
+    let dropped: i64 = column(&ctx, "SELECT iceflight_invalidate_cache('lake')").await[0]
+        .parse()
+        .unwrap();
+    assert!(dropped >= 2, "{dropped}");
+    let cold = cache_counters(&ctx).await;
+    assert_eq!(flight.count(both).await, Ok(2003));
+    let warm = cache_counters(&ctx).await;
+    assert_eq!(flight.count(both).await, Ok(2003));
+    let again = cache_counters(&ctx).await;
+    let delta = |a: &[u64; 4], b: &[u64; 4]| -> [u64; 4] { std::array::from_fn(|i| b[i] - a[i]) };
+    // [table loads sent, answered by the cached table, new tables, manifest files read]
+    let first = delta(&cold, &warm);
+    assert_eq!(first[..3], [2, 0, 2], "cold: {first:?}");
+    assert!(
+        first[3] >= 2,
+        "cold: manifest lists and manifests are read: {first:?}"
+    );
+    assert_eq!(delta(&warm, &again), [2, 2, 0, 0], "repeated query");
     assert_eq!(
         column(&ctx, "SELECT count(*) FROM lake.nest.nested").await,
         ["2000"]

@@ -2,12 +2,15 @@
 //!
 //! ```text
 //!   client ──gRPC──► tonic Server ──► FlightServiceServer<IceflightService>
-//!                        service.rs: decode → authorize (auth.rs, sessions.rs) → plan → stream
+//!                        service.rs: authorize (auth.rs, sessions.rs), one method per command
+//!                        planner.rs: SQL → Planned (GetFlightInfo); execution.rs: runs it (DoGet)
 //!                        metadata.rs / sql_info.rs: metadata commands; results.rs: Arrow → Flight
 //! ```
 
 pub mod auth;
+pub mod execution;
 pub mod metadata;
+pub mod planner;
 pub mod results;
 pub mod service;
 pub mod session_options;
@@ -76,12 +79,12 @@ pub async fn serve(
     let bound = listener.local_addr().map_err(|e| e.to_string())?;
     // Expire idle sessions and prepared statements in the background.
     let sweeper = tokio::spawn({
-        let sessions = Arc::clone(&sessions);
+        let service = service.clone();
         async move {
             let mut tick = tokio::time::interval(Duration::from_secs(1));
             loop {
                 tick.tick().await;
-                let (s, p) = sessions.expire();
+                let (s, p) = service.expire();
                 if s + p > 0 {
                     tracing::debug!(
                         sessions = s,

@@ -1,14 +1,22 @@
-//! The Flight SQL service: decode → authorize → plan → stream. Each RPC finds the caller's
-//! [`Session`] from its bearer token, plans with that session's `SessionContext`, and streams
-//! results through [`results::encode`].
+//! The Flight SQL service: arrow-flight's `FlightSqlService` decodes every command and action
+//! and calls the method named after it; each method here authorizes the caller and hands the
+//! command to its planner (`planner.rs` for SQL, `metadata.rs` and `sql_info.rs` for catalog
+//! commands) and the result to `execution.rs` or `results.rs`.
+//!
+//! ```text
+//!   GetFlightInfo(statement | prepared) ─► caller ─► planner ─► Planned ─► session handle ─► ticket
+//!   DoGet(ticket)                       ─► caller ─► session.planned(handle) ─► execution
+//!   DoPut(update)                       ─► caller ─► planner ─► Execution::run_update
+//!   metadata commands                   ─► caller ─► metadata.rs ─► results::encode_batch
+//! ```
 
 use std::collections::HashMap;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use arrow::array::RecordBatch;
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::datatypes::{Schema, SchemaRef};
 use arrow_flight::decode::FlightRecordBatchStream;
 use arrow_flight::error::FlightError;
 use arrow_flight::flight_service_server::FlightService;
@@ -24,20 +32,19 @@ use arrow_flight::sql::{
 };
 use arrow_flight::{
     Action, ActionType, CancelFlightInfoRequest, CancelFlightInfoResult, CancelStatus,
-    FlightDescriptor, FlightEndpoint, FlightInfo, HandshakeRequest, HandshakeResponse, IpcMessage,
-    SchemaAsIpc, Ticket,
+    FlightDescriptor, FlightEndpoint, FlightInfo, HandshakeRequest, HandshakeResponse, Ticket,
 };
 use datafusion::common::{DataFusionError, ParamValues, ScalarValue};
-use datafusion::logical_expr::LogicalPlan;
 use futures::{Stream, StreamExt, TryStreamExt};
 use prost::Message;
-use tokio::sync::Semaphore;
 use tonic::metadata::MetadataValue;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::auth::{Users, parse_basic, parse_bearer};
+use super::execution::Execution;
 use super::metadata;
-use super::results::{self, FlightDataStream, QueryLog, flight_schema};
+use super::planner::{self, Planned};
+use super::results::{self, FlightDataStream};
 use super::session_options::{
     CLOSED, CloseSessionResult, GetSessionOptionsResult, INVALID_NAME, INVALID_VALUE,
     SessionOptionValue, SetSessionOptionsError, SetSessionOptionsRequest, SetSessionOptionsResult,
@@ -47,7 +54,8 @@ use super::sql_info::SQL_INFO;
 use super::status::to_status;
 use crate::session::Engine;
 
-/// Name of our status action: returns JSON `{"sessions":N,"prepared_statements":N,"running_queries":N}`.
+/// Name of our status action: returns JSON
+/// `{"sessions":N,"prepared_statements":N,"planned_statements":N,"running_queries":N}`.
 pub const SERVER_STATUS_ACTION: &str = "iceflight.ServerStatus";
 
 /// Most parameter rows accepted by one `DoPut` (a query binds exactly one row).
@@ -74,10 +82,9 @@ struct Inner {
     engine: Engine,
     users: Users,
     sessions: Arc<Sessions>,
-    options: ServiceOptions,
+    auth_required: bool,
     anonymous: Arc<Session>,
-    slots: Arc<Semaphore>,
-    running: Mutex<HashMap<(String, Vec<u8>), tokio::task::AbortHandle>>,
+    execution: Execution,
 }
 
 /// The caller: its session and the token that names it (empty for the anonymous session).
@@ -95,18 +102,24 @@ impl IceflightService {
         options: ServiceOptions,
     ) -> Result<Self, Status> {
         let ctx = engine.session(None, None, &[]).map_err(to_status)?;
-        let slots = Arc::new(Semaphore::new(options.max_concurrent_queries.max(1)));
         Ok(Self {
             inner: Arc::new(Inner {
                 engine,
                 users,
                 sessions,
-                options,
+                auth_required: options.auth_required,
                 anonymous: Arc::new(Session::new("anonymous".into(), ctx)),
-                slots,
-                running: Mutex::new(HashMap::new()),
+                execution: Execution::new(options.max_concurrent_queries, options.queue_timeout),
             }),
         })
+    }
+
+    /// Drops idle sessions and handles, the anonymous session's included; returns (sessions,
+    /// prepared statements) dropped.
+    pub fn expire(&self) -> (usize, usize) {
+        let (sessions, prepared) = self.inner.sessions.expire();
+        let anonymous = self.inner.sessions.expire_in(&self.inner.anonymous);
+        (sessions, prepared + anonymous)
     }
 
     fn caller<T>(&self, req: &Request<T>) -> Result<Caller, Status> {
@@ -124,7 +137,7 @@ impl IceflightService {
                     "unknown or expired session token; log in again",
                 )),
             },
-            None if self.inner.options.auth_required => Err(Status::unauthenticated(
+            None if self.inner.auth_required => Err(Status::unauthenticated(
                 "missing credentials: log in with user and password",
             )),
             None => Ok(Caller {
@@ -134,89 +147,46 @@ impl IceflightService {
         }
     }
 
-    async fn acquire_slot(&self) -> Result<tokio::sync::OwnedSemaphorePermit, Status> {
-        let wait = Arc::clone(&self.inner.slots).acquire_owned();
-        match tokio::time::timeout(self.inner.options.queue_timeout, wait).await {
-            Ok(Ok(permit)) => Ok(permit),
-            _ => Err(Status::resource_exhausted(format!(
-                "too many concurrent queries (max {}); retry later",
-                self.inner.options.max_concurrent_queries
-            ))),
-        }
+    /// `GetFlightInfo` of a planned statement: stores it in the caller's session; the ticket is
+    /// its handle.
+    fn planned_info(
+        caller: &Caller,
+        planned: Planned,
+        descriptor: FlightDescriptor,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let schema = planned.schema();
+        let handle = caller.session.add_planned(planned);
+        let ticket = TicketStatementQuery {
+            statement_handle: handle.into_bytes().into(),
+        };
+        let info = Self::flight_info(&schema, ticket.as_any().encode_to_vec(), descriptor)?;
+        Ok(Response::new(info))
     }
 
-    /// Runs a plan and returns its encoded stream, registered for `CancelFlightInfo` under
-    /// `(token, ticket)`.
-    async fn stream_plan(
+    /// `DoGet` of a planned statement: streams a query; runs a state change (no rows).
+    async fn execute(
         &self,
         caller: &Caller,
-        plan: LogicalPlan,
+        planned: Planned,
         ticket: Vec<u8>,
-        what: &str,
     ) -> Result<Response<FlightDataStream>, Status> {
-        let permit = self.acquire_slot().await?;
-        let log = QueryLog::start(&caller.session.user, what);
-        // Batches go out under the schema GetFlightInfo announced (the logical plan's), which
-        // clients compare field by field, nullability included.
-        let announced = flight_schema(&Arc::new(plan.schema().as_arrow().clone()));
-        // Planning and execution run on the query runtime; batches come back over a small
-        // bounded channel (backpressure), so a CPU-heavy query never starves the gRPC runtime.
-        let ctx = caller.session.ctx.clone();
-        let (batches_tx, batches_rx) = tokio::sync::mpsc::channel(2);
-        let (schema_tx, schema_rx) = tokio::sync::oneshot::channel();
-        let task = query_runtime().spawn(async move {
-            let stream =
-                async { ctx.execute_logical_plan(plan).await?.execute_stream().await }.await;
-            let mut stream = match stream {
-                Ok(s) => {
-                    let _ = schema_tx.send(Ok(s.schema()));
-                    s
-                }
-                Err(e) => {
-                    let _ = schema_tx.send(Err(e));
-                    return;
-                }
-            };
-            while let Some(batch) = stream.next().await {
-                if batches_tx.send(batch).await.is_err() {
-                    break; // the client went away or the query was cancelled
-                }
+        match planned {
+            Planned::Query { sql, plan } => {
+                let session = &caller.session;
+                let stream = self
+                    .inner
+                    .execution
+                    .stream(session, &caller.token, ticket, plan, &sql)
+                    .await?;
+                Ok(Response::new(stream))
             }
-        });
-        let schema = match schema_rx.await {
-            Ok(Ok(schema)) => schema,
-            Ok(Err(e)) => {
-                let status = to_status(e);
-                log.fail(&status);
-                return Err(status);
+            Planned::StateChange { sql, plan } => {
+                Execution::run_update(&caller.session, plan, &sql).await?;
+                Ok(Response::new(results::encode_batch(
+                    RecordBatch::new_empty(Arc::new(Schema::empty())),
+                )))
             }
-            Err(_) => {
-                let status = Status::internal("the query task stopped before it started");
-                log.fail(&status);
-                return Err(status);
-            }
-        };
-        let key = (caller.token.clone(), ticket);
-        self.inner
-            .running
-            .lock()
-            .expect("running lock")
-            .insert(key.clone(), task.abort_handle());
-        let cleanup = RunningGuard {
-            inner: Arc::clone(&self.inner),
-            key,
-            task: task.abort_handle(),
-            _permit: permit,
-        };
-        let input = Box::pin(
-            datafusion::physical_plan::stream::RecordBatchStreamAdapter::new(
-                schema,
-                tokio_stream::wrappers::ReceiverStream::new(batches_rx),
-            ),
-        );
-        Ok(Response::new(results::encode(
-            input, announced, log, cleanup,
-        )))
+        }
     }
 
     /// `GetFlightInfo` for a metadata command: authorize, then one endpoint whose ticket is the
@@ -265,44 +235,6 @@ impl IceflightService {
             })
     }
 
-    /// Plans SQL text; a statement that fails here still gets its per-query log line.
-    async fn plan_sql(session: &Session, sql: &str) -> Result<LogicalPlan, Status> {
-        session
-            .ctx
-            .state()
-            .create_logical_plan(sql)
-            .await
-            .map_err(|e| {
-                let status = to_status(e);
-                let log = QueryLog::start(&session.user, sql);
-                log.fail(&status);
-                status
-            })
-    }
-
-    /// Runs a statement that changes state (DDL, `SET`) to completion and logs it (`sql`);
-    /// returns rows affected.
-    async fn run_update(session: &Session, plan: LogicalPlan, sql: &str) -> Result<i64, Status> {
-        let log = QueryLog::start(&session.user, sql);
-        let result = async {
-            session
-                .ctx
-                .execute_logical_plan(plan)
-                .await?
-                .collect()
-                .await
-        }
-        .await;
-        log.finish();
-        result.map_err(|e| {
-            let status = to_status(e);
-            log.fail(&status);
-            status
-        })?;
-        // Tables are read-only: DDL and SET change no rows.
-        Ok(0)
-    }
-
     fn prepared(session: &Session, handle: &[u8]) -> Result<(String, Prepared), Status> {
         let handle = std::str::from_utf8(handle)
             .map_err(|_| Status::invalid_argument("malformed prepared statement handle"))?;
@@ -315,133 +247,6 @@ impl IceflightService {
                 )
             })
     }
-
-    fn bound_plan(p: &Prepared) -> Result<LogicalPlan, Status> {
-        let expected = p.parameter_schema.fields().len();
-        match &p.params {
-            Some(params) => p
-                .plan
-                .clone()
-                .with_param_values(params.clone())
-                .map_err(to_status),
-            None if expected == 0 => Ok(p.plan.clone()),
-            None => Err(Status::invalid_argument(format!(
-                "the prepared statement has {expected} parameter(s) and none were bound"
-            ))),
-        }
-    }
-}
-
-/// Unregisters a running query, stops its task and releases its concurrency slot when its
-/// response stream ends or is dropped.
-struct RunningGuard {
-    inner: Arc<Inner>,
-    key: (String, Vec<u8>),
-    task: tokio::task::AbortHandle,
-    _permit: tokio::sync::OwnedSemaphorePermit,
-}
-
-impl Drop for RunningGuard {
-    fn drop(&mut self) {
-        self.task.abort();
-        self.inner
-            .running
-            .lock()
-            .expect("running lock")
-            .remove(&self.key);
-    }
-}
-
-/// The runtime queries execute on, one worker per core, apart from the runtime serving gRPC.
-/// Kept for the life of the process (a runtime cannot be dropped from async code).
-fn query_runtime() -> &'static tokio::runtime::Runtime {
-    static RUNTIME: std::sync::LazyLock<tokio::runtime::Runtime> = std::sync::LazyLock::new(|| {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(
-                std::thread::available_parallelism()
-                    .map(|n| n.get())
-                    .unwrap_or(2),
-            )
-            .thread_name("iceflight-query")
-            .enable_all()
-            .build()
-            .expect("start the query runtime")
-    });
-    &RUNTIME
-}
-
-fn is_state_change(plan: &LogicalPlan) -> bool {
-    matches!(
-        plan,
-        LogicalPlan::Ddl(_)
-            | LogicalPlan::Statement(_)
-            | LogicalPlan::Dml(_)
-            | LogicalPlan::Copy(_)
-    )
-}
-
-/// Rewrites `?` placeholders (outside quotes and comments) to `$1, $2, ...`, the form DataFusion
-/// plans. Text that already uses `$n` is returned unchanged.
-pub fn number_placeholders(sql: &str) -> String {
-    let mut out = String::with_capacity(sql.len() + 8);
-    let mut n = 0;
-    let mut chars = sql.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '\'' | '"' => {
-                out.push(c);
-                for d in chars.by_ref() {
-                    out.push(d);
-                    if d == c {
-                        break;
-                    }
-                }
-            }
-            '-' if chars.peek() == Some(&'-') => {
-                out.push(c);
-                for d in chars.by_ref() {
-                    out.push(d);
-                    if d == '\n' {
-                        break;
-                    }
-                }
-            }
-            '?' => {
-                n += 1;
-                out.push_str(&format!("${n}"));
-            }
-            _ => out.push(c),
-        }
-    }
-    out
-}
-
-fn parameter_schema(plan: &LogicalPlan) -> Result<SchemaRef, Status> {
-    let types = plan.get_parameter_types().map_err(to_status)?;
-    let mut params: Vec<(usize, String, Option<DataType>)> = types
-        .into_iter()
-        .map(|(name, ty)| {
-            let idx = name
-                .trim_start_matches('$')
-                .parse::<usize>()
-                .unwrap_or(usize::MAX);
-            (idx, name, ty)
-        })
-        .collect();
-    params.sort();
-    let fields: Vec<Field> = params
-        .into_iter()
-        .map(|(_, name, ty)| Field::new(name, ty.unwrap_or(DataType::Utf8), true))
-        .collect();
-    Ok(Arc::new(Schema::new(fields)))
-}
-
-fn schema_bytes(schema: &SchemaRef) -> Result<bytes::Bytes, Status> {
-    let options = arrow::ipc::writer::IpcWriteOptions::default();
-    let IpcMessage(bytes) = SchemaAsIpc::new(schema.as_ref(), &options)
-        .try_into()
-        .map_err(|e: arrow::error::ArrowError| Status::internal(e.to_string()))?;
-    Ok(bytes)
 }
 
 fn action_result(bytes: Vec<u8>) -> Response<<IceflightService as FlightService>::DoActionStream> {
@@ -470,13 +275,13 @@ impl FlightSqlService for IceflightService {
             .unwrap_or_else(|| "unknown".into());
         let user = match header.and_then(parse_basic) {
             Some((user, password)) => {
-                if !self.inner.users.verify(&user, &password) && self.inner.options.auth_required {
+                if !self.inner.users.verify(&user, &password) && self.inner.auth_required {
                     tracing::warn!(%user, %peer, reason = "invalid user name or password", "login failed");
                     return Err(Status::unauthenticated("invalid user name or password"));
                 }
                 user
             }
-            None if self.inner.options.auth_required => {
+            None if self.inner.auth_required => {
                 let reason = if header.is_some() {
                     "malformed Basic credentials"
                 } else {
@@ -528,28 +333,8 @@ impl FlightSqlService for IceflightService {
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
         let caller = self.caller(&request)?;
-        let plan = Self::plan_sql(&caller.session, &query.query).await?;
-        let schema = if is_state_change(&plan) {
-            // DDL and SET run now; the ticket then returns no rows.
-            Self::run_update(&caller.session, plan, &query.query).await?;
-            Arc::new(Schema::empty())
-        } else {
-            flight_schema(&Arc::new(plan.schema().as_arrow().clone()))
-        };
-        let handle = if schema.fields().is_empty() {
-            Vec::new()
-        } else {
-            query.query.into_bytes()
-        };
-        let ticket = TicketStatementQuery {
-            statement_handle: handle.into(),
-        };
-        let info = Self::flight_info(
-            &schema,
-            ticket.as_any().encode_to_vec(),
-            request.into_inner(),
-        )?;
-        Ok(Response::new(info))
+        let planned = planner::plan_sql(&caller.session, &query.query).await?;
+        Self::planned_info(&caller, planned, request.into_inner())
     }
 
     async fn do_get_statement(
@@ -558,22 +343,17 @@ impl FlightSqlService for IceflightService {
         request: Request<Ticket>,
     ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
         let caller = self.caller(&request)?;
-        if ticket.statement_handle.is_empty() {
-            return Ok(Response::new(results::encode_batch(
-                RecordBatch::new_empty(Arc::new(Schema::empty())),
-            )));
-        }
-        let sql = std::str::from_utf8(&ticket.statement_handle)
-            .map_err(|_| Status::invalid_argument("malformed statement ticket"))?
-            .to_string();
-        let plan = Self::plan_sql(&caller.session, &sql).await?;
-        if is_state_change(&plan) {
-            return Err(Status::invalid_argument(
-                "statement tickets cannot run DDL; use CommandStatementUpdate",
-            ));
-        }
+        let planned = std::str::from_utf8(&ticket.statement_handle)
+            .ok()
+            .and_then(|handle| caller.session.planned(handle))
+            .ok_or_else(|| {
+                Status::not_found(
+                    "unknown statement ticket (expired, already run, or of another session); \
+                     call GetFlightInfo again",
+                )
+            })?;
         let raw_ticket = request.get_ref().ticket.to_vec();
-        self.stream_plan(&caller, plan, raw_ticket, &sql).await
+        self.execute(&caller, planned, raw_ticket).await
     }
 
     async fn do_put_statement_update(
@@ -582,8 +362,8 @@ impl FlightSqlService for IceflightService {
         request: Request<PeekableFlightDataStream>,
     ) -> Result<i64, Status> {
         let caller = self.caller(&request)?;
-        let plan = Self::plan_sql(&caller.session, &command.query).await?;
-        Self::run_update(&caller.session, plan, &command.query).await
+        let plan = planner::logical_plan(&caller.session, &command.query).await?;
+        Execution::run_update(&caller.session, plan, &command.query).await
     }
 
     // Prepared statements
@@ -594,14 +374,14 @@ impl FlightSqlService for IceflightService {
         request: Request<Action>,
     ) -> Result<ActionCreatePreparedStatementResult, Status> {
         let caller = self.caller(&request)?;
-        let sql = number_placeholders(&query.query);
-        let plan = Self::plan_sql(&caller.session, &sql).await?;
-        let dataset_schema = flight_schema(&Arc::new(plan.schema().as_arrow().clone()));
-        let parameter_schema = parameter_schema(&plan)?;
+        let sql = planner::number_placeholders(&query.query);
+        let plan = planner::logical_plan(&caller.session, &sql).await?;
+        let dataset_schema = results::flight_schema(&Arc::new(plan.schema().as_arrow().clone()));
+        let parameter_schema = planner::parameter_schema(&plan)?;
         let result = ActionCreatePreparedStatementResult {
             prepared_statement_handle: Default::default(),
-            dataset_schema: schema_bytes(&dataset_schema)?,
-            parameter_schema: schema_bytes(&parameter_schema)?,
+            dataset_schema: planner::schema_bytes(&dataset_schema)?,
+            parameter_schema: planner::schema_bytes(&parameter_schema)?,
         };
         let handle = caller.session.add_prepared(Prepared::new(
             query.query,
@@ -622,16 +402,17 @@ impl FlightSqlService for IceflightService {
     ) -> Result<Response<FlightInfo>, Status> {
         let caller = self.caller(&request)?;
         let (_, prepared) = Self::prepared(&caller.session, &cmd.prepared_statement_handle)?;
-        let plan = Self::bound_plan(&prepared)?;
-        let schema = if is_state_change(&plan) {
-            // DDL and SET run when executed (ADBC's execute never fetches them); DoGet is empty.
-            Self::run_update(&caller.session, plan, &prepared.sql).await?;
-            Arc::new(Schema::empty())
-        } else {
-            flight_schema(&Arc::new(plan.schema().as_arrow().clone()))
+        let planned = match planner::plan_prepared(&caller.session, &prepared)? {
+            // ADBC executes a prepared statement with GetFlightInfo alone (planner.rs).
+            Planned::StateChange { sql, plan } => {
+                Execution::run_update(&caller.session, plan, &sql).await?;
+                let empty = Arc::new(Schema::empty());
+                let info = Self::flight_info(&empty, vec![], request.into_inner())?;
+                return Ok(Response::new(info));
+            }
+            query => query,
         };
-        let info = Self::flight_info(&schema, cmd.as_any().encode_to_vec(), request.into_inner())?;
-        Ok(Response::new(info))
+        Self::planned_info(&caller, planned, request.into_inner())
     }
 
     async fn do_get_prepared_statement(
@@ -639,18 +420,20 @@ impl FlightSqlService for IceflightService {
         cmd: CommandPreparedStatementQuery,
         request: Request<Ticket>,
     ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
+        // Our tickets are statement handles; a client that sends the command itself is
+        // planned here.
         let caller = self.caller(&request)?;
         let (_, prepared) = Self::prepared(&caller.session, &cmd.prepared_statement_handle)?;
-        let plan = Self::bound_plan(&prepared)?;
-        if is_state_change(&plan) {
-            // Already run by GetFlightInfo.
-            return Ok(Response::new(results::encode_batch(
-                RecordBatch::new_empty(Arc::new(Schema::empty())),
-            )));
-        }
+        let planned = match planner::plan_prepared(&caller.session, &prepared)? {
+            Planned::StateChange { .. } => {
+                return Ok(Response::new(results::encode_batch(
+                    RecordBatch::new_empty(Arc::new(Schema::empty())),
+                )));
+            }
+            query => query,
+        };
         let raw_ticket = request.get_ref().ticket.to_vec();
-        self.stream_plan(&caller, plan, raw_ticket, &prepared.sql)
-            .await
+        self.execute(&caller, planned, raw_ticket).await
     }
 
     async fn do_put_prepared_statement_query(
@@ -724,8 +507,8 @@ impl FlightSqlService for IceflightService {
     ) -> Result<i64, Status> {
         let caller = self.caller(&request)?;
         let (_, prepared) = Self::prepared(&caller.session, &cmd.prepared_statement_handle)?;
-        let plan = Self::bound_plan(&prepared)?;
-        Self::run_update(&caller.session, plan, &prepared.sql).await
+        let plan = planner::bound_plan(&prepared)?;
+        Execution::run_update(&caller.session, plan, &prepared.sql).await
     }
 
     async fn do_action_close_prepared_statement(
@@ -991,14 +774,7 @@ impl FlightSqlService for IceflightService {
                     .flat_map(|i| i.endpoint.iter())
                     .filter_map(|e| e.ticket.as_ref().map(|t| t.ticket.to_vec()))
                     .collect();
-                let mut cancelled = false;
-                let running = self.inner.running.lock().expect("running lock");
-                for t in tickets {
-                    if let Some(abort) = running.get(&(caller.token.clone(), t)) {
-                        abort.abort();
-                        cancelled = true;
-                    }
-                }
+                let cancelled = self.inner.execution.cancel(&caller.token, &tickets);
                 let status = if cancelled {
                     CancelStatus::Cancelled
                 } else {
@@ -1009,11 +785,12 @@ impl FlightSqlService for IceflightService {
                 ))
             }
             SERVER_STATUS_ACTION => {
-                let (sessions, prepared) = self.inner.sessions.counts();
-                let running = self.inner.running.lock().expect("running lock").len();
+                let (sessions, prepared, planned) = self.inner.sessions.counts();
+                let running = self.inner.execution.running();
                 let body = format!(
-                    r#"{{"sessions":{sessions},"prepared_statements":{},"running_queries":{running}}}"#,
-                    prepared + self.inner.anonymous.prepared_count()
+                    r#"{{"sessions":{sessions},"prepared_statements":{},"planned_statements":{},"running_queries":{running}}}"#,
+                    prepared + self.inner.anonymous.prepared_count(),
+                    planned + self.inner.anonymous.planned_count(),
                 );
                 Ok(action_result(body.into_bytes()))
             }
@@ -1087,19 +864,5 @@ fn set_session_option(session: &Session, name: &str, value: &SessionOptionValue)
         Ok(()) => None,
         Err(DataFusionError::Configuration(_)) => Some(INVALID_VALUE),
         Err(_) => Some(INVALID_VALUE),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::number_placeholders;
-
-    #[test]
-    fn numbers_question_marks_outside_quotes() {
-        assert_eq!(
-            number_placeholders("SELECT ? , '?' , \"a?\" FROM t WHERE a = ? -- ?\nAND b = ?"),
-            "SELECT $1 , '?' , \"a?\" FROM t WHERE a = $2 -- ?\nAND b = $3"
-        );
-        assert_eq!(number_placeholders("SELECT $1"), "SELECT $1");
     }
 }

@@ -1,10 +1,15 @@
 //! Flight SQL sessions: one DataFusion `SessionContext` per bearer token (current catalog and
-//! schema, `SET` values), its prepared statements, and idle expiry.
+//! schema, `SET` values), its prepared statements, its planned statements, and idle expiry.
 //!
 //! ```text
-//!   Handshake ──► token ──► Session { user, SessionContext, prepared statements }
+//!   Handshake ──► token ──► Session { user, SessionContext, prepared, planned }
 //!   every call: authorization: Bearer <token> ──► Session (idle TTL refreshed)
+//!   GetFlightInfo ──► Planned ──► handle (the ticket) ──► DoGet in the same session
 //! ```
+//!
+//! A handle, prepared or planned, is 128 random bits (UUID v4) and names an entry of one
+//! session only: another session's handle is unknown here. Both kinds expire after
+//! `prepared_statement_ttl_secs` unused.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,6 +20,8 @@ use arrow::datatypes::SchemaRef;
 use datafusion::common::ParamValues;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::prelude::SessionContext;
+
+use super::planner::Planned;
 
 /// A prepared statement: its plan with placeholders and the parameters bound by the last `DoPut`.
 #[derive(Debug, Clone)]
@@ -58,6 +65,7 @@ pub struct Session {
     /// The session's DataFusion context; `SET` and session options change it.
     pub ctx: SessionContext,
     prepared: Mutex<HashMap<String, Prepared>>,
+    planned: Mutex<HashMap<String, (Instant, Planned)>>,
     last_used: Mutex<Instant>,
 }
 
@@ -78,6 +86,7 @@ impl Session {
             user,
             ctx,
             prepared: Mutex::new(HashMap::new()),
+            planned: Mutex::new(HashMap::new()),
             last_used: Mutex::new(Instant::now()),
         }
     }
@@ -135,7 +144,38 @@ impl Session {
         self.prepared.lock().expect("prepared lock").len()
     }
 
+    /// Stores a statement planned by `GetFlightInfo`; returns its handle (the ticket).
+    pub fn add_planned(&self, p: Planned) -> String {
+        let handle = uuid::Uuid::new_v4().simple().to_string();
+        self.planned
+            .lock()
+            .expect("planned lock")
+            .insert(handle.clone(), (Instant::now(), p));
+        handle
+    }
+
+    /// The planned statement of `handle` for `DoGet`. A query stays (a ticket may be fetched
+    /// again) and its idle time is refreshed; a state change is taken, so it runs once.
+    pub fn planned(&self, handle: &str) -> Option<Planned> {
+        let mut map = self.planned.lock().expect("planned lock");
+        let (used, p) = map.get_mut(handle)?;
+        if matches!(p, Planned::StateChange { .. }) {
+            return map.remove(handle).map(|(_, p)| p);
+        }
+        *used = Instant::now();
+        Some(p.clone())
+    }
+
+    /// Number of planned statements waiting for or kept after `DoGet`.
+    pub fn planned_count(&self) -> usize {
+        self.planned.lock().expect("planned lock").len()
+    }
+
     fn expire_prepared(&self, ttl: Duration) -> usize {
+        self.planned
+            .lock()
+            .expect("planned lock")
+            .retain(|_, (used, _)| used.elapsed() < ttl);
         let mut map = self.prepared.lock().expect("prepared lock");
         let before = map.len();
         map.retain(|_, p| p.last_used.elapsed() < ttl);
@@ -199,24 +239,32 @@ impl Sessions {
             .is_some()
     }
 
-    /// Drops idle sessions and prepared statements; returns (sessions, statements) dropped.
+    /// Drops idle sessions, prepared statements and planned statements; returns (sessions,
+    /// prepared statements) dropped.
     pub fn expire(&self) -> (usize, usize) {
         let mut map = self.by_token.lock().expect("sessions lock");
         let before = map.len();
         map.retain(|_, s| s.idle() < self.session_ttl);
         let sessions = before - map.len();
-        let statements: usize = map
-            .values()
-            .map(|s| s.expire_prepared(self.prepared_ttl))
-            .sum();
-        self.expired_prepared
-            .fetch_add(statements as u64, Ordering::Relaxed);
+        let statements: usize = map.values().map(|s| self.expire_in(s)).sum();
         (sessions, statements)
     }
 
-    /// `(open sessions, open prepared statements)`.
-    pub fn counts(&self) -> (usize, usize) {
+    /// Drops the idle prepared and planned statements of one session (also one that is not
+    /// registered here, such as the anonymous session); returns the prepared ones dropped.
+    pub fn expire_in(&self, session: &Session) -> usize {
+        let n = session.expire_prepared(self.prepared_ttl);
+        self.expired_prepared.fetch_add(n as u64, Ordering::Relaxed);
+        n
+    }
+
+    /// `(open sessions, open prepared statements, planned statements)`.
+    pub fn counts(&self) -> (usize, usize, usize) {
         let map = self.by_token.lock().expect("sessions lock");
-        (map.len(), map.values().map(|s| s.prepared_count()).sum())
+        (
+            map.len(),
+            map.values().map(|s| s.prepared_count()).sum(),
+            map.values().map(|s| s.planned_count()).sum(),
+        )
     }
 }
