@@ -68,10 +68,17 @@ impl IndexCache {
     }
 }
 
+/// Puffin blob type whose `ndv` property is a column's distinct count (Iceberg spec, "Puffin
+/// file format": `apache-datasketches-theta-v1`, property `ndv`; Trino and Spark write it).
+pub const NDV_BLOB_TYPE: &str = "apache-datasketches-theta-v1";
+
 /// Data files of one snapshot, by path. Delete files are not indexed.
 #[derive(Debug, Default)]
 pub struct FileMetricsIndex {
     files: HashMap<String, DataFile>,
+    /// Distinct counts by field id from the snapshot's Puffin statistics file, as its blob
+    /// metadata states them (the sketch itself is not read).
+    ndv: HashMap<i32, u64>,
     /// [`Self::layout`] per (field id, Arrow type), computed once per snapshot.
     layouts: std::sync::Mutex<HashMap<(i32, DataType), ColumnLayout>>,
 }
@@ -100,8 +107,20 @@ impl FileMetricsIndex {
                 }
             }
         }
+        let ndv = table
+            .metadata()
+            .statistics_for_snapshot(snapshot.snapshot_id())
+            .map(|f| {
+                f.blob_metadata
+                    .iter()
+                    .filter(|b| b.r#type == NDV_BLOB_TYPE && b.fields.len() == 1)
+                    .filter_map(|b| Some((b.fields[0], b.properties.get("ndv")?.parse().ok()?)))
+                    .collect()
+            })
+            .unwrap_or_default();
         Ok(Self {
             files,
+            ndv,
             layouts: Default::default(),
         })
     }
@@ -167,6 +186,14 @@ impl FileMetricsIndex {
     /// Statistics for reading `tasks` with output `schema`, whose columns have the iceberg field
     /// ids `field_ids` (same order). All values are `Inexact`: deletes and the filters above the
     /// scan remove rows, and string bounds may be truncated.
+    ///
+    /// Byte sizes follow DataFusion's Parquet statistics (`ColumnStatistics::byte_size`: the
+    /// Arrow size of the output): rows × width for fixed-width types; for the others the
+    /// manifests' `column_sizes` (compressed Parquet bytes, where DataFusion takes the
+    /// uncompressed ones from footers the planner has not read). `total_byte_size` is their sum
+    /// over the projected columns, so a narrow projection of a wide table reports few bytes.
+    /// Distinct counts: a Puffin `ndv` where the snapshot carries one ([`NDV_BLOB_TYPE`]), else
+    /// for integer and date columns the width of the bounds' range, both capped at the rows.
     pub fn statistics(
         &self,
         tasks: &[&FileScanTask],
@@ -176,17 +203,24 @@ impl FileMetricsIndex {
         let files: Vec<Option<&DataFile>> =
             tasks.iter().map(|t| self.get(&t.data_file_path)).collect();
         let all_known = files.iter().all(Option::is_some);
+        // Each task's share of its file: a byte range reads part of the file's rows and bytes.
+        let shares: Vec<f64> = tasks
+            .iter()
+            .zip(&files)
+            .map(|(t, f)| match f {
+                Some(f) if t.record_count.is_none() => {
+                    t.length as f64 / f.file_size_in_bytes().max(1) as f64
+                }
+                _ => 1.0,
+            })
+            .collect();
         let rows: u64 = tasks
             .iter()
             .zip(&files)
-            .map(|(t, f)| {
+            .zip(&shares)
+            .map(|((t, f), share)| {
                 t.record_count
-                    .or(f.map(|f| {
-                        // A byte range of a file: its share of the file's rows.
-                        let size = f.file_size_in_bytes().max(1);
-                        (u128::from(f.record_count()) * u128::from(t.length) / u128::from(size))
-                            as u64
-                    }))
+                    .or(f.map(|f| (f.record_count() as f64 * share) as u64))
                     .unwrap_or(0)
             })
             .sum();
@@ -199,10 +233,66 @@ impl FileMetricsIndex {
         }
         let files: Vec<&DataFile> = files.into_iter().flatten().collect();
         for (i, (field, id)) in schema.fields().iter().zip(field_ids).enumerate() {
-            stats.column_statistics[i] = column_statistics(&files, *id, field.data_type());
+            let mut cs = column_statistics(&files, *id, field.data_type());
+            cs.byte_size = byte_size(&files, &shares, *id, field.data_type(), rows);
+            cs.distinct_count = self.distinct_count(&cs, *id, rows);
+            stats.column_statistics[i] = cs;
+        }
+        let sizes: Option<usize> = stats
+            .column_statistics
+            .iter()
+            .map(|c| c.byte_size.get_value().copied())
+            .sum();
+        if let Some(total) = sizes {
+            stats.total_byte_size = Precision::Inexact(total);
         }
         stats
     }
+
+    /// A column's distinct count (see [`Self::statistics`]); `Absent` where neither rule applies.
+    fn distinct_count(&self, cs: &ColumnStatistics, id: i32, rows: u64) -> Precision<usize> {
+        if let Some(&ndv) = self.ndv.get(&id) {
+            return Precision::Inexact(ndv.min(rows) as usize);
+        }
+        let (Precision::Inexact(min), Precision::Inexact(max)) = (&cs.min_value, &cs.max_value)
+        else {
+            return Precision::Absent;
+        };
+        let as_i128 = |v: &ScalarValue| -> Option<i128> {
+            Some(match v {
+                ScalarValue::Int32(Some(x)) | ScalarValue::Date32(Some(x)) => i128::from(*x),
+                ScalarValue::Int64(Some(x)) => i128::from(*x),
+                _ => return None,
+            })
+        };
+        match (as_i128(min), as_i128(max)) {
+            (Some(lo), Some(hi)) if hi >= lo => {
+                Precision::Inexact((hi - lo + 1).min(i128::from(rows)) as usize)
+            }
+            _ => Precision::Absent,
+        }
+    }
+}
+
+/// Output bytes of field `id` over `files` (each read for its share of rows and bytes).
+fn byte_size(
+    files: &[&DataFile],
+    shares: &[f64],
+    id: i32,
+    data_type: &DataType,
+    rows: u64,
+) -> Precision<usize> {
+    if let Some(width) = data_type.primitive_width() {
+        return Precision::Inexact(width * rows as usize);
+    }
+    let mut total = 0.0;
+    for (f, share) in files.iter().zip(shares) {
+        match f.column_sizes().get(&id) {
+            Some(&size) => total += size as f64 * share,
+            None => return Precision::Absent,
+        }
+    }
+    Precision::Inexact(total as usize)
 }
 
 fn column_statistics(files: &[&DataFile], id: i32, data_type: &DataType) -> ColumnStatistics {

@@ -211,4 +211,19 @@ async fn multi_file_table_is_partitioned_and_pruned_files_are_never_opened() {
     // Statistics from manifests: the scan reports the row count.
     let stats = scans(&run.plan)[0].partition_statistics(None).unwrap();
     assert_eq!(stats.num_rows.get_value(), Some(&6000));
+
+    // Byte sizes are the projection's Arrow sizes (DataFusion's semantics), not the files':
+    // one BIGINT column of 6000 rows is 48 000 bytes, two 8-byte columns 96 000. The distinct
+    // count of an integer column is its bounds' range (0..5999), capped at the rows.
+    for (sql, bytes) in [
+        ("SELECT id FROM multi_file WHERE id > 10", 48_000),
+        ("SELECT id, v FROM multi_file WHERE id > 10", 96_000),
+    ] {
+        let run = execute(&ctx, sql).await.unwrap();
+        let stats = scans(&run.plan)[0].partition_statistics(None).unwrap();
+        assert_eq!(stats.total_byte_size.get_value(), Some(&bytes), "{sql}");
+        let id = &stats.column_statistics[0];
+        assert_eq!(id.byte_size.get_value(), Some(&48_000), "{sql}");
+        assert_eq!(id.distinct_count.get_value(), Some(&6000), "{sql}");
+    }
 }
