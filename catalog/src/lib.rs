@@ -115,12 +115,16 @@ impl Catalogs {
     /// which the providers learn here).
     pub fn register(&self, ctx: &SessionContext) {
         let table_functions = Arc::new(ctx.state().table_functions().keys().cloned().collect());
+        let indexes = iceflight_scan::caches::ScanCaches::of(&ctx.copied_config())
+            .indexes
+            .clone();
         for (name, uri, catalog) in &self.entries {
             ctx.register_catalog(
                 name.as_str(),
                 Arc::new(
                     IcebergCatalogProvider::new(name.clone(), uri.clone(), Arc::clone(catalog))
-                        .with_table_functions(Arc::clone(&table_functions)),
+                        .with_table_functions(Arc::clone(&table_functions))
+                        .with_statistics(indexes.clone()),
                 ),
             );
         }

@@ -18,6 +18,7 @@ use datafusion::catalog::{CatalogProvider, SchemaProvider, TableProvider};
 use datafusion::common::{DataFusionError, Result, exec_err};
 use iceberg::{Catalog, ErrorKind, NamespaceIdent, TableIdent};
 use iceflight_scan::IcebergTableProvider;
+use iceflight_scan::metrics_index::IndexCache;
 
 use crate::error::CatalogError;
 
@@ -62,6 +63,8 @@ pub struct IcebergCatalogProvider {
     /// as `FROM generate_series(1, 3)` like a table first, so the schema of sessions without a
     /// default schema must let these names through.
     table_functions: Arc<BTreeSet<String>>,
+    /// The engine's manifest-metrics cache: loaded tables carry their statistics from it.
+    indexes: Option<IndexCache>,
 }
 
 impl IcebergCatalogProvider {
@@ -72,7 +75,15 @@ impl IcebergCatalogProvider {
             uri: uri.into(),
             catalog,
             table_functions: Arc::default(),
+            indexes: None,
         }
+    }
+
+    /// Tables load with their whole-snapshot statistics from `indexes`
+    /// ([`IcebergTableProvider::with_index`]): the join order is costed from them.
+    pub fn with_statistics(mut self, indexes: IndexCache) -> Self {
+        self.indexes = Some(indexes);
+        self
     }
 
     /// The provider with the names of the session's table functions (see the field).
@@ -127,11 +138,14 @@ impl CatalogProvider for IcebergCatalogProvider {
         }
         let namespace = namespace_of(name).ok()?;
         match block_on(self.catalog.namespace_exists(&namespace)) {
-            Ok(true) => Some(Arc::new(IcebergSchemaProvider::new(
-                self.name.clone(),
-                Arc::clone(&self.catalog),
-                namespace,
-            ))),
+            Ok(true) => Some(Arc::new(IcebergSchemaProvider {
+                indexes: self.indexes.clone(),
+                ..IcebergSchemaProvider::new(
+                    self.name.clone(),
+                    Arc::clone(&self.catalog),
+                    namespace,
+                )
+            })),
             Ok(false) => None,
             // DataFusion's lookup cannot fail here: hand back a schema whose tables report the
             // outage, so the query fails with "unavailable" rather than "not found".
@@ -240,6 +254,7 @@ pub struct IcebergSchemaProvider {
     catalog_name: String,
     catalog: Arc<dyn Catalog>,
     namespace: NamespaceIdent,
+    indexes: Option<IndexCache>,
 }
 
 impl IcebergSchemaProvider {
@@ -249,6 +264,7 @@ impl IcebergSchemaProvider {
             catalog_name,
             catalog,
             namespace,
+            indexes: None,
         }
     }
 
@@ -275,7 +291,17 @@ impl SchemaProvider for IcebergSchemaProvider {
     async fn table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
         let ident = TableIdent::new(self.namespace.clone(), name.to_string());
         match self.catalog.load_table(&ident).await {
-            Ok(table) => Ok(Some(Arc::new(IcebergTableProvider::try_new(table)?))),
+            Ok(table) => {
+                let provider = IcebergTableProvider::try_new(table)?;
+                let provider = match &self.indexes {
+                    Some(indexes) => {
+                        let index = indexes.load(provider.table()).await.map_err(to_df_error)?;
+                        provider.with_index(&index)?
+                    }
+                    None => provider,
+                };
+                Ok(Some(Arc::new(provider)))
+            }
             Err(e) if e.kind() == ErrorKind::TableNotFound => Ok(None),
             Err(e) => Err(to_df_error(e)),
         }

@@ -30,6 +30,7 @@ pub mod exec;
 pub mod footer;
 pub mod gate;
 pub mod io_scope;
+pub mod join_order;
 pub mod layout;
 pub mod metrics;
 pub mod metrics_index;

@@ -32,6 +32,9 @@ pub struct IceflightOptions {
     /// conjuncts inside the Parquet reader (native path), decoding the other columns only for
     /// the rows they keep.
     pub late_materialization: bool,
+    /// `iceflight.optimizer.join_reorder` (default true): order inner-join graphs by estimated
+    /// cardinality (`join_order.rs`); false keeps DataFusion's order (the query's FROM order).
+    pub join_reorder: bool,
 }
 
 /// Which reader opens data files (`iceflight.scan.reader`).
@@ -63,6 +66,7 @@ impl Default for IceflightOptions {
             reader: ScanReader::Native,
             dynamic_row_filter: true,
             late_materialization: true,
+            join_reorder: true,
         }
     }
 }
@@ -99,7 +103,7 @@ pub fn format_duration(d: std::time::Duration) -> String {
 }
 
 impl IceflightOptions {
-    const KEYS: [(&'static str, &'static str); 7] = [
+    const KEYS: [(&'static str, &'static str); 8] = [
         (
             "scan.batch_size",
             "Rows per batch decoded by the Parquet reader; 0 uses datafusion.execution.batch_size",
@@ -127,6 +131,10 @@ impl IceflightOptions {
         (
             "scan.late_materialization",
             "Run paying dynamic row filters inside the Parquet reader, before the other columns decode",
+        ),
+        (
+            "optimizer.join_reorder",
+            "Order inner joins by estimated cardinality from Iceberg metadata (false: the query's order)",
         ),
     ];
 }
@@ -183,6 +191,7 @@ impl ExtensionOptions for IceflightOptions {
             }
             "scan.dynamic_row_filter" => self.dynamic_row_filter = boolean()?,
             "scan.late_materialization" => self.late_materialization = boolean()?,
+            "optimizer.join_reorder" => self.join_reorder = boolean()?,
             _ => {
                 return Err(DataFusionError::Configuration(format!(
                     "unknown setting iceflight.{key} (known: {})",
@@ -202,6 +211,7 @@ impl ExtensionOptions for IceflightOptions {
             self.reader.as_str().to_string(),
             self.dynamic_row_filter.to_string(),
             self.late_materialization.to_string(),
+            self.join_reorder.to_string(),
         ];
         Self::KEYS
             .iter()

@@ -41,6 +41,8 @@ use crate::prune::BoundsByFile;
 pub struct IcebergTableProvider {
     table: Table,
     schema: SchemaRef,
+    /// Whole-snapshot statistics, when the manifests' metrics were given ([`Self::with_index`]).
+    statistics: Option<Statistics>,
 }
 
 impl IcebergTableProvider {
@@ -51,7 +53,21 @@ impl IcebergTableProvider {
         Ok(Self {
             table,
             schema: Arc::new(schema),
+            statistics: None,
         })
+    }
+
+    /// Attaches whole-snapshot statistics from the manifests' metrics (`index` of this table's
+    /// current snapshot): rows, per-column sizes, null counts, bounds and distinct counts, for
+    /// logical planning ([`TableProvider::statistics`], read by `join_order.rs`).
+    ///
+    /// Errors: a column of the schema without an iceberg field id.
+    pub fn with_index(mut self, index: &FileMetricsIndex) -> Result<Self> {
+        let ids = (0..self.schema.fields().len())
+            .map(|i| self.field_id(i))
+            .collect::<Result<Vec<_>>>()?;
+        self.statistics = Some(index.table_statistics(&self.schema, &ids));
+        Ok(self)
     }
 
     /// The iceberg table.
@@ -111,6 +127,10 @@ impl TableProvider for IcebergTableProvider {
 
     fn table_type(&self) -> TableType {
         TableType::Base
+    }
+
+    fn statistics(&self) -> Option<Statistics> {
+        self.statistics.clone()
     }
 
     fn supports_filters_pushdown(

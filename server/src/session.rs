@@ -185,6 +185,7 @@ impl Engine {
             .with_runtime_env(Arc::clone(&self.runtime))
             .with_default_features()
             .with_physical_optimizer_rules(rules)
+            .with_optimizer_rule(Arc::new(iceflight_scan::join_order::JoinOrder))
             .build();
         let ctx = SessionContext::new_with_state(state);
         self.catalogs.register(&ctx);

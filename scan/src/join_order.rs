@@ -1,0 +1,614 @@
+//! [`JoinOrder`]: a logical optimizer rule that orders inner-join graphs by estimated
+//! cardinality, from the statistics Iceberg metadata gives (`IcebergTableProvider::statistics`).
+//!
+//! ```text
+//!   Join(Inner) trees ──► cluster: leaves (anything else) + equi-join edges + residual filters
+//!     leaves ──► estimated rows (table rows × filter selectivity, aggregates, outer joins, ...)
+//!     edges  ──► selectivity 1 / max(ndv(left key), ndv(right key))
+//!   ≤ DP_MAX_LEAVES leaves: dynamic programming over connected subsets, else greedy;
+//!   cost = sum of the intermediate results' estimated rows (C_out), no cross products
+//!   ──► joins rebuilt (smaller estimate on the left, DataFusion's build side), residual filters
+//!       at the lowest join that has their columns, a projection restoring the column order
+//! ```
+//!
+//! Safety: only inner equi-joins with `NullEqualsNothing` (not null-aware) form a cluster.
+//! Outer, semi, anti, null-equal and key-less joins are leaves, moved as a whole and never
+//! entered across (cases c08, c09: the null semantics of those joins are not touched). Every
+//! equi-condition and residual filter is placed on a join whose inputs hold its columns, so the
+//! rows are the same in any order. Leaves are ordered recursively on their own.
+//!
+//! Estimates, where statistics are missing (a rule of thumb stated here, not measured per
+//! table): a scan of unknown size has [`UNKNOWN_ROWS`]; `col = literal` keeps 1/ndv, else 10 %;
+//! a range keeps its share of the column's bounds, else 1/3; `LIKE` 10 %; `IN (n values)`
+//! n/ndv; any other predicate 1/2; a grouped aggregate keeps the product of its keys' distinct
+//! counts, else half its input; a semi or anti join half of its preserved side. Distinct counts
+//! come from the scan statistics (`metrics_index.rs`: Puffin `ndv`, else the bounds' range),
+//! capped at the leaf's estimated rows.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use datafusion::catalog::default_table_source::source_as_provider;
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::{Column, NullEquality, Result, ScalarValue, Statistics};
+use datafusion::logical_expr::utils::{conjunction, split_conjunction};
+use datafusion::logical_expr::{
+    BinaryExpr, Expr, Join, JoinConstraint, JoinType, LogicalPlan, Operator, Projection,
+};
+use datafusion::optimizer::{OptimizerConfig, OptimizerRule};
+
+use crate::IceflightOptions;
+
+/// Clusters of at most this many leaves are ordered by dynamic programming (3^n subset pairs);
+/// larger ones greedily.
+pub const DP_MAX_LEAVES: usize = 10;
+
+/// Estimated rows of a scan whose table reports no statistics.
+pub const UNKNOWN_ROWS: f64 = 1_000_000.0;
+
+/// The rule (module docs); switched by `iceflight.optimizer.join_reorder`.
+#[derive(Debug, Default)]
+pub struct JoinOrder;
+
+impl OptimizerRule for JoinOrder {
+    fn name(&self) -> &str {
+        "iceflight_join_order"
+    }
+
+    fn rewrite(
+        &self,
+        plan: LogicalPlan,
+        config: &dyn OptimizerConfig,
+    ) -> Result<Transformed<LogicalPlan>> {
+        let enabled = config
+            .options()
+            .extensions
+            .get::<IceflightOptions>()
+            .is_none_or(|o| o.join_reorder);
+        if !enabled {
+            return Ok(Transformed::no(plan));
+        }
+        optimize(plan)
+    }
+}
+
+fn optimize(plan: LogicalPlan) -> Result<Transformed<LogicalPlan>> {
+    if is_cluster_join(&plan) {
+        let mut cluster = Cluster::default();
+        let shape = cluster.flatten(&plan);
+        if let Some(order) = cluster.order()
+            && !same_shape(&order, &shape)
+        {
+            let leaves = std::mem::take(&mut cluster.leaves)
+                .into_iter()
+                .map(|l| optimize(l).map(|t| t.data))
+                .collect::<Result<Vec<_>>>()?;
+            cluster.leaves = leaves;
+            let (joined, _) = cluster.build(&order)?;
+            let columns = plan
+                .schema()
+                .iter()
+                .map(|(q, f)| Expr::Column(Column::new(q.cloned(), f.name())))
+                .collect();
+            let restored = Projection::try_new(columns, Arc::new(joined))?;
+            return Ok(Transformed::yes(LogicalPlan::Projection(restored)));
+        }
+    }
+    plan.map_children(optimize)
+}
+
+/// An inner equi-join whose null semantics allow any order.
+fn is_cluster_join(plan: &LogicalPlan) -> bool {
+    matches!(plan, LogicalPlan::Join(j)
+        if j.join_type == JoinType::Inner
+            && j.null_equality == NullEquality::NullEqualsNothing
+            && !j.null_aware
+            && !j.on.is_empty())
+}
+
+/// A join tree over the leaves of a cluster (indices).
+#[derive(Debug, Clone)]
+enum Tree {
+    Leaf(usize),
+    Join(Box<Tree>, Box<Tree>),
+}
+
+impl Tree {
+    /// The leaves under this tree.
+    fn mask(&self) -> u64 {
+        match self {
+            Tree::Leaf(i) => 1 << i,
+            Tree::Join(a, b) => a.mask() | b.mask(),
+        }
+    }
+}
+
+/// Equal up to the order of each join's inputs.
+fn same_shape(a: &Tree, b: &Tree) -> bool {
+    match (a, b) {
+        (Tree::Leaf(i), Tree::Leaf(j)) => i == j,
+        (Tree::Join(a1, a2), Tree::Join(b1, b2)) => {
+            (same_shape(a1, b1) && same_shape(a2, b2))
+                || (same_shape(a1, b2) && same_shape(a2, b1))
+        }
+        _ => false,
+    }
+}
+
+/// One equi-condition between two leaves.
+#[derive(Debug)]
+struct Edge {
+    left: (usize, Expr),
+    right: (usize, Expr),
+}
+
+#[derive(Debug, Default)]
+struct Cluster {
+    leaves: Vec<LogicalPlan>,
+    /// Every equi-condition as written, before the leaves are known.
+    on: Vec<(Expr, Expr)>,
+    /// Non-equi conditions of the cluster's joins.
+    residuals: Vec<Expr>,
+}
+
+impl Cluster {
+    /// Collects the leaves and conditions under `plan`; returns its join tree.
+    fn flatten(&mut self, plan: &LogicalPlan) -> Tree {
+        match plan {
+            LogicalPlan::Join(j) if is_cluster_join(plan) => {
+                let left = self.flatten(&j.left);
+                let right = self.flatten(&j.right);
+                self.on.extend(j.on.iter().cloned());
+                if let Some(f) = &j.filter {
+                    self.residuals
+                        .extend(split_conjunction(f).into_iter().cloned());
+                }
+                Tree::Join(Box::new(left), Box::new(right))
+            }
+            other => {
+                self.leaves.push(other.clone());
+                Tree::Leaf(self.leaves.len() - 1)
+            }
+        }
+    }
+
+    /// The leaves whose columns `expr` reads, as a mask; `None` if a column is in no leaf.
+    fn leaves_of(&self, expr: &Expr) -> Option<u64> {
+        let mut mask = 0;
+        for c in expr.column_refs() {
+            let i = self.leaves.iter().position(|l| l.schema().has_column(c))?;
+            mask |= 1 << i;
+        }
+        Some(mask)
+    }
+
+    fn edges(&self) -> Option<Vec<Edge>> {
+        self.on
+            .iter()
+            .map(|(l, r)| {
+                let (a, b) = (self.leaves_of(l)?, self.leaves_of(r)?);
+                (a.count_ones() == 1 && b.count_ones() == 1 && a != b).then(|| Edge {
+                    left: (a.trailing_zeros() as usize, l.clone()),
+                    right: (b.trailing_zeros() as usize, r.clone()),
+                })
+            })
+            .collect()
+    }
+
+    /// The cheapest order, or `None` where the cluster cannot be ordered (a condition over
+    /// one leaf or none, a disconnected graph, more than 64 leaves).
+    fn order(&self) -> Option<Tree> {
+        let n = self.leaves.len();
+        if !(3..=64).contains(&n) {
+            return None;
+        }
+        let edges = self.edges()?;
+        if self.residuals.iter().any(|r| self.leaves_of(r).is_none()) {
+            return None;
+        }
+        let model = Model::new(&self.leaves, &edges);
+        if n <= DP_MAX_LEAVES {
+            model.dynamic_programming()
+        } else {
+            model.greedy()
+        }
+    }
+
+    /// The plan of `tree` and the mask of its leaves. Each residual filter goes to the lowest
+    /// join holding its columns (one that reads a single leaf onto that leaf, one that reads
+    /// none onto the top join).
+    fn build(&self, tree: &Tree) -> Result<(LogicalPlan, u64)> {
+        let edges = self.edges().unwrap_or_default();
+        let model = Model::new(&self.leaves, &edges);
+        let full = tree.mask();
+        let residuals: Vec<(u64, &Expr)> = self
+            .residuals
+            .iter()
+            .map(|r| match self.leaves_of(r) {
+                Some(0) | None => (full, r),
+                Some(m) => (m, r),
+            })
+            .collect();
+        self.build_with(tree, &edges, &model, &residuals)
+    }
+
+    fn build_with(
+        &self,
+        tree: &Tree,
+        edges: &[Edge],
+        model: &Model,
+        residuals: &[(u64, &Expr)],
+    ) -> Result<(LogicalPlan, u64)> {
+        match tree {
+            Tree::Leaf(i) => {
+                let leaf = self.leaves[*i].clone();
+                let own = residuals
+                    .iter()
+                    .filter(|(m, _)| *m == 1 << i)
+                    .map(|(_, r)| (*r).clone());
+                let leaf = match conjunction(own) {
+                    Some(predicate) => LogicalPlan::Filter(
+                        datafusion::logical_expr::Filter::try_new(predicate, Arc::new(leaf))?,
+                    ),
+                    None => leaf,
+                };
+                Ok((leaf, 1 << i))
+            }
+            Tree::Join(a, b) => {
+                let (mut left, mut lm) = self.build_with(a, edges, model, residuals)?;
+                let (mut right, mut rm) = self.build_with(b, edges, model, residuals)?;
+                if model.rows(rm) < model.rows(lm) {
+                    std::mem::swap(&mut left, &mut right);
+                    std::mem::swap(&mut lm, &mut rm);
+                }
+                let on = edges
+                    .iter()
+                    .filter_map(|e| {
+                        let (l, r) = (1u64 << e.left.0, 1u64 << e.right.0);
+                        if l & lm != 0 && r & rm != 0 {
+                            Some((e.left.1.clone(), e.right.1.clone()))
+                        } else if l & rm != 0 && r & lm != 0 {
+                            Some((e.right.1.clone(), e.left.1.clone()))
+                        } else {
+                            None
+                        }
+                    })
+                    .collect();
+                let both = lm | rm;
+                let filter = conjunction(residuals.iter().filter_map(|(m, r)| {
+                    (m & !both == 0 && m & !lm != 0 && m & !rm != 0).then(|| (*r).clone())
+                }));
+                let join = Join::try_new(
+                    Arc::new(left),
+                    Arc::new(right),
+                    on,
+                    filter,
+                    JoinType::Inner,
+                    JoinConstraint::On,
+                    NullEquality::NullEqualsNothing,
+                    false,
+                )?;
+                Ok((LogicalPlan::Join(join), both))
+            }
+        }
+    }
+}
+
+/// Cardinality estimates of a cluster's subsets.
+struct Model {
+    rows: Vec<f64>,
+    /// `(leaf a, leaf b, selectivity)` of every pair of leaves joined by an edge: the product
+    /// of their edges' selectivities, floored at 1 / max(rows a, rows b) (a composite key still
+    /// matches each row of the larger side at most once in the estimate).
+    pairs: Vec<(usize, usize, f64)>,
+}
+
+impl Model {
+    fn new(leaves: &[LogicalPlan], edges: &[Edge]) -> Self {
+        let rows: Vec<f64> = leaves.iter().map(|l| rows(l).max(1.0)).collect();
+        let mut by_pair: HashMap<(usize, usize), f64> = HashMap::new();
+        for e in edges {
+            let (a, b) = (e.left.0.min(e.right.0), e.left.0.max(e.right.0));
+            let ndv = |(i, expr): &(usize, Expr)| match expr {
+                Expr::Column(c) => ndv(&leaves[*i], c).unwrap_or(rows[*i]).min(rows[*i]),
+                _ => rows[*i],
+            };
+            let s = 1.0 / ndv(&e.left).max(ndv(&e.right)).max(1.0);
+            *by_pair.entry((a, b)).or_insert(1.0) *= s;
+        }
+        let mut pairs: Vec<(usize, usize, f64)> = by_pair
+            .into_iter()
+            .map(|((a, b), s)| (a, b, s.max(1.0 / rows[a].max(rows[b]))))
+            .collect();
+        pairs.sort_by_key(|&(a, b, _)| (a, b));
+        Self { rows, pairs }
+    }
+
+    /// Estimated rows of joining the leaves in `mask`.
+    fn rows(&self, mask: u64) -> f64 {
+        let mut r: f64 = (0..self.rows.len())
+            .filter(|i| mask & (1 << i) != 0)
+            .map(|i| self.rows[i])
+            .product();
+        for &(a, b, s) in &self.pairs {
+            if mask & (1 << a) != 0 && mask & (1 << b) != 0 {
+                r *= s;
+            }
+        }
+        r.max(1.0)
+    }
+
+    fn connected(&self, a: u64, b: u64) -> bool {
+        self.pairs.iter().any(|&(x, y, _)| {
+            (a & (1 << x) != 0 && b & (1 << y) != 0) || (a & (1 << y) != 0 && b & (1 << x) != 0)
+        })
+    }
+
+    /// The order of least C_out over connected subsets (no cross products).
+    fn dynamic_programming(&self) -> Option<Tree> {
+        let n = self.rows.len();
+        let full: u64 = (1 << n) - 1;
+        let mut best: HashMap<u64, (f64, Tree)> = HashMap::new();
+        for i in 0..n {
+            best.insert(1 << i, (0.0, Tree::Leaf(i)));
+        }
+        let mut masks: Vec<u64> = (1..=full).filter(|m| m.count_ones() >= 2).collect();
+        masks.sort_by_key(|m| (m.count_ones(), *m));
+        for mask in masks {
+            let mut choice: Option<(f64, Tree)> = None;
+            // Each split once: the part holding the lowest leaf is `a`.
+            let low = mask & mask.wrapping_neg();
+            let mut a = (mask - 1) & mask;
+            while a > 0 {
+                let b = mask ^ a;
+                if a & low != 0
+                    && let (Some((ca, ta)), Some((cb, tb))) = (best.get(&a), best.get(&b))
+                    && self.connected(a, b)
+                {
+                    let cost = ca + cb + self.rows(mask);
+                    if choice.as_ref().is_none_or(|(c, _)| cost < *c) {
+                        choice = Some((cost, Tree::Join(Box::new(ta.clone()), Box::new(tb.clone()))));
+                    }
+                }
+                a = (a - 1) & mask;
+            }
+            if let Some(c) = choice {
+                best.insert(mask, c);
+            }
+        }
+        best.remove(&full).map(|(_, t)| t)
+    }
+
+    /// Left-deep: the cheapest connected pair first, then always the connected leaf whose join
+    /// is smallest.
+    fn greedy(&self) -> Option<Tree> {
+        let n = self.rows.len();
+        let &(a, b, _) = self
+            .pairs
+            .iter()
+            .min_by(|x, y| self.rows((1 << x.0) | (1 << x.1)).total_cmp(&self.rows((1 << y.0) | (1 << y.1))))?;
+        let mut tree = Tree::Join(Box::new(Tree::Leaf(a)), Box::new(Tree::Leaf(b)));
+        let mut mask = (1u64 << a) | (1 << b);
+        while mask.count_ones() < n as u32 {
+            let next = (0..n)
+                .filter(|i| mask & (1 << i) == 0 && self.connected(mask, 1 << i))
+                .min_by(|&x, &y| self.rows(mask | (1 << x)).total_cmp(&self.rows(mask | (1 << y))))?;
+            tree = Tree::Join(Box::new(tree), Box::new(Tree::Leaf(next)));
+            mask |= 1 << next;
+        }
+        debug_assert_eq!(tree.mask(), mask);
+        Some(tree)
+    }
+}
+
+/// Estimated output rows of a plan (module docs for the rules of thumb).
+fn rows(plan: &LogicalPlan) -> f64 {
+    match plan {
+        LogicalPlan::TableScan(scan) => {
+            let stats = scan_statistics(scan);
+            let base = stats
+                .as_ref()
+                .and_then(|s| s.num_rows.get_value().copied())
+                .map_or(UNKNOWN_ROWS, |r| r as f64);
+            let schema = scan.source.schema();
+            let sel: f64 = scan
+                .filters
+                .iter()
+                .map(|f| selectivity(f, &|c| column_stats(stats.as_ref(), &schema, c)))
+                .product();
+            let r = base * sel;
+            scan.fetch.map_or(r, |f| r.min(f as f64))
+        }
+        LogicalPlan::Filter(f) => {
+            let input = rows(&f.input);
+            input * selectivity(&f.predicate, &|c| leaf_column(&f.input, c))
+        }
+        LogicalPlan::Aggregate(a) => {
+            let input = rows(&a.input);
+            if a.group_expr.is_empty() {
+                return 1.0;
+            }
+            let keys: Option<f64> = a
+                .group_expr
+                .iter()
+                .map(|g| match g {
+                    Expr::Column(c) => ndv(&a.input, c),
+                    _ => None,
+                })
+                .product();
+            keys.map_or(input / 2.0, |k| k.min(input))
+        }
+        LogicalPlan::Join(j) => {
+            let (l, r) = (rows(&j.left), rows(&j.right));
+            match j.join_type {
+                JoinType::LeftSemi | JoinType::LeftAnti | JoinType::LeftMark => l / 2.0,
+                JoinType::RightSemi | JoinType::RightAnti | JoinType::RightMark => r / 2.0,
+                JoinType::Left => l,
+                JoinType::Right => r,
+                JoinType::Full => l + r,
+                JoinType::Inner if j.on.is_empty() && j.filter.is_none() => l * r,
+                JoinType::Inner => l.max(r),
+            }
+        }
+        LogicalPlan::Limit(l) => {
+            let input = rows(&l.input);
+            match l.get_fetch_type() {
+                Ok(datafusion::logical_expr::FetchType::Literal(Some(n))) => input.min(n as f64),
+                _ => input,
+            }
+        }
+        LogicalPlan::Union(u) => u.inputs.iter().map(|i| rows(i)).sum(),
+        LogicalPlan::Values(v) => v.values.len() as f64,
+        LogicalPlan::EmptyRelation(_) => 1.0,
+        other => other.inputs().first().map_or(UNKNOWN_ROWS, |i| rows(i)),
+    }
+}
+
+fn scan_statistics(scan: &datafusion::logical_expr::TableScan) -> Option<Statistics> {
+    source_as_provider(&scan.source).ok()?.statistics()
+}
+
+/// Statistics of column `c` (by name) in a table's full-schema statistics.
+fn column_stats(
+    stats: Option<&Statistics>,
+    schema: &arrow::datatypes::Schema,
+    c: &Column,
+) -> Option<datafusion::common::ColumnStatistics> {
+    let i = schema.index_of(c.name()).ok()?;
+    stats?.column_statistics.get(i).cloned()
+}
+
+/// The statistics of column `c` from the scan under `plan` that produces it (through filters,
+/// projections of plain columns, aliases and joins), by column name.
+fn leaf_column(plan: &LogicalPlan, c: &Column) -> Option<datafusion::common::ColumnStatistics> {
+    match plan {
+        LogicalPlan::TableScan(scan) => {
+            column_stats(scan_statistics(scan).as_ref(), &scan.source.schema(), c)
+        }
+        LogicalPlan::Aggregate(_) | LogicalPlan::Window(_) | LogicalPlan::Union(_) => None,
+        other => other.inputs().into_iter().find_map(|i| {
+            i.schema()
+                .fields()
+                .iter()
+                .any(|f| f.name() == c.name())
+                .then(|| leaf_column(i, c))
+                .flatten()
+        }),
+    }
+}
+
+/// Distinct values of column `c` in `plan`'s output: the scan's, capped at the plan's rows.
+fn ndv(plan: &LogicalPlan, c: &Column) -> Option<f64> {
+    let stats = leaf_column(plan, c)?;
+    let d = *stats.distinct_count.get_value()? as f64;
+    Some(d.min(rows(plan)).max(1.0))
+}
+
+/// Fraction of rows `predicate` keeps (module docs), with column statistics from `stats`.
+fn selectivity(
+    predicate: &Expr,
+    stats: &dyn Fn(&Column) -> Option<datafusion::common::ColumnStatistics>,
+) -> f64 {
+    let ndv = |e: &Expr| -> Option<f64> {
+        let Expr::Column(c) = e else { return None };
+        Some((*stats(c)?.distinct_count.get_value()? as f64).max(1.0))
+    };
+    let s = match predicate {
+        Expr::BinaryExpr(BinaryExpr { left, op, right }) => match op {
+            Operator::And => selectivity(left, stats) * selectivity(right, stats),
+            Operator::Or => {
+                let (a, b) = (selectivity(left, stats), selectivity(right, stats));
+                a + b - a * b
+            }
+            Operator::Eq => {
+                let (col, lit) = column_and_literal(left, right);
+                match (col, lit) {
+                    (Some(c), Some(_)) => ndv(c).map_or(0.1, |d| 1.0 / d),
+                    _ => 0.1,
+                }
+            }
+            Operator::NotEq => 0.9,
+            Operator::Lt | Operator::LtEq | Operator::Gt | Operator::GtEq => {
+                range_share(left, *op, right, stats).unwrap_or(1.0 / 3.0)
+            }
+            Operator::LikeMatch | Operator::ILikeMatch => 0.1,
+            Operator::NotLikeMatch | Operator::NotILikeMatch => 0.9,
+            _ => 0.5,
+        },
+        Expr::Between(b) => {
+            let low = range_share(&b.expr, Operator::GtEq, &b.low, stats);
+            let high = range_share(&b.expr, Operator::LtEq, &b.high, stats);
+            let s = match (low, high) {
+                (Some(l), Some(h)) => (l + h - 1.0).max(0.0),
+                _ => 0.25,
+            };
+            if b.negated { 1.0 - s } else { s }
+        }
+        Expr::InList(l) => {
+            let n = l.list.len() as f64;
+            let s = ndv(&l.expr).map_or(0.1 * n, |d| n / d).min(1.0);
+            if l.negated { 1.0 - s } else { s }
+        }
+        Expr::Like(l) => {
+            if l.negated {
+                0.9
+            } else {
+                0.1
+            }
+        }
+        Expr::Not(e) => 1.0 - selectivity(e, stats),
+        Expr::IsNull(_) => 0.05,
+        Expr::IsNotNull(_) => 0.95,
+        _ => 0.5,
+    };
+    s.clamp(1e-9, 1.0)
+}
+
+fn column_and_literal<'a>(a: &'a Expr, b: &'a Expr) -> (Option<&'a Expr>, Option<&'a ScalarValue>) {
+    match (a, b) {
+        (Expr::Column(_), Expr::Literal(v, _)) => (Some(a), Some(v)),
+        (Expr::Literal(v, _), Expr::Column(_)) => (Some(b), Some(v)),
+        _ => (None, None),
+    }
+}
+
+/// Share of the column's bounds that `col op literal` keeps; `None` without numeric bounds.
+fn range_share(
+    left: &Expr,
+    op: Operator,
+    right: &Expr,
+    stats: &dyn Fn(&Column) -> Option<datafusion::common::ColumnStatistics>,
+) -> Option<f64> {
+    let (op, c, v) = match (left, right) {
+        (Expr::Column(c), Expr::Literal(v, _)) => (op, c, v),
+        (Expr::Literal(v, _), Expr::Column(c)) => (op.swap()?, c, v),
+        _ => return None,
+    };
+    let s = stats(c)?;
+    let (lo, hi) = (
+        number(s.min_value.get_value()?)?,
+        number(s.max_value.get_value()?)?,
+    );
+    let x = number(v)?;
+    if hi <= lo {
+        return None;
+    }
+    let below = ((x - lo) / (hi - lo)).clamp(0.0, 1.0);
+    Some(match op {
+        Operator::Lt | Operator::LtEq => below,
+        _ => 1.0 - below,
+    })
+}
+
+fn number(v: &ScalarValue) -> Option<f64> {
+    Some(match v {
+        ScalarValue::Int8(Some(x)) => f64::from(*x),
+        ScalarValue::Int16(Some(x)) => f64::from(*x),
+        ScalarValue::Int32(Some(x)) | ScalarValue::Date32(Some(x)) => f64::from(*x),
+        ScalarValue::Int64(Some(x)) => *x as f64,
+        ScalarValue::Float32(Some(x)) => f64::from(*x),
+        ScalarValue::Float64(Some(x)) => *x,
+        ScalarValue::Decimal128(Some(x), _, s) => *x as f64 / 10f64.powi(i32::from(*s)),
+        _ => return None,
+    })
+}
