@@ -128,8 +128,7 @@ fn same_shape(a: &Tree, b: &Tree) -> bool {
     match (a, b) {
         (Tree::Leaf(i), Tree::Leaf(j)) => i == j,
         (Tree::Join(a1, a2), Tree::Join(b1, b2)) => {
-            (same_shape(a1, b1) && same_shape(a2, b2))
-                || (same_shape(a1, b2) && same_shape(a2, b1))
+            (same_shape(a1, b1) && same_shape(a2, b2)) || (same_shape(a1, b2) && same_shape(a2, b1))
         }
         _ => false,
     }
@@ -164,6 +163,14 @@ impl Cluster {
                         .extend(split_conjunction(f).into_iter().cloned());
                 }
                 Tree::Join(Box::new(left), Box::new(right))
+            }
+            // Column pruning puts projections of plain columns between joins: they only drop
+            // columns, and the rebuilt cluster projects the original output at the top.
+            LogicalPlan::Projection(p)
+                if is_cluster_join(&p.input)
+                    && p.expr.iter().all(|e| matches!(e, Expr::Column(_))) =>
+            {
+                self.flatten(&p.input)
             }
             other => {
                 self.leaves.push(other.clone());
@@ -367,7 +374,8 @@ impl Model {
                 {
                     let cost = ca + cb + self.rows(mask);
                     if choice.as_ref().is_none_or(|(c, _)| cost < *c) {
-                        choice = Some((cost, Tree::Join(Box::new(ta.clone()), Box::new(tb.clone()))));
+                        choice =
+                            Some((cost, Tree::Join(Box::new(ta.clone()), Box::new(tb.clone()))));
                     }
                 }
                 a = (a - 1) & mask;
@@ -383,16 +391,19 @@ impl Model {
     /// is smallest.
     fn greedy(&self) -> Option<Tree> {
         let n = self.rows.len();
-        let &(a, b, _) = self
-            .pairs
-            .iter()
-            .min_by(|x, y| self.rows((1 << x.0) | (1 << x.1)).total_cmp(&self.rows((1 << y.0) | (1 << y.1))))?;
+        let &(a, b, _) = self.pairs.iter().min_by(|x, y| {
+            self.rows((1 << x.0) | (1 << x.1))
+                .total_cmp(&self.rows((1 << y.0) | (1 << y.1)))
+        })?;
         let mut tree = Tree::Join(Box::new(Tree::Leaf(a)), Box::new(Tree::Leaf(b)));
         let mut mask = (1u64 << a) | (1 << b);
         while mask.count_ones() < n as u32 {
             let next = (0..n)
                 .filter(|i| mask & (1 << i) == 0 && self.connected(mask, 1 << i))
-                .min_by(|&x, &y| self.rows(mask | (1 << x)).total_cmp(&self.rows(mask | (1 << y))))?;
+                .min_by(|&x, &y| {
+                    self.rows(mask | (1 << x))
+                        .total_cmp(&self.rows(mask | (1 << y)))
+                })?;
             tree = Tree::Join(Box::new(tree), Box::new(Tree::Leaf(next)));
             mask |= 1 << next;
         }

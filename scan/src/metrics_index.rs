@@ -250,7 +250,15 @@ impl FileMetricsIndex {
         stats.num_rows = Precision::Inexact(rows as usize);
         let bytes: u64 = files.iter().map(|f| f.file_size_in_bytes()).sum();
         stats.total_byte_size = Precision::Inexact(bytes as usize);
-        self.fill_columns(&mut stats, &files, &vec![1.0; files.len()], rows, schema, field_ids, true);
+        self.fill_columns(
+            &mut stats,
+            &files,
+            &vec![1.0; files.len()],
+            rows,
+            schema,
+            field_ids,
+            true,
+        );
         stats
     }
 
