@@ -107,7 +107,7 @@ fn optimize(plan: LogicalPlan) -> Result<Transformed<LogicalPlan>> {
 }
 
 /// An inner equi-join whose null semantics allow any order.
-fn is_cluster_join(plan: &LogicalPlan) -> bool {
+pub(crate) fn is_cluster_join(plan: &LogicalPlan) -> bool {
     matches!(plan, LogicalPlan::Join(j)
         if j.join_type == JoinType::Inner
             && j.null_equality == NullEquality::NullEqualsNothing
@@ -117,7 +117,7 @@ fn is_cluster_join(plan: &LogicalPlan) -> bool {
 
 /// A join tree over the leaves of a cluster (indices).
 #[derive(Debug, Clone)]
-enum Tree {
+pub(crate) enum Tree {
     Leaf(usize),
     Join(Box<Tree>, Box<Tree>),
 }
@@ -150,18 +150,19 @@ struct Edge {
     right: (usize, Expr),
 }
 
+/// The leaves and conditions of one inner-join cluster.
 #[derive(Debug, Default)]
-struct Cluster {
-    leaves: Vec<LogicalPlan>,
+pub(crate) struct Cluster {
+    pub(crate) leaves: Vec<LogicalPlan>,
     /// Every equi-condition as written, before the leaves are known.
-    on: Vec<(Expr, Expr)>,
+    pub(crate) on: Vec<(Expr, Expr)>,
     /// Non-equi conditions of the cluster's joins.
     residuals: Vec<Expr>,
 }
 
 impl Cluster {
     /// Collects the leaves and conditions under `plan`; returns its join tree.
-    fn flatten(&mut self, plan: &LogicalPlan) -> Tree {
+    pub(crate) fn flatten(&mut self, plan: &LogicalPlan) -> Tree {
         match plan {
             LogicalPlan::Join(j) if is_cluster_join(plan) => {
                 let left = self.flatten(&j.left);
@@ -189,7 +190,7 @@ impl Cluster {
     }
 
     /// The leaves whose columns `expr` reads, as a mask; `None` if a column is in no leaf.
-    fn leaves_of(&self, expr: &Expr) -> Option<u64> {
+    pub(crate) fn leaves_of(&self, expr: &Expr) -> Option<u64> {
         let mut mask = 0;
         for c in expr.column_refs() {
             let i = self.leaves.iter().position(|l| l.schema().has_column(c))?;
@@ -436,7 +437,7 @@ impl Model {
 }
 
 /// Estimated output rows of a plan (module docs for the rules of thumb).
-fn rows(plan: &LogicalPlan) -> f64 {
+pub(crate) fn rows(plan: &LogicalPlan) -> f64 {
     match plan {
         LogicalPlan::TableScan(scan) => {
             let stats = scan_statistics(scan);
@@ -532,7 +533,7 @@ fn leaf_column(plan: &LogicalPlan, c: &Column) -> Option<datafusion::common::Col
 }
 
 /// Distinct values of column `c` in `plan`'s output: the scan's, capped at the plan's rows.
-fn ndv(plan: &LogicalPlan, c: &Column) -> Option<f64> {
+pub(crate) fn ndv(plan: &LogicalPlan, c: &Column) -> Option<f64> {
     let stats = leaf_column(plan, c)?;
     let d = *stats.distinct_count.get_value()? as f64;
     Some(d.min(rows(plan)).max(1.0))

@@ -17,6 +17,7 @@
 //! (with its optional [`disk_tier`]) under every read (attributed per scan by [`io_scope`]),
 //! footers, manifest metrics. See `README.md`.
 
+pub mod aggregate_reduction;
 pub mod block_cache;
 pub mod caches;
 pub mod columns;

@@ -35,6 +35,9 @@ pub struct IceflightOptions {
     /// `iceflight.optimizer.join_reorder` (default true): order inner-join graphs by estimated
     /// cardinality (`join_order.rs`); false keeps DataFusion's order (the query's FROM order).
     pub join_reorder: bool,
+    /// `iceflight.optimizer.aggregate_reduction` (default true): restrict a grouped aggregate
+    /// joined on its group key to the keys the join can match (`aggregate_reduction.rs`).
+    pub aggregate_reduction: bool,
 }
 
 /// Which reader opens data files (`iceflight.scan.reader`).
@@ -67,6 +70,7 @@ impl Default for IceflightOptions {
             dynamic_row_filter: true,
             late_materialization: true,
             join_reorder: true,
+            aggregate_reduction: true,
         }
     }
 }
@@ -103,7 +107,7 @@ pub fn format_duration(d: std::time::Duration) -> String {
 }
 
 impl IceflightOptions {
-    const KEYS: [(&'static str, &'static str); 8] = [
+    const KEYS: [(&'static str, &'static str); 9] = [
         (
             "scan.batch_size",
             "Rows per batch decoded by the Parquet reader; 0 uses datafusion.execution.batch_size",
@@ -135,6 +139,10 @@ impl IceflightOptions {
         (
             "optimizer.join_reorder",
             "Order inner joins by estimated cardinality from Iceberg metadata (false: the query's order)",
+        ),
+        (
+            "optimizer.aggregate_reduction",
+            "Semi-join a grouped aggregate's input with the keys its inner join can match",
         ),
     ];
 }
@@ -192,6 +200,7 @@ impl ExtensionOptions for IceflightOptions {
             "scan.dynamic_row_filter" => self.dynamic_row_filter = boolean()?,
             "scan.late_materialization" => self.late_materialization = boolean()?,
             "optimizer.join_reorder" => self.join_reorder = boolean()?,
+            "optimizer.aggregate_reduction" => self.aggregate_reduction = boolean()?,
             _ => {
                 return Err(DataFusionError::Configuration(format!(
                     "unknown setting iceflight.{key} (known: {})",
@@ -212,6 +221,7 @@ impl ExtensionOptions for IceflightOptions {
             self.dynamic_row_filter.to_string(),
             self.late_materialization.to_string(),
             self.join_reorder.to_string(),
+            self.aggregate_reduction.to_string(),
         ];
         Self::KEYS
             .iter()

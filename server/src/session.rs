@@ -186,6 +186,9 @@ impl Engine {
             .with_default_features()
             .with_physical_optimizer_rules(rules)
             .with_optimizer_rule(Arc::new(iceflight_scan::join_order::JoinOrder))
+            .with_optimizer_rule(Arc::new(
+                iceflight_scan::aggregate_reduction::AggregateReduction,
+            ))
             .build();
         let ctx = SessionContext::new_with_state(state);
         self.catalogs.register(&ctx);

@@ -1,7 +1,8 @@
 //! Plans of TPC-H SF 0.1 on the embedded catalog: the physical plans of the join- and
-//! subquery-heavy queries as insta snapshots (a plan change shows in review), and the join order
-//! (`scan/src/join_order.rs`) keeping every answer of the 22 queries against the query's own
-//! order (`iceflight.optimizer.join_reorder = false`).
+//! subquery-heavy queries as insta snapshots (a plan change shows in review); the join order
+//! (`scan/src/join_order.rs`) and the aggregate reduction (`scan/src/aggregate_reduction.rs`)
+//! each keeping every answer of the 22 queries against the plan without them; the reduction on
+//! a small join with NULL keys and unmatched groups.
 
 mod common;
 
@@ -46,16 +47,17 @@ async fn tpch_sf01_plans_and_join_order() {
         .await
         .unwrap();
     let ordered = engine.session(None, Some("tpch"), &[]).unwrap();
-    let as_written = engine
-        .session(
-            None,
-            Some("tpch"),
-            &[(
-                "iceflight.optimizer.join_reorder".to_string(),
-                "false".to_string(),
-            )],
-        )
-        .unwrap();
+    let without = |key: &str| {
+        engine
+            .session(
+                None,
+                Some("tpch"),
+                &[(format!("iceflight.optimizer.{key}"), "false".to_string())],
+            )
+            .unwrap()
+    };
+    let as_written = without("join_reorder");
+    let unreduced = without("aggregate_reduction");
 
     for name in SNAPSHOTTED {
         let plan = physical_plan(&ordered, &sql(name)).await;
@@ -63,8 +65,10 @@ async fn tpch_sf01_plans_and_join_order() {
     }
 
     // Same answers in either order; q07's six-way join is reordered (its nation filters move
-    // down), the orders whose estimated gain is small keep DataFusion's.
+    // down), the orders whose estimated gain is small keep DataFusion's. Same answers with and
+    // without the reduction, which applies to q02's and q17's correlated aggregates.
     let mut reordered = vec![];
+    let mut reduced = vec![];
     for q in 1..=22 {
         let name = format!("q{q:02}");
         let text = sql(&name);
@@ -76,11 +80,18 @@ async fn tpch_sf01_plans_and_join_order() {
                 rows(&run.batches).into_iter().collect::<BTreeSet<_>>()
             }
         };
-        assert_eq!(sorted(&ordered).await, sorted(&as_written).await, "{name}");
-        if physical_plan(&ordered, &text).await != physical_plan(&as_written, &text).await {
-            reordered.push(name);
+        let answer = sorted(&ordered).await;
+        assert_eq!(answer, sorted(&as_written).await, "{name} reordered");
+        assert_eq!(answer, sorted(&unreduced).await, "{name} reduced");
+        let plan = physical_plan(&ordered, &text).await;
+        if plan != physical_plan(&as_written, &text).await {
+            reordered.push(name.clone());
+        }
+        if plan != physical_plan(&unreduced, &text).await {
+            reduced.push(name);
         }
     }
+    assert_eq!(reduced, ["q02", "q17"]);
     assert!(
         reordered.iter().any(|r| r == "q07"),
         "q07 kept its order: {reordered:?}"
@@ -89,4 +100,44 @@ async fn tpch_sf01_plans_and_join_order() {
         !reordered.iter().any(|r| r == "q05"),
         "q05 reordered: {reordered:?}"
     );
+}
+
+/// The reduction where NULL keys and keys without a match are present: the aggregate's input
+/// is semi-joined with the three dimension keys (NULL never matches), the answer is the same
+/// as without the rule.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aggregate_reduction_keeps_answers_with_null_and_unmatched_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = common::engine(dir.path(), 2).await;
+    let on = engine.session(None, None, &[]).unwrap();
+    let off = engine
+        .session(
+            None,
+            None,
+            &[(
+                "iceflight.optimizer.aggregate_reduction".to_string(),
+                "false".to_string(),
+            )],
+        )
+        .unwrap();
+    let sql = "WITH dim AS (SELECT * FROM (VALUES (1, 'a'), (2, 'b'), (NULL, 'n')) AS d(k, name)), \
+               fact AS (SELECT CASE WHEN value % 10 = 0 THEN NULL ELSE value % 7 END AS k, value AS v \
+                        FROM generate_series(1, 1000)) \
+               SELECT dim.name, g.total, g.n FROM dim \
+               JOIN (SELECT k, sum(v) AS total, count(*) AS n FROM fact GROUP BY k) g ON dim.k = g.k \
+               ORDER BY dim.name";
+    let answer = |ctx: &SessionContext| {
+        let ctx = ctx.clone();
+        async move { rows(&execute(&ctx, sql).await.unwrap().batches) }
+    };
+    let reduced = answer(&on).await;
+    assert_eq!(reduced, answer(&off).await);
+    assert_eq!(reduced.len(), 2, "{reduced:?}");
+    let run = execute(&on, &format!("EXPLAIN {sql}")).await.unwrap();
+    let logical = rows(&run.batches)
+        .into_iter()
+        .find(|r| r[0] == "logical_plan")
+        .map(|r| r[1].clone())
+        .unwrap();
+    insta::assert_snapshot!(logical);
 }
