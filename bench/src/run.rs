@@ -607,10 +607,21 @@ async fn tables(engine: &Engine, catalog: &str, namespace: &str) -> Result<Vec<(
 /// DataFusion (the version iceflight runs on) over a `ListingTable` of each table's snapshot data
 /// files: DataFusion's own Parquet path, the ceiling of any scan on this engine (objects on S3
 /// through [`FileIoStore`], the table's own `FileIO`).
-async fn datafusion_runner(tables: &[(String, Table)], partitions: usize) -> Result<Runner> {
+/// DataFusion over the tables' Parquet files, with `memory_limit` bytes of query memory when the
+/// configuration sets one for iceflight (`[query] memory_limit`: both engines get the same pool).
+async fn datafusion_runner(
+    tables: &[(String, Table)],
+    partitions: usize,
+    memory_limit: Option<usize>,
+) -> Result<Runner> {
+    let mut runtime = datafusion::execution::runtime_env::RuntimeEnvBuilder::new();
+    if let Some(bytes) = memory_limit {
+        runtime = runtime.with_memory_limit(bytes, 1.0);
+    }
     let ctx = SessionContext::new_with_state(
         SessionStateBuilder::new()
             .with_config(SessionConfig::new().with_target_partitions(partitions))
+            .with_runtime_env(runtime.build_arc()?)
             .with_default_features()
             .with_physical_optimizer_rules(iceflight::session::engine_physical_optimizer_rules())
             .build(),
@@ -923,7 +934,13 @@ pub async fn run(args: Args) -> Result<()> {
                 iceflight_runner(&engine, &settings).await?
             }
             "duckdb" => duckdb_runner(&repo, &args.python, &tables, duckdb_s3(&catalog_config))?,
-            "datafusion-parquet" => datafusion_runner(&tables, partitions).await?,
+            "datafusion-parquet" => {
+                let limit = match &config.query.memory_limit {
+                    Some(l) => Some(iceflight_catalog::load::parse_size(l).map_err(ext)?),
+                    None => None,
+                };
+                datafusion_runner(&tables, partitions, limit).await?
+            }
             "iceberg-datafusion" => {
                 upstream_runner(&repo, &tables, duckdb_s3(&catalog_config), partitions)?
             }
