@@ -13,11 +13,13 @@
 //! null-equal keys, so every row it outputs has `Agg.g = L.k` for a row of `L`. A group whose
 //! key is not among `L`'s keys (or is NULL) joins nothing; each group that stays keeps all its
 //! input rows, so its aggregates are unchanged. The semi join (`LeftSemi`, nulls never equal)
-//! drops whole groups only. `L` is read a second time, so it must be deterministic (no volatile
-//! expression, no `LIMIT`); it is aliased so its columns cannot clash with `I`'s.
+//! drops whole groups only. `L` is read a second time, so it must give the same rows again: only
+//! row-preserving nodes (no `LIMIT`, sort or scan `fetch`, window, `DISTINCT ON`, extension) and
+//! no volatile expression; it is aliased so its columns cannot clash with `I`'s.
 //!
-//! Not applied when the aggregate has grouping sets, when `g` is not a plain group column, or
-//! when the aggregate appears twice in the cluster. DataFusion's dynamic filters often reach the
+//! Not applied when the aggregate has grouping sets, when `g` is not a plain group column, when
+//! the aggregate occurs more than once in the cluster's plan (a copy inside another leaf is not
+//! restricted by this join), or when `L.k` is a column two leaves share. DataFusion's dynamic filters often reach the
 //! same aggregate input at run time, but only when the aggregate is on the probe side of its
 //! join; the rule makes the reduction independent of the build side chosen.
 
@@ -82,7 +84,9 @@ fn reduce_cluster(root: LogicalPlan, next_alias: &mut usize) -> Result<Transform
     let mut plan = root;
     let mut changed = false;
     for (i, leaf) in cluster.leaves.iter().enumerate() {
-        if cluster.leaves.iter().filter(|l| *l == leaf).count() > 1 || has_our_keys(leaf) {
+        // The leaf is replaced where it occurs: only where it occurs once in the whole cluster
+        // (a copy inside another leaf is not restricted by this join).
+        if occurrences(&plan, leaf) != 1 || has_our_keys(leaf) {
             continue;
         }
         // The smallest other leaf joined to one of this leaf's group columns.
@@ -95,11 +99,7 @@ fn reduce_cluster(root: LogicalPlan, next_alias: &mut usize) -> Result<Transform
                 if !leaf.schema().has_column(mine) {
                     continue;
                 }
-                let Some(j) = cluster
-                    .leaves
-                    .iter()
-                    .position(|x| x.schema().has_column(theirs))
-                else {
+                let Some(j) = cluster.leaf_of(theirs) else {
                     continue;
                 };
                 if j == i || !deterministic(&cluster.leaves[j]) {
@@ -165,12 +165,39 @@ fn has_our_keys(plan: &LogicalPlan) -> bool {
     .unwrap_or(true)
 }
 
-/// No volatile expression and no `LIMIT`: reading the plan twice gives the same rows.
+/// How many times `target` occurs in `plan`.
+fn occurrences(plan: &LogicalPlan, target: &LogicalPlan) -> usize {
+    let mut n = 0;
+    let _ = plan.apply(|p| {
+        if p == target {
+            n += 1;
+            return Ok(TreeNodeRecursion::Jump);
+        }
+        Ok(TreeNodeRecursion::Continue)
+    });
+    n
+}
+
+/// Reading the plan twice gives the same rows: only nodes whose output is a function of their
+/// input's rows (no row limit of any kind: `LIMIT`, a sort or scan `fetch`, windows, `DISTINCT
+/// ON`, extensions), and no volatile expression.
 fn deterministic(plan: &LogicalPlan) -> bool {
     !plan
         .exists(|p| {
-            Ok(matches!(p, LogicalPlan::Limit(_))
-                || p.expressions().iter().any(|e| e.is_volatile()))
+            let safe = match p {
+                LogicalPlan::TableScan(s) => s.fetch.is_none(),
+                LogicalPlan::Sort(s) => s.fetch.is_none(),
+                LogicalPlan::Filter(_)
+                | LogicalPlan::Projection(_)
+                | LogicalPlan::SubqueryAlias(_)
+                | LogicalPlan::Join(_)
+                | LogicalPlan::Aggregate(_)
+                | LogicalPlan::Union(_)
+                | LogicalPlan::Values(_)
+                | LogicalPlan::EmptyRelation(_) => true,
+                _ => false,
+            };
+            Ok(!safe || p.expressions().iter().any(|e| e.is_volatile()))
         })
         .unwrap_or(true)
 }
