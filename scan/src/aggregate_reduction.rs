@@ -57,12 +57,7 @@ impl OptimizerRule for AggregateReduction {
         plan: LogicalPlan,
         config: &dyn OptimizerConfig,
     ) -> Result<Transformed<LogicalPlan>> {
-        let enabled = config
-            .options()
-            .extensions
-            .get::<IceflightOptions>()
-            .is_none_or(|o| o.aggregate_reduction);
-        if !enabled {
+        if !IceflightOptions::of(&config.options()).aggregate_reduction {
             return Ok(Transformed::no(plan));
         }
         let mut next_alias = 0;

@@ -68,12 +68,7 @@ impl OptimizerRule for JoinOrder {
         plan: LogicalPlan,
         config: &dyn OptimizerConfig,
     ) -> Result<Transformed<LogicalPlan>> {
-        let enabled = config
-            .options()
-            .extensions
-            .get::<IceflightOptions>()
-            .is_none_or(|o| o.join_reorder);
-        if !enabled {
+        if !IceflightOptions::of(&config.options()).join_reorder {
             return Ok(Transformed::no(plan));
         }
         optimize(plan)

@@ -107,6 +107,15 @@ pub fn format_duration(d: std::time::Duration) -> String {
 }
 
 impl IceflightOptions {
+    /// The settings in `options` (a session's), or the defaults when it carries none.
+    pub fn of(options: &datafusion::common::config::ConfigOptions) -> Self {
+        options
+            .extensions
+            .get::<IceflightOptions>()
+            .cloned()
+            .unwrap_or_default()
+    }
+
     const KEYS: [(&'static str, &'static str); 9] = [
         (
             "scan.batch_size",

@@ -172,12 +172,7 @@ impl TableProvider for IcebergTableProvider {
             .collect::<Result<Vec<(i32, DataType)>>>()?;
         let config = state.config();
         let target_partitions = config.target_partitions().max(1);
-        let options = config
-            .options()
-            .extensions
-            .get::<crate::IceflightOptions>()
-            .cloned()
-            .unwrap_or_default();
+        let options = crate::IceflightOptions::of(config.options());
         let batch_size = match options.scan_batch_size {
             0 => config.batch_size(),
             n => n,

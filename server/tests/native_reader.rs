@@ -15,9 +15,7 @@ use common::{
     execute, make_case_fixtures, query, repo_root, rows, scan_metric, scans, table_scan_metric,
 };
 use datafusion::prelude::SessionContext;
-use iceberg::NamespaceIdent;
 use iceflight::session::Engine;
-use iceflight_catalog::load::{LoadOptions, load_tpch};
 
 fn settings(reader: &str) -> Vec<(String, String)> {
     vec![("iceflight.scan.reader".to_string(), reader.to_string())]
@@ -149,17 +147,7 @@ async fn both_readers_give_identical_batches_on_every_case() {
 /// with lineitem's data file count.
 async fn tpch_engine(dir: &std::path::Path) -> (Engine, usize) {
     let engine = common::engine(dir, 2).await;
-    let catalog = Arc::clone(engine.catalogs().get("local").unwrap());
-    let options = LoadOptions {
-        scale: 0.1,
-        target_file_size: 8 * 1024 * 1024,
-        row_group_rows: 65536,
-        progress: false,
-        ..LoadOptions::default()
-    };
-    let report = load_tpch(&catalog, &NamespaceIdent::new("tpch".into()), &options)
-        .await
-        .unwrap();
+    let report = common::load_tpch_local(&engine, 0.1).await;
     let lineitem = report.tables.iter().find(|t| t.0 == "lineitem").unwrap();
     (engine, lineitem.2)
 }

@@ -7,12 +7,9 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 
 use common::{execute, repo_root, rows};
 use datafusion::prelude::SessionContext;
-use iceberg::NamespaceIdent;
-use iceflight_catalog::load::{LoadOptions, load_tpch};
 
 /// The queries whose plans are snapshotted.
 const SNAPSHOTTED: [&str; 7] = ["q05", "q07", "q08", "q09", "q17", "q18", "q21"];
@@ -35,17 +32,7 @@ async fn physical_plan(ctx: &SessionContext, sql: &str) -> String {
 async fn tpch_sf01_plans_and_join_order() {
     let dir = tempfile::tempdir().unwrap();
     let engine = common::engine(dir.path(), 2).await;
-    let catalog = Arc::clone(engine.catalogs().get("local").unwrap());
-    let options = LoadOptions {
-        scale: 0.1,
-        target_file_size: 8 * 1024 * 1024,
-        row_group_rows: 65536,
-        progress: false,
-        ..LoadOptions::default()
-    };
-    load_tpch(&catalog, &NamespaceIdent::new("tpch".into()), &options)
-        .await
-        .unwrap();
+    common::load_tpch_local(&engine, 0.1).await;
     let ordered = engine.session(None, Some("tpch"), &[]).unwrap();
     let without = |key: &str| {
         engine

@@ -70,6 +70,23 @@ pub async fn engine(dir: &Path, target_partitions: usize) -> Engine {
         .expect("connect embedded catalog")
 }
 
+/// TPC-H at `scale` loaded by our loader into namespace `tpch` of the embedded catalog of
+/// `engine` (8 MiB files, 65 536-row row groups: several lineitem files at SF 0.1).
+pub async fn load_tpch_local(engine: &Engine, scale: f64) -> iceflight_catalog::load::LoadReport {
+    let catalog = Arc::clone(engine.catalogs().get("local").expect("embedded catalog"));
+    let options = iceflight_catalog::load::LoadOptions {
+        scale,
+        target_file_size: 8 * 1024 * 1024,
+        row_group_rows: 65536,
+        progress: false,
+        ..Default::default()
+    };
+    let namespace = iceberg::NamespaceIdent::new("tpch".into());
+    iceflight_catalog::load::load_tpch(&catalog, &namespace, &options)
+        .await
+        .expect("load TPC-H")
+}
+
 /// A query's output and its executed physical plan (for metrics).
 pub struct Executed {
     pub batches: Vec<RecordBatch>,
