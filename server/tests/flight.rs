@@ -382,7 +382,11 @@ async fn flight_sql_end_to_end() {
         .await
         .unwrap();
     let mut stmt = stmt;
-    stmt.execute().await.unwrap();
+    let info = stmt.execute().await.unwrap();
+    // A client that fetches the result anyway (ADBC's DB-API) gets no rows, not an error, and
+    // the statement does not run again.
+    let fetched = fetch(&mut c, info).await;
+    assert_eq!(fetched.iter().map(|b| b.num_rows()).sum::<usize>(), 0);
     stmt.close().await.unwrap();
     let info = c
         .execute("SHOW datafusion.execution.batch_size".into(), None)

@@ -255,6 +255,18 @@ def test_prepared_statement_result_schema_without_execution(conn):
 # ---------------------------------------------------------------- errors
 
 
+def test_set_takes_effect_fetched_or_not(server):
+    # DB-API's execute prepares every statement: SET runs at execute and a fetch of its
+    # (empty) result must not fail.
+    with server.connect() as c:
+        with contextlib.closing(c.cursor()) as cur:
+            cur.execute("SET datafusion.execution.batch_size = 1234")
+            assert cur.fetchall() == []
+        with contextlib.closing(c.cursor()) as cur:
+            cur.execute("SET datafusion.execution.batch_size = 4321")
+        assert "4321" in str(query_all(c, "SHOW datafusion.execution.batch_size").to_pylist())
+
+
 def test_bad_sql_is_invalid_argument_with_parser_message(conn):
     with contextlib.closing(conn.cursor()) as cur:
         with pytest.raises(adbc_driver_manager.Error) as err:

@@ -403,11 +403,14 @@ impl FlightSqlService for IceflightService {
         let caller = self.caller(&request)?;
         let (_, prepared) = Self::prepared(&caller.session, &cmd.prepared_statement_handle)?;
         let planned = match planner::plan_prepared(&caller.session, &prepared)? {
-            // ADBC executes a prepared statement with GetFlightInfo alone (planner.rs).
+            // ADBC executes a prepared statement with GetFlightInfo alone (planner.rs); a
+            // client that fetches anyway gets the command back as its ticket, which DoGet
+            // answers with no rows (do_get_prepared_statement).
             Planned::StateChange { sql, plan } => {
                 Execution::run_update(&caller.session, plan, &sql).await?;
                 let empty = Arc::new(Schema::empty());
-                let info = Self::flight_info(&empty, vec![], request.into_inner())?;
+                let ticket = cmd.as_any().encode_to_vec();
+                let info = Self::flight_info(&empty, ticket, request.into_inner())?;
                 return Ok(Response::new(info));
             }
             query => query,
