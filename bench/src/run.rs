@@ -279,7 +279,8 @@ pub struct Args {
     pub data: DataArgs,
     /// Engines, comma-separated: iceflight, duckdb, datafusion-parquet, iceberg-datafusion,
     /// trino (needs --trino-url, else reported as missing), iceflight-b (see --iceflight-b-set;
-    /// not in the default list).
+    /// not in the default list), iceflight-distributed (see --iceflight-worker; not in the
+    /// default list).
     #[arg(
         long,
         default_value = "iceflight,duckdb,datafusion-parquet,iceberg-datafusion,trino",
@@ -307,6 +308,10 @@ pub struct Args {
     /// `iceflight.scan.reader=iceberg`.
     #[arg(long = "iceflight-b-set")]
     pub iceflight_b_set: Vec<String>,
+    /// Workers of the `iceflight-distributed` engine (a coordinator in this process, with the
+    /// `iceflight` engine's settings), `http://host:port` (repeatable).
+    #[arg(long = "iceflight-worker")]
+    pub iceflight_workers: Vec<String>,
     /// Trino's HTTP URI, e.g. http://127.0.0.1:28090 (bench/scripts/trino.sh start); its
     /// catalog `iceberg` must be the same REST catalog (schema = the namespace).
     #[arg(long, env = "TRINO_URL")]
@@ -850,6 +855,7 @@ pub async fn run(args: Args) -> Result<()> {
         "trino",
         "iceberg-datafusion",
         "iceflight-b",
+        "iceflight-distributed",
     ];
     let trino_missing = args
         .trino_url
@@ -926,6 +932,22 @@ pub async fn run(args: Args) -> Result<()> {
                 let settings = set_statements(&args.iceflight_set)?;
                 let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
                 iceflight_runner(&iceflight_engine, &settings).await?
+            }
+            "iceflight-distributed" => {
+                if args.iceflight_workers.is_empty() {
+                    return Err(DataFusionError::Plan(
+                        "iceflight-distributed needs --iceflight-worker URL (workers started with \
+                         `iceflight --config <the same config> serve --role worker`)"
+                            .into(),
+                    ));
+                }
+                let mut coordinator = config.clone();
+                coordinator.distributed.role = iceflight::distributed::Role::Coordinator;
+                coordinator.distributed.workers = args.iceflight_workers.clone();
+                let engine = Engine::connect(coordinator).await.map_err(ext)?;
+                let settings = set_statements(&args.iceflight_set)?;
+                let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
+                iceflight_runner(&engine, &settings).await?
             }
             "iceflight-b" => {
                 let engine = Engine::connect(config.clone()).await.map_err(ext)?;
@@ -1309,6 +1331,7 @@ mod tests {
             iceflight_set: vec![],
             // The A/B engine on iceberg's reader: its answers are cross-checked too.
             iceflight_b_set: vec!["iceflight.scan.reader=iceberg".into()],
+            iceflight_workers: vec![],
             trino_url: None,
         })
         .await

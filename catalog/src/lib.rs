@@ -130,3 +130,22 @@ impl Catalogs {
         }
     }
 }
+
+/// Workers load the tables of the scans they are sent through their own configuration of the
+/// same catalogs (`iceflight_scan::codec`).
+#[async_trait::async_trait]
+impl iceflight_scan::codec::TableLoader for Catalogs {
+    async fn load_table(
+        &self,
+        catalog: &str,
+        ident: &iceberg::TableIdent,
+    ) -> datafusion::common::Result<iceberg::table::Table> {
+        let catalog = self
+            .get(catalog)
+            .map_err(|e| datafusion::common::DataFusionError::External(Box::new(e)))?;
+        catalog
+            .load_table(ident)
+            .await
+            .map_err(provider::to_df_error)
+    }
+}

@@ -292,7 +292,8 @@ impl SchemaProvider for IcebergSchemaProvider {
         let ident = TableIdent::new(self.namespace.clone(), name.to_string());
         match self.catalog.load_table(&ident).await {
             Ok(table) => {
-                let provider = IcebergTableProvider::try_new(table)?;
+                let provider =
+                    IcebergTableProvider::try_new(table)?.with_catalog(self.catalog_name.clone());
                 let provider = match &self.indexes {
                     Some(indexes) => {
                         let index = indexes.load(provider.table()).await.map_err(to_df_error)?;

@@ -48,8 +48,9 @@ use crate::equality_deletes::DeleteKeysCache;
 use crate::gate::{Gate, GateColumn};
 use crate::io_scope::Scoped;
 use crate::metrics::ScanMetrics;
+use crate::metrics_index::FileMetricsIndex;
 use crate::opener::TaskOpener;
-use crate::options::ScanReader;
+use crate::options::ScanSettings;
 use crate::positional_deletes::PositionalDeletes;
 use crate::prune::{BoundsByFile, may_match};
 use crate::row_filter::DynamicRowFilter;
@@ -60,58 +61,60 @@ use crate::row_filter::DynamicRowFilter;
 /// iceberg field id of output column `i`.
 #[derive(Debug, Clone)]
 pub struct IcebergScanExec {
-    table: Table,
-    schema: SchemaRef,
-    field_ids: Vec<i32>,
+    pub(crate) table: Table,
+    /// The configured catalog the table was loaded from (`codec.rs` names it to workers).
+    pub(crate) catalog: Option<String>,
+    /// Manifest metrics of the planned snapshot (statistics and splits of re-planned groups).
+    pub(crate) index: Arc<FileMetricsIndex>,
+    pub(crate) schema: SchemaRef,
+    pub(crate) field_ids: Vec<i32>,
     /// Arrow types of every top-level field of the current schema, by field id (for delete keys).
-    field_types: Arc<Vec<(i32, DataType)>>,
-    file_groups: Arc<Vec<Vec<FileScanTask>>>,
+    pub(crate) field_types: Arc<Vec<(i32, DataType)>>,
+    pub(crate) file_groups: Arc<Vec<Vec<FileScanTask>>>,
     /// `file_groups` as planned, before static domains dropped files.
-    unpruned_file_groups: Arc<Vec<Vec<FileScanTask>>>,
+    pub(crate) unpruned_file_groups: Arc<Vec<Vec<FileScanTask>>>,
     /// The static predicate used for manifest and partition pruning (display only).
-    predicate: Option<Arc<Predicate>>,
+    pub(crate) predicate: Option<Arc<Predicate>>,
     /// Live data files in the snapshot before planning.
-    snapshot_files: usize,
-    limit: Option<usize>,
-    batch_size: usize,
-    statistics: Arc<Vec<Arc<Statistics>>>,
-    total_statistics: Arc<Statistics>,
-    delete_keys: Arc<DeleteKeysCache>,
+    pub(crate) snapshot_files: usize,
+    pub(crate) limit: Option<usize>,
+    pub(crate) batch_size: usize,
+    pub(crate) statistics: Arc<Vec<Arc<Statistics>>>,
+    pub(crate) total_statistics: Arc<Statistics>,
+    pub(crate) delete_keys: Arc<DeleteKeysCache>,
     /// Positional delete files, each read once per scan.
-    positional: Arc<PositionalDeletes>,
-    /// `iceflight.scan.reader`.
-    reader: ScanReader,
-    /// `iceflight.scan.dynamic_row_filter`.
-    dynamic_row_filter: bool,
-    /// `iceflight.scan.late_materialization`.
-    late_materialization: bool,
+    pub(crate) positional: Arc<PositionalDeletes>,
+    /// The `iceflight.scan.*` settings of the session that planned the scan; the dynamic
+    /// filter wait is cleared where nothing is worth waiting for.
+    pub(crate) settings: ScanSettings,
     /// Dynamic filters pushed by joins, TopK and aggregates (kept so their producers compute
     /// them: `HashJoinExec` checks `is_used()`), in output-schema column indices.
-    dynamic_filters: Vec<Arc<dyn PhysicalExpr>>,
+    pub(crate) dynamic_filters: Vec<Arc<dyn PhysicalExpr>>,
     /// `dynamic_filters` as domains, cached per generation; shared by all partitions.
-    dynamic_domains: Option<Arc<DomainCache>>,
+    pub(crate) dynamic_domains: Option<Arc<DomainCache>>,
     /// What the plan above proves about NULL in `dynamic_filters` (case c04).
-    dynamic_nulls: DynamicNulls,
-    /// Prune with `dynamic_filters` (`iceflight.scan.dynamic_filter_pruning`).
-    dynamic_pruning: bool,
-    /// `iceflight.scan.dynamic_filter_wait`.
-    dynamic_filter_wait: Duration,
+    pub(crate) dynamic_nulls: DynamicNulls,
     /// Static filters pushed by the parent (answered `No`: still evaluated above).
-    static_filters: Vec<Arc<dyn PhysicalExpr>>,
+    pub(crate) static_filters: Vec<Arc<dyn PhysicalExpr>>,
     /// `static_filters` as domains (SQL WHERE semantics: NULL never passes a comparison).
-    static_domains: Arc<Domains>,
+    pub(crate) static_domains: Arc<Domains>,
     /// Files dropped at planning because their manifest bounds fail `static_domains`.
-    files_pruned_statistics: usize,
+    pub(crate) files_pruned_statistics: usize,
     /// Files `plan_files` returned (before `files_pruned_statistics`).
-    manifest_planned_files: usize,
+    pub(crate) manifest_planned_files: usize,
+    /// `hash_join_inlist_pushdown_max_distinct_values` of the session that pushed filters.
+    pub(crate) inlist_cap: usize,
+    /// Dynamic filters a worker dropped because their producer runs in another stage
+    /// ([`Self::relink_dynamic_filters`]).
+    pub(crate) remote_dynamic_filters: usize,
     /// The columns filters can constrain: output columns, then nested struct leaves.
-    columns: Arc<ScanColumns>,
+    pub(crate) columns: Arc<ScanColumns>,
     /// Which domain parts reach which pruning layer.
-    gate: Arc<Gate>,
+    pub(crate) gate: Arc<Gate>,
     /// Manifest bounds of the constrainable columns, by data file path.
-    file_bounds: Arc<BoundsByFile>,
-    metrics: ExecutionPlanMetricsSet,
-    cache: Arc<PlanProperties>,
+    pub(crate) file_bounds: Arc<BoundsByFile>,
+    pub(crate) metrics: ExecutionPlanMetricsSet,
+    pub(crate) cache: Arc<PlanProperties>,
 }
 
 /// Everything the provider decided while planning; input to [`IcebergScanExec::new`].
@@ -119,6 +122,10 @@ pub struct IcebergScanExec {
 pub struct PlannedScan {
     /// The table, at the snapshot that was planned.
     pub table: Table,
+    /// The configured catalog the table was loaded from.
+    pub catalog: Option<String>,
+    /// Manifest metrics of the planned snapshot.
+    pub index: Arc<FileMetricsIndex>,
     /// Output schema.
     pub schema: SchemaRef,
     /// Iceberg field id per output column.
@@ -141,18 +148,8 @@ pub struct PlannedScan {
     pub total_statistics: Statistics,
     /// Manifest bounds of the output columns, by data file path.
     pub file_bounds: BoundsByFile,
-    /// `iceflight.scan.dynamic_filter_pruning`.
-    pub dynamic_pruning: bool,
-    /// `iceflight.scan.dynamic_filter_wait`.
-    pub dynamic_filter_wait: Duration,
-    /// `iceflight.scan.reader_predicate`.
-    pub reader_predicate: bool,
-    /// `iceflight.scan.reader`.
-    pub reader: ScanReader,
-    /// `iceflight.scan.dynamic_row_filter`.
-    pub dynamic_row_filter: bool,
-    /// `iceflight.scan.late_materialization`.
-    pub late_materialization: bool,
+    /// The `iceflight.scan.*` settings.
+    pub settings: ScanSettings,
     /// The columns filters can constrain (`columns.rs`).
     pub columns: ScanColumns,
     /// Per column of `columns`: names, types and layout for the gate.
@@ -169,6 +166,8 @@ impl IcebergScanExec {
         ));
         let mut exec = Self {
             table: plan.table,
+            catalog: plan.catalog,
+            index: plan.index,
             schema: plan.schema,
             field_ids: plan.field_ids,
             field_types: Arc::new(plan.field_types),
@@ -182,22 +181,20 @@ impl IcebergScanExec {
             total_statistics: Arc::new(plan.total_statistics),
             delete_keys: Arc::new(DeleteKeysCache::default()),
             positional: Arc::new(PositionalDeletes::default()),
-            reader: plan.reader,
-            dynamic_row_filter: plan.dynamic_row_filter,
-            late_materialization: plan.late_materialization,
+            settings: plan.settings,
             dynamic_filters: vec![],
             dynamic_domains: None,
             dynamic_nulls: DynamicNulls::Unproven,
-            dynamic_pruning: plan.dynamic_pruning,
-            dynamic_filter_wait: plan.dynamic_filter_wait,
             static_filters: vec![],
             static_domains: Arc::new(Domains::all()),
             files_pruned_statistics: 0,
             manifest_planned_files: 0,
+            inlist_cap: DEFAULT_INLIST_CAP,
+            remote_dynamic_filters: 0,
             gate: Arc::new(Gate::new(
                 plan.gate_columns,
                 DEFAULT_INLIST_CAP,
-                plan.reader_predicate,
+                plan.settings.reader_predicate,
             )),
             file_bounds: Arc::new(plan.file_bounds),
             columns: Arc::new(plan.columns),
@@ -266,32 +263,23 @@ impl IcebergScanExec {
     /// The same scan without the dynamic-filter wait, or `None` when it has no wait to clear
     /// (see [`crate::DynamicFilterRule`]).
     pub fn without_dynamic_filter_wait(&self) -> Option<Arc<dyn ExecutionPlan>> {
-        if self.dynamic_filter_wait.is_zero() || self.dynamic_filters.is_empty() {
+        if self.settings.dynamic_filter_wait.is_zero() || self.dynamic_filters.is_empty() {
             return None;
         }
         let mut new = self.clone();
-        new.dynamic_filter_wait = Duration::ZERO;
+        new.settings.dynamic_filter_wait = Duration::ZERO;
         Some(Arc::new(new))
     }
 
     /// The same scan with `nulls` proven for its dynamic filters (by
     /// [`crate::DynamicFilterRule`]); `None` when it has none or nothing changes.
     pub fn with_dynamic_nulls(&self, nulls: DynamicNulls) -> Option<Arc<dyn ExecutionPlan>> {
-        let cache = self.dynamic_domains.as_ref()?;
+        self.dynamic_domains.as_ref()?;
         if self.dynamic_nulls == nulls {
             return None;
         }
         let mut new = self.clone();
-        new.dynamic_nulls = nulls;
-        new.dynamic_domains = Some(Arc::new(DomainCache::new(
-            new.dynamic_filters.clone(),
-            Arc::clone(&new.columns) as Arc<dyn ColumnResolver>,
-            cache.cap(),
-            nulls != DynamicNulls::Rejected,
-        )));
-        if nulls == DynamicNulls::Unproven {
-            new.dynamic_filter_wait = Duration::ZERO;
-        }
+        new.set_dynamic_nulls(nulls);
         new.metrics = ExecutionPlanMetricsSet::new();
         Some(Arc::new(new))
     }
@@ -311,9 +299,180 @@ impl IcebergScanExec {
         new.static_domains = Arc::new(Domains::all());
         new.files_pruned_statistics = 0;
         new.dynamic_nulls = DynamicNulls::Unproven;
-        new.dynamic_filter_wait = Duration::ZERO;
+        new.settings.dynamic_filter_wait = Duration::ZERO;
         new.metrics = ExecutionPlanMetricsSet::new();
         Some(Arc::new(new))
+    }
+
+    /// The same scan holding `fixed` (static) and `dynamic` filters besides its own: static
+    /// ones compacted into domains that drop files now, dynamic ones kept (with a new NULL
+    /// proof pending: [`crate::DynamicFilterRule`]). `cap` bounds value sets
+    /// (`hash_join_inlist_pushdown_max_distinct_values`).
+    pub(crate) fn with_pushed_filters(
+        &self,
+        fixed: Vec<Arc<dyn PhysicalExpr>>,
+        dynamic: Vec<Arc<dyn PhysicalExpr>>,
+        cap: usize,
+    ) -> Self {
+        let mut new = self.clone();
+        new.gate = Arc::new(self.gate.with_cap(cap));
+        new.inlist_cap = cap;
+        if !fixed.is_empty() {
+            let domains = fixed.iter().fold((*self.static_domains).clone(), |acc, f| {
+                acc.and(normalize(f, self.columns.as_ref(), cap, false))
+            });
+            new.static_filters.extend(fixed);
+            new.static_domains = Arc::new(domains);
+            new.prune_statically();
+        }
+        if !dynamic.is_empty() {
+            // New producers: what was proven about NULL no longer covers them.
+            new.dynamic_nulls = DynamicNulls::Unproven;
+            new.dynamic_filters.extend(dynamic);
+            new.dynamic_domains = Some(Arc::new(DomainCache::new(
+                new.dynamic_filters.clone(),
+                Arc::clone(&new.columns) as Arc<dyn ColumnResolver>,
+                cap,
+                new.dynamic_nulls != DynamicNulls::Rejected,
+            )));
+        }
+        new.metrics = ExecutionPlanMetricsSet::new();
+        new
+    }
+
+    /// A scan decoded on a worker (`codec.rs`): the planned scan with the coordinator's
+    /// filters pushed again (its tasks already pruned by the static ones), the NULL proof the
+    /// coordinator's [`crate::DynamicFilterRule`] made, and the scan-wide counters.
+    pub(crate) fn decoded(
+        self,
+        fixed: Vec<Arc<dyn PhysicalExpr>>,
+        dynamic: Vec<Arc<dyn PhysicalExpr>>,
+        cap: usize,
+        nulls: DynamicNulls,
+        files_pruned_manifest: usize,
+        files_pruned_statistics: usize,
+    ) -> Self {
+        let mut new = self.with_pushed_filters(fixed, dynamic, cap);
+        new.files_pruned_statistics = files_pruned_statistics;
+        new.manifest_planned_files = new.snapshot_files.saturating_sub(files_pruned_manifest);
+        new.set_dynamic_nulls(nulls);
+        new
+    }
+
+    /// Files `plan_files` left out of this scan (reported by partition 0).
+    pub(crate) fn files_pruned_manifest(&self) -> usize {
+        self.snapshot_files
+            .saturating_sub(self.manifest_planned_files)
+    }
+
+    fn set_dynamic_nulls(&mut self, nulls: DynamicNulls) {
+        self.dynamic_nulls = nulls;
+        if let Some(cache) = &self.dynamic_domains {
+            self.dynamic_domains = Some(Arc::new(DomainCache::new(
+                self.dynamic_filters.clone(),
+                Arc::clone(&self.columns) as Arc<dyn ColumnResolver>,
+                cache.cap(),
+                nulls != DynamicNulls::Rejected,
+            )));
+        }
+        if nulls == DynamicNulls::Unproven {
+            self.settings.dynamic_filter_wait = Duration::ZERO;
+        }
+    }
+
+    /// This scan divided among `tasks` distributed tasks (datafusion-distributed's scale-up of
+    /// a leaf): one scan per task, each with as many output partitions as this one (the
+    /// library requires equal partition counts), the tasks split at row groups so that every
+    /// partition of every task has work where the files allow, largest first onto the
+    /// lightest group; group `g` goes to task `g % tasks`. The scan-wide counters (files pruned
+    /// by manifests and statistics) stay with the first task's scan, so they add up once.
+    pub fn split_for_tasks(&self, tasks: usize) -> Vec<IcebergScanExec> {
+        let tasks = tasks.max(1);
+        let partitions = self.file_groups.len().max(1);
+        let slots = partitions * tasks;
+        let all: Vec<FileScanTask> = self.file_groups.iter().flatten().cloned().collect();
+        let pieces = crate::provider::split_by_row_groups(all, &self.index, slots);
+        let mut groups = crate::provider::spread_by_size(pieces, slots);
+        groups.resize_with(slots, Vec::new);
+        let mut per_task: Vec<Vec<Vec<FileScanTask>>> = vec![Vec::new(); tasks];
+        for (g, group) in groups.into_iter().enumerate() {
+            per_task[g % tasks].push(group);
+        }
+        per_task
+            .into_iter()
+            .enumerate()
+            .map(|(i, groups)| {
+                let mut scan = self.clone();
+                let refs: Vec<Vec<&FileScanTask>> =
+                    groups.iter().map(|g| g.iter().collect()).collect();
+                scan.statistics = Arc::new(
+                    refs.iter()
+                        .map(|g| Arc::new(self.index.statistics(g, &self.schema, &self.field_ids)))
+                        .collect(),
+                );
+                let all: Vec<&FileScanTask> = refs.iter().flatten().copied().collect();
+                scan.total_statistics =
+                    Arc::new(self.index.statistics(&all, &self.schema, &self.field_ids));
+                scan.unpruned_file_groups = Arc::new(groups.clone());
+                scan.file_groups = Arc::new(groups);
+                if i > 0 {
+                    scan.files_pruned_statistics = 0;
+                    scan.manifest_planned_files = scan.snapshot_files;
+                }
+                scan.metrics = ExecutionPlanMetricsSet::new();
+                scan
+            })
+            .collect()
+    }
+
+    /// On a worker: this scan's dynamic filters attached to their producers in the same
+    /// decoded plan, `producers` by expression id (what datafusion-proto's deduplicating
+    /// converter does; datafusion-distributed 3.0 decodes without it, so every copy of a filter
+    /// would otherwise stand alone and never update). A filter whose producer runs in another
+    /// stage is dropped: nothing would ever complete it here, and waiting for it would only
+    /// delay the scan (counted in `remote_dynamic_filters`, shown in EXPLAIN). `None` when
+    /// the scan has no dynamic filter.
+    pub fn relink_dynamic_filters(
+        &self,
+        producers: &std::collections::HashMap<u64, Arc<dyn PhysicalExpr>>,
+    ) -> Result<Option<Self>> {
+        if self.dynamic_filters.is_empty() {
+            return Ok(None);
+        }
+        let mut linked = vec![];
+        let mut remote = 0;
+        for filter in &self.dynamic_filters {
+            let producer = filter.expression_id().and_then(|id| producers.get(&id));
+            match producer {
+                Some(p) => {
+                    let children = filter.children().into_iter().cloned().collect();
+                    linked.push(Arc::clone(p).with_new_children(children)?);
+                }
+                None => remote += 1,
+            }
+        }
+        let mut new = self.clone();
+        new.remote_dynamic_filters += remote;
+        new.dynamic_filters = linked;
+        new.dynamic_domains = (!new.dynamic_filters.is_empty()).then(|| {
+            Arc::new(DomainCache::new(
+                new.dynamic_filters.clone(),
+                Arc::clone(&new.columns) as Arc<dyn ColumnResolver>,
+                new.inlist_cap,
+                new.dynamic_nulls != DynamicNulls::Rejected,
+            ))
+        });
+        if new.dynamic_filters.is_empty() {
+            new.settings.dynamic_filter_wait = Duration::ZERO;
+        }
+        new.metrics = ExecutionPlanMetricsSet::new();
+        Ok(Some(new))
+    }
+
+    /// Bytes of the data files' ranges this scan reads before any pruning at execution (what
+    /// a distributed plan sizes its tasks by).
+    pub fn planned_bytes(&self) -> u64 {
+        self.file_groups.iter().flatten().map(|t| t.length).sum()
     }
 
     /// Tasks per output partition.
@@ -383,10 +542,17 @@ impl DisplayAs for IcebergScanExec {
                         )?;
                     }
                 }
+                if self.remote_dynamic_filters > 0 {
+                    write!(
+                        f,
+                        ", dynamic_filters_from_other_stages={} (not used)",
+                        self.remote_dynamic_filters
+                    )?;
+                }
                 if !self.dynamic_filters.is_empty() {
                     write!(f, ", dynamic_filters={}", self.dynamic_filters.len())?;
                     // Pruning off (or unproven) skips the wait as well: nothing uses the filters.
-                    if !self.dynamic_pruning {
+                    if !self.settings.dynamic_pruning {
                         write!(f, " (pruning off)")?;
                     } else if self.dynamic_nulls == DynamicNulls::Unproven {
                         write!(f, " (not used: NULL handling not proven, case c04)")?;
@@ -394,7 +560,7 @@ impl DisplayAs for IcebergScanExec {
                         write!(
                             f,
                             " (pruning on, wait {})",
-                            crate::options::format_duration(self.dynamic_filter_wait)
+                            crate::options::format_duration(self.settings.dynamic_filter_wait)
                         )?;
                     }
                     if let Some(d) = self.latest_dynamic_domains() {
@@ -451,8 +617,8 @@ impl ExecutionPlan for IcebergScanExec {
             return internal_err!("IcebergScanExec: invalid partition {partition}");
         };
         let metrics = ScanMetrics::new(&self.metrics, partition);
-        let row_filter = (self.dynamic_row_filter
-            && self.dynamic_pruning
+        let row_filter = (self.settings.dynamic_row_filter
+            && self.settings.dynamic_pruning
             && self.dynamic_nulls != DynamicNulls::Unproven)
             .then(|| {
                 DynamicRowFilter::new(
@@ -464,10 +630,9 @@ impl ExecutionPlan for IcebergScanExec {
             .flatten()
             .map(Arc::new);
         if partition == 0 {
-            metrics.files_pruned_manifest.add(
-                self.snapshot_files
-                    .saturating_sub(self.manifest_planned_files),
-            );
+            metrics
+                .files_pruned_manifest
+                .add(self.files_pruned_manifest());
             metrics
                 .files_pruned_statistics
                 .add(self.files_pruned_statistics);
@@ -475,7 +640,9 @@ impl ExecutionPlan for IcebergScanExec {
         let dynamic = self
             .dynamic_domains
             .as_ref()
-            .filter(|_| self.dynamic_pruning && self.dynamic_nulls != DynamicNulls::Unproven)
+            .filter(|_| {
+                self.settings.dynamic_pruning && self.dynamic_nulls != DynamicNulls::Unproven
+            })
             .cloned();
         let opener = Arc::new(TaskOpener {
             table: self.table.clone(),
@@ -486,17 +653,17 @@ impl ExecutionPlan for IcebergScanExec {
             delete_keys: Arc::clone(&self.delete_keys),
             dynamic,
             dynamic_filters: self.dynamic_filters.clone(),
-            wait: self.dynamic_filter_wait,
+            wait: self.settings.dynamic_filter_wait,
             static_domains: Arc::clone(&self.static_domains),
             gate: Arc::clone(&self.gate),
             file_bounds: Arc::clone(&self.file_bounds),
             metrics: metrics.clone(),
             caches: ScanCaches::of(context.session_config()),
             store_prefix: store_prefix(self.table.file_io().config().props()),
-            reader: self.reader,
+            reader: self.settings.reader,
             positional: Arc::clone(&self.positional),
             row_filter,
-            late_materialization: self.late_materialization,
+            late_materialization: self.settings.late_materialization,
         });
         let batches = stream::iter(tasks.into_iter().enumerate())
             .then(move |(i, task)| {
@@ -584,28 +751,7 @@ impl ExecutionPlan for IcebergScanExec {
         let cap = config
             .optimizer
             .hash_join_inlist_pushdown_max_distinct_values;
-        let mut new = self.clone();
-        new.gate = Arc::new(self.gate.with_cap(cap));
-        if !fixed.is_empty() {
-            let domains = fixed.iter().fold((*self.static_domains).clone(), |acc, f| {
-                acc.and(normalize(f, self.columns.as_ref(), cap, false))
-            });
-            new.static_filters.extend(fixed);
-            new.static_domains = Arc::new(domains);
-            new.prune_statically();
-        }
-        if !dynamic.is_empty() {
-            // New producers: what was proven about NULL no longer covers them.
-            new.dynamic_nulls = DynamicNulls::Unproven;
-            new.dynamic_filters.extend(dynamic);
-            new.dynamic_domains = Some(Arc::new(DomainCache::new(
-                new.dynamic_filters.clone(),
-                Arc::clone(&new.columns) as Arc<dyn ColumnResolver>,
-                cap,
-                new.dynamic_nulls != DynamicNulls::Rejected,
-            )));
-        }
-        new.metrics = ExecutionPlanMetricsSet::new();
+        let new = self.with_pushed_filters(fixed, dynamic, cap);
         Ok(propagation.with_updated_node(Arc::new(new)))
     }
 }

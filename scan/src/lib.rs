@@ -20,6 +20,7 @@
 pub mod aggregate_reduction;
 pub mod block_cache;
 pub mod caches;
+pub mod codec;
 pub mod columns;
 pub mod delete_files;
 pub mod disk_tier;

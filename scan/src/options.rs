@@ -40,6 +40,38 @@ pub struct IceflightOptions {
     pub aggregate_reduction: bool,
 }
 
+/// The `iceflight.scan.*` settings one planned scan runs with (taken from the session at
+/// planning, so a scan sent to a worker runs as it was planned).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ScanSettings {
+    /// `iceflight.scan.dynamic_filter_pruning`.
+    pub dynamic_pruning: bool,
+    /// `iceflight.scan.dynamic_filter_wait`.
+    pub dynamic_filter_wait: std::time::Duration,
+    /// `iceflight.scan.reader_predicate`.
+    pub reader_predicate: bool,
+    /// `iceflight.scan.reader`.
+    pub reader: ScanReader,
+    /// `iceflight.scan.dynamic_row_filter`.
+    pub dynamic_row_filter: bool,
+    /// `iceflight.scan.late_materialization`.
+    pub late_materialization: bool,
+}
+
+impl ScanSettings {
+    /// The scan settings of `options`.
+    pub fn of(options: &IceflightOptions) -> Self {
+        Self {
+            dynamic_pruning: options.dynamic_filter_pruning,
+            dynamic_filter_wait: options.dynamic_filter_wait,
+            reader_predicate: options.reader_predicate,
+            reader: options.reader,
+            dynamic_row_filter: options.dynamic_row_filter,
+            late_materialization: options.late_materialization,
+        }
+    }
+}
+
 /// Which reader opens data files (`iceflight.scan.reader`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ScanReader {
@@ -51,7 +83,8 @@ pub enum ScanReader {
 }
 
 impl ScanReader {
-    fn as_str(self) -> &'static str {
+    /// The setting's value: `native` or `iceberg`.
+    pub fn as_str(self) -> &'static str {
         match self {
             Self::Native => "native",
             Self::Iceberg => "iceberg",

@@ -21,6 +21,7 @@ use datafusion::datasource::{TableProvider, TableType};
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
 use futures::TryStreamExt;
+use iceberg::expr::Predicate;
 use iceberg::scan::FileScanTask;
 use iceberg::spec::PartitionSpec;
 use iceberg::table::Table;
@@ -32,6 +33,7 @@ use crate::exec::{IcebergScanExec, PlannedScan};
 use crate::gate::GateColumn;
 use crate::layout::ColumnLayout;
 use crate::metrics_index::FileMetricsIndex;
+use crate::options::ScanSettings;
 use crate::predicate::PredicateConverter;
 use crate::prune::BoundsByFile;
 
@@ -40,6 +42,8 @@ use crate::prune::BoundsByFile;
 #[derive(Debug, Clone)]
 pub struct IcebergTableProvider {
     table: Table,
+    /// The configured catalog the table was loaded from, named in plans sent to workers.
+    catalog: Option<String>,
     schema: SchemaRef,
     /// Whole-snapshot statistics, when the manifests' metrics were given ([`Self::with_index`]).
     statistics: Option<Statistics>,
@@ -52,9 +56,18 @@ impl IcebergTableProvider {
             .map_err(external)?;
         Ok(Self {
             table,
+            catalog: None,
             schema: Arc::new(schema),
             statistics: None,
         })
+    }
+
+    /// Names the configured catalog the table was loaded from, so that its scans can be sent
+    /// to workers, which load the table from their own configuration of that catalog
+    /// (`codec.rs`).
+    pub fn with_catalog(mut self, catalog: impl Into<String>) -> Self {
+        self.catalog = Some(catalog.into());
+        self
     }
 
     /// Attaches whole-snapshot statistics from the manifests' metrics (`index` of this table's
@@ -211,81 +224,143 @@ impl TableProvider for IcebergTableProvider {
 
         let tasks = split_by_row_groups(tasks, &index, target_partitions);
         let file_groups = spread_by_size(tasks, target_partitions);
-        let statistics: Vec<Statistics> = file_groups
-            .iter()
-            .map(|g| index.statistics(&g.iter().collect::<Vec<_>>(), &schema, &field_ids))
-            .collect();
-        let all: Vec<&FileScanTask> = file_groups.iter().flatten().collect();
-        let total_statistics = index.statistics(&all, &schema, &field_ids);
-        let file_groups = if file_groups.is_empty() {
-            vec![vec![]]
-        } else {
-            file_groups
-        };
-        let statistics = if statistics.is_empty() {
-            vec![total_statistics.clone()]
-        } else {
-            statistics
-        };
-        let columns = ScanColumns::new(&schema, &current_schema);
-        let file_bounds: BoundsByFile = file_groups
-            .iter()
-            .flatten()
-            .filter_map(|t| {
-                let file = index.get(&t.data_file_path)?;
-                let bounds = columns
-                    .columns()
-                    .iter()
-                    .map(|c| {
-                        let mut b = FileMetricsIndex::bounds(file, c.field_id, &c.arrow_type);
-                        if c.nested {
-                            // A leaf's null count need not count NULL parents (case c01).
-                            b.null_count = None;
-                        }
-                        b
-                    })
-                    .collect();
-                Some((t.data_file_path.clone(), bounds))
-            })
-            .collect();
-        // Layout of the whole table (every live data file), not just the planned ones: a
-        // filter that planned one file says nothing about how the column is laid out.
-        let layouts: Vec<ColumnLayout> = columns
-            .columns()
-            .iter()
-            .map(|c| index.layout(c.field_id, &c.arrow_type))
-            .collect();
-        let gate_columns = GateColumn::for_scan(&columns, &layouts);
-        Ok(Arc::new(IcebergScanExec::new(PlannedScan {
-            file_bounds,
-            dynamic_pruning: options.dynamic_filter_pruning,
-            dynamic_filter_wait: options.dynamic_filter_wait,
-            reader_predicate: options.reader_predicate,
-            reader: options.reader,
-            dynamic_row_filter: options.dynamic_row_filter,
-            late_materialization: options.late_materialization,
-            gate_columns,
-            columns,
-            table: self.table.clone(),
-            schema,
-            field_ids,
-            field_types,
+        Ok(Arc::new(IcebergScanExec::new(assemble(
+            ScanInputs {
+                table: self.table.clone(),
+                catalog: self.catalog.clone(),
+                schema,
+                field_ids,
+                field_types,
+                predicate,
+                limit,
+                batch_size,
+                settings: ScanSettings::of(&options),
+            },
+            index,
             file_groups,
-            predicate,
-            snapshot_files: index.len(),
-            limit,
-            batch_size,
-            statistics,
-            total_statistics,
-        })))
+        ))))
     }
 }
 
-/// Splits whole-file tasks into byte ranges at row-group boundaries (the manifest's
-/// `split_offsets`) when there are fewer tasks than `partitions`, so that one large file is read by
-/// several partitions. A file gets pieces in proportion to its share of the bytes, at most one per
-/// row group. iceberg's reader keeps the row groups whose midpoint lies in `[start, start+length)`,
-/// so ranges that start and end on row-group starts cover each row group exactly once.
+/// What a scan is planned from beside its tasks: the table at the planned snapshot, the output
+/// columns and the settings. [`assemble`] adds the tasks' statistics, bounds and layouts.
+#[derive(Debug, Clone)]
+pub struct ScanInputs {
+    /// The table, at the snapshot that was planned.
+    pub table: Table,
+    /// The configured catalog the table was loaded from (`None`: it cannot be distributed).
+    pub catalog: Option<String>,
+    /// Output schema (a projection of the table's current schema).
+    pub schema: SchemaRef,
+    /// Iceberg field id per output column.
+    pub field_ids: Vec<i32>,
+    /// `(field id, Arrow type)` of every top-level column of the current schema.
+    pub field_types: Vec<(i32, DataType)>,
+    /// Static predicate handed to `plan_files`.
+    pub predicate: Option<Predicate>,
+    /// Row limit per partition.
+    pub limit: Option<usize>,
+    /// Rows per output batch.
+    pub batch_size: usize,
+    /// The `iceflight.scan.*` settings the scan runs with.
+    pub settings: ScanSettings,
+}
+
+/// Builds a [`PlannedScan`] from `inputs` and its tasks grouped by output partition: per-group
+/// statistics, manifest bounds of the constrainable columns per data file, and the columns'
+/// layouts over the whole table (all from `index`, the manifest metrics of the planned
+/// snapshot). Used by [`IcebergTableProvider::scan`], by a scan re-split for distributed tasks
+/// and by a scan decoded on a worker, so all three prune alike.
+pub fn assemble(
+    inputs: ScanInputs,
+    index: Arc<FileMetricsIndex>,
+    file_groups: Vec<Vec<FileScanTask>>,
+) -> PlannedScan {
+    let ScanInputs {
+        table,
+        catalog,
+        schema,
+        field_ids,
+        field_types,
+        predicate,
+        limit,
+        batch_size,
+        settings,
+    } = inputs;
+    let statistics: Vec<Statistics> = file_groups
+        .iter()
+        .map(|g| index.statistics(&g.iter().collect::<Vec<_>>(), &schema, &field_ids))
+        .collect();
+    let all: Vec<&FileScanTask> = file_groups.iter().flatten().collect();
+    let total_statistics = index.statistics(&all, &schema, &field_ids);
+    let file_groups = if file_groups.is_empty() {
+        vec![vec![]]
+    } else {
+        file_groups
+    };
+    let statistics = if statistics.is_empty() {
+        vec![total_statistics.clone()]
+    } else {
+        statistics
+    };
+    let current_schema = Arc::clone(table.metadata().current_schema());
+    let columns = ScanColumns::new(&schema, &current_schema);
+    let file_bounds: BoundsByFile = file_groups
+        .iter()
+        .flatten()
+        .filter_map(|t| {
+            let file = index.get(&t.data_file_path)?;
+            let bounds = columns
+                .columns()
+                .iter()
+                .map(|c| {
+                    let mut b = FileMetricsIndex::bounds(file, c.field_id, &c.arrow_type);
+                    if c.nested {
+                        // A leaf's null count need not count NULL parents (case c01).
+                        b.null_count = None;
+                    }
+                    b
+                })
+                .collect();
+            Some((t.data_file_path.clone(), bounds))
+        })
+        .collect();
+    // Layout of the whole table (every live data file), not just the planned ones: a
+    // filter that planned one file says nothing about how the column is laid out.
+    let layouts: Vec<ColumnLayout> = columns
+        .columns()
+        .iter()
+        .map(|c| index.layout(c.field_id, &c.arrow_type))
+        .collect();
+    let gate_columns = GateColumn::for_scan(&columns, &layouts);
+    PlannedScan {
+        file_bounds,
+        settings,
+        gate_columns,
+        columns,
+        snapshot_files: index.len(),
+        index,
+        table,
+        catalog,
+        schema,
+        field_ids,
+        field_types,
+        file_groups,
+        predicate,
+        limit,
+        batch_size,
+        statistics,
+        total_statistics,
+    }
+}
+
+/// Splits tasks into byte ranges at row-group boundaries (the manifest's `split_offsets`) when
+/// there are fewer tasks than `partitions`, so that one large file is read by several
+/// partitions. A task gets pieces in proportion to its share of the bytes, at most one per row
+/// group it covers. A task may already be a range of whole row groups (a scan re-split for
+/// distributed tasks splits its pieces further). iceberg's reader keeps the row groups whose
+/// midpoint lies in `[start, start+length)`, so ranges that start and end on row-group starts
+/// cover each row group exactly once.
 pub fn split_by_row_groups(
     tasks: Vec<FileScanTask>,
     index: &FileMetricsIndex,
@@ -302,29 +377,35 @@ pub fn split_by_row_groups(
             .and_then(|f| f.split_offsets())
             .map(|o| o.iter().map(|&x| x as u64).collect())
             .unwrap_or_default();
-        let whole_file = task.start == 0 && task.length == task.file_size_in_bytes;
-        let share = (partitions as u64 * task.length.max(1)).div_ceil(total) as usize;
-        let pieces = share.min(offsets.len());
         // Only for the standard layout (row groups back to back after the 4-byte magic), where
         // the reader's computed row-group positions equal the manifest's split offsets.
         let standard = offsets.first() == Some(&4) && offsets.windows(2).all(|w| w[0] < w[1]);
-        if !whole_file || pieces < 2 || !standard {
+        let end = task.start + task.length;
+        // The task must be a run of whole row groups: it starts at the file's start or a
+        // row-group start and ends at the file's end or a row-group start.
+        let aligned = (task.start == 0 || offsets.contains(&task.start))
+            && (end == task.file_size_in_bytes || offsets.contains(&end));
+        // The row groups the task covers, by their starts.
+        let starts: Vec<u64> = offsets
+            .iter()
+            .copied()
+            .filter(|&o| o >= task.start && o < end)
+            .collect();
+        let share = (partitions as u64 * task.length.max(1)).div_ceil(total) as usize;
+        let pieces = share.min(starts.len());
+        if !standard || !aligned || pieces < 2 {
             out.push(task);
             continue;
         }
         // Row groups [a, b) per piece, as evenly as the row-group count allows.
         for i in 0..pieces {
-            let a = i * offsets.len() / pieces;
-            let b = (i + 1) * offsets.len() / pieces;
-            let start = if a == 0 { 0 } else { offsets[a] };
-            let end = if b == offsets.len() {
-                task.file_size_in_bytes
-            } else {
-                offsets[b]
-            };
+            let a = i * starts.len() / pieces;
+            let b = (i + 1) * starts.len() / pieces;
+            let start = if a == 0 { task.start } else { starts[a] };
+            let stop = if b == starts.len() { end } else { starts[b] };
             let mut piece = task.clone();
             piece.start = start;
-            piece.length = end - start;
+            piece.length = stop - start;
             piece.record_count = None;
             out.push(piece);
         }

@@ -102,6 +102,13 @@ pub struct ServeArgs {
     /// Schema for unqualified names [default: the default catalog's only namespace].
     #[arg(long, env = "ICEFLIGHT_DEFAULT_SCHEMA")]
     pub default_schema: Option<String>,
+    /// single (everything in this process), coordinator (Flight SQL; stages on the workers) or
+    /// worker (runs a coordinator's stages) [default: [distributed] role, else single].
+    #[arg(long, env = "ICEFLIGHT_ROLE")]
+    pub role: Option<crate::distributed::Role>,
+    /// A worker of this coordinator, http://host:port; repeatable (added to [distributed] workers).
+    #[arg(long = "worker", value_name = "URL")]
+    pub workers: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -382,8 +389,19 @@ fn start_line(engine: &Engine, users: usize, addr: std::net::SocketAddr) -> Stri
     } else {
         "no login (server.auth = \"none\")".to_string()
     };
+    let workers = match engine.cluster().and_then(|c| c.workers()) {
+        Some(w) => {
+            let urls: Vec<&str> = w.configured().iter().map(|u| u.as_str()).collect();
+            format!(
+                "; coordinator of {} workers ({})",
+                urls.len(),
+                urls.join(", ")
+            )
+        }
+        None => String::new(),
+    };
     format!(
-        "iceflight {} serving Flight SQL on {addr}: catalogs {catalogs}; {schema}; {login}",
+        "iceflight {} serving Flight SQL on {addr}: catalogs {catalogs}; {schema}; {login}{workers}",
         env!("CARGO_PKG_VERSION")
     )
 }
@@ -409,10 +427,37 @@ async fn run_serve(
     if let Some(s) = args.default_schema {
         config.default_schema = Some(s);
     }
+    if let Some(role) = args.role {
+        config.distributed.role = role;
+    }
+    config.distributed.workers.extend(args.workers);
     config
         .require_existing_catalog()
         .map_err(CliError::from_display)?;
     let addr = listen_addr(&config, args.listen.as_deref())?;
+    if config.distributed.role == crate::distributed::Role::Worker {
+        let engine = Engine::connect(config)
+            .await
+            .map_err(CliError::from_display)?;
+        let catalogs = engine.catalogs().names().join(", ");
+        let signal = shutdown_signal();
+        return crate::distributed::serve_worker(
+            engine,
+            addr,
+            async {
+                signal.await;
+            },
+            |a| {
+                let _ = writeln!(
+                    out,
+                    "iceflight worker listening on {a} (catalogs: {catalogs})"
+                );
+                let _ = out.flush();
+            },
+        )
+        .await
+        .map_err(CliError::Failed);
+    }
     let users = crate::flight::users(&config.server, &args.users).map_err(CliError::Failed)?;
     let engine = Engine::connect(config)
         .await
@@ -431,12 +476,13 @@ async fn serve_until_signal(
 ) -> Result<(), CliError> {
     let user_count = users.len();
     let shown = engine.clone();
+    let signal = shutdown_signal();
     crate::flight::serve(
         engine,
         users,
         addr,
         async {
-            shutdown_signal().await;
+            signal.await;
         },
         |a| {
             let _ = writeln!(out, "{}", banner(&start_line(&shown, user_count, a), a));

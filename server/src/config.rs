@@ -34,6 +34,8 @@ pub struct Config {
     pub cache: CacheConfig,
     /// Flight SQL server settings.
     pub server: ServerConfig,
+    /// Running on datafusion-distributed: this process's role and the coordinator's workers.
+    pub distributed: DistributedConfig,
     /// Configured catalogs; none means the embedded catalog `local` in `data_dir`.
     #[serde(rename = "catalog")]
     pub catalogs: Vec<CatalogConfig>,
@@ -73,6 +75,44 @@ pub struct CacheConfig {
     pub disk: Option<std::path::PathBuf>,
     /// Bound of the disk tier, e.g. `"20GiB"` (at least 32 MiB).
     pub disk_capacity: String,
+}
+
+/// `[distributed]`: scaling out on datafusion-distributed (README "Scaling out",
+/// `server/src/distributed/`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DistributedConfig {
+    /// `single` (default: everything in this process), `coordinator` (Flight SQL; stages run
+    /// on `workers`) or `worker` (runs a coordinator's stages; no Flight SQL).
+    pub role: crate::distributed::Role,
+    /// A coordinator's workers, `http://host:port` each (`--worker URL` adds to them).
+    pub workers: Vec<String>,
+    /// How often a coordinator probes its workers, e.g. `"1s"`: a dead worker gets no new
+    /// tasks once a probe or a query finds it down; a restarted one gets them after a probe.
+    pub health_interval: String,
+}
+
+impl Default for DistributedConfig {
+    fn default() -> Self {
+        Self {
+            role: crate::distributed::Role::Single,
+            workers: vec![],
+            health_interval: "1s".into(),
+        }
+    }
+}
+
+impl DistributedConfig {
+    /// `health_interval` as a duration. Errors: unparsable or zero.
+    pub fn health_interval(&self) -> Result<std::time::Duration, ConfigError> {
+        match iceflight_scan::options::parse_duration(&self.health_interval) {
+            Some(d) if !d.is_zero() => Ok(d),
+            _ => Err(ConfigError::Invalid(format!(
+                "distributed.health_interval must be a positive duration such as \"1s\", got {}",
+                self.health_interval
+            ))),
+        }
+    }
 }
 
 /// Share of the machine's memory the block cache may use when `[cache] memory` is absent.
@@ -215,6 +255,7 @@ impl Default for Config {
             query: QueryConfig::default(),
             cache: CacheConfig::default(),
             server: ServerConfig::default(),
+            distributed: DistributedConfig::default(),
             catalogs: vec![],
         }
     }
@@ -285,6 +326,10 @@ impl Config {
         if let Some(limit) = &self.query.memory_limit {
             iceflight_catalog::load::parse_size(limit)
                 .map_err(|e| ConfigError::Invalid(format!("query.memory_limit: {e}")))?;
+        }
+        self.distributed.health_interval()?;
+        if self.distributed.role == crate::distributed::Role::Coordinator {
+            crate::distributed::workers::WorkerList::new(&self.distributed.workers)?;
         }
         self.cache.memory_bytes()?;
         self.cache.block_size_bytes()?;

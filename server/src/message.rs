@@ -26,6 +26,7 @@ fn layers(e: &DataFusionError) -> String {
             .map(layers)
             .unwrap_or_else(|| e.strip_backtrace()),
         DataFusionError::SQL(parser, _) => parser.to_string(),
+        DataFusionError::IoError(io) => io.to_string(),
         DataFusionError::External(inner) => match inner.downcast_ref::<DataFusionError>() {
             Some(df) => layers(df),
             None => inner.to_string(),

@@ -20,6 +20,8 @@ use iceflight_scan::disk_tier::DiskTier;
 use iceflight_scan::footer::FooterCache;
 
 use crate::config::{Config, ConfigError};
+use crate::distributed::{Cluster, Role};
+use iceflight_scan::codec::IcebergScanCodec;
 
 /// Connected catalogs plus the settings every session starts from.
 #[derive(Debug, Clone)]
@@ -33,6 +35,8 @@ pub struct Engine {
     runtime: Arc<RuntimeEnv>,
     /// The block, footer and manifest-metrics caches of this engine (`[cache]`).
     caches: Arc<ScanCaches>,
+    /// On a coordinator or worker: what every session adds for datafusion-distributed.
+    cluster: Option<Cluster>,
 }
 
 /// Why an [`Engine`] could not start.
@@ -102,6 +106,13 @@ impl Engine {
                 .await
                 .unwrap_or_else(|| NO_DEFAULT_SCHEMA.to_string()),
         };
+        let cluster = match config.distributed.role {
+            Role::Single => None,
+            role => {
+                let codec = IcebergScanCodec::new(Arc::new(catalogs.clone()), Arc::clone(&caches));
+                Some(Cluster::new(role, &config.distributed, codec)?)
+            }
+        };
         Ok(Self {
             config,
             default_catalog,
@@ -109,12 +120,23 @@ impl Engine {
             catalogs,
             runtime,
             caches,
+            cluster,
         })
     }
 
     /// The engine's caches (`system.runtime.cache` shows them).
     pub fn caches(&self) -> &Arc<ScanCaches> {
         &self.caches
+    }
+
+    /// The datafusion-distributed parts of a coordinator or worker (`None`: role `single`).
+    pub fn cluster(&self) -> Option<&Cluster> {
+        self.cluster.as_ref()
+    }
+
+    /// The runtime every query of this engine runs in (memory pool, disk manager).
+    pub fn runtime(&self) -> Arc<RuntimeEnv> {
+        Arc::clone(&self.runtime)
     }
 
     /// The catalog for unqualified names.
@@ -171,6 +193,9 @@ impl Engine {
             .with_batch_size(self.config.query.batch_size.max(1));
         let mut rules = engine_physical_optimizer_rules();
         let mut config = iceflight_scan::register(config, Arc::clone(&self.caches), &mut rules);
+        if let Some(cluster) = &self.cluster {
+            config = cluster.coordinator_config(config);
+        }
         for (k, v) in settings {
             config.options_mut().set(k, v).map_err(|source| {
                 DataFusionError::External(Box::new(crate::message::InvalidSetting {
@@ -180,7 +205,7 @@ impl Engine {
                 }))
             })?;
         }
-        let state = SessionStateBuilder::new()
+        let builder = SessionStateBuilder::new()
             .with_config(config)
             .with_runtime_env(Arc::clone(&self.runtime))
             .with_default_features()
@@ -188,8 +213,12 @@ impl Engine {
             .with_optimizer_rule(Arc::new(iceflight_scan::join_order::JoinOrder))
             .with_optimizer_rule(Arc::new(
                 iceflight_scan::aggregate_reduction::AggregateReduction,
-            ))
-            .build();
+            ));
+        let state = match &self.cluster {
+            Some(cluster) => cluster.coordinator_session(builder),
+            None => builder,
+        }
+        .build();
         let ctx = SessionContext::new_with_state(state);
         self.catalogs.register(&ctx);
         if !self.catalogs.names().contains(&crate::system::CATALOG) {

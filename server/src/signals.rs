@@ -17,12 +17,18 @@ pub const EXIT_SIGINT: i32 = 130;
 /// Exit status of a process ended by SIGTERM (128 + 15).
 pub const EXIT_SIGTERM: i32 = 143;
 
-/// Resolves on SIGINT or SIGTERM with the exit status that signal stands for
-/// ([`EXIT_SIGINT`], [`EXIT_SIGTERM`]).
-pub async fn shutdown_signal() -> i32 {
-    let code = Signals::register().next().await;
-    tracing::info!("shutting down");
-    code
+/// Registers SIGINT and SIGTERM now and returns a future that resolves on the first of them
+/// with the exit status it stands for ([`EXIT_SIGINT`], [`EXIT_SIGTERM`]). Registering at the
+/// call, not at the first poll, means a signal that arrives while a server is still starting
+/// (after it printed that it listens, before it polls this future) stops it cleanly instead of
+/// killing the process.
+pub fn shutdown_signal() -> impl std::future::Future<Output = i32> + Send + 'static {
+    let mut signals = Signals::register();
+    async move {
+        let code = signals.next().await;
+        tracing::info!("shutting down");
+        code
+    }
 }
 
 /// Listens for SIGINT and SIGTERM while a load runs: the first cancels [`Self::token`] (the

@@ -5,6 +5,7 @@
 //! | SQL parse / plan / schema error | `InvalidArgument` (parser message kept) |
 //! | unknown catalog, schema or table | `NotFound` |
 //! | catalog unreachable | `Unavailable` |
+//! | a worker or other peer unreachable (a connection error, `distributed/channels.rs`) | `Unavailable` |
 //! | catalog refused our credentials | `Unauthenticated` |
 //! | memory limit | `ResourceExhausted` |
 //! | anything else | `Internal`, with a log id also written to the server log |
@@ -47,6 +48,9 @@ pub fn to_status(e: DataFusionError) -> Status {
             Status::invalid_argument(message(&e))
         }
         DataFusionError::ResourcesExhausted(_) => Status::resource_exhausted(message(&e)),
+        DataFusionError::IoError(io) if is_connection(io.kind()) => {
+            Status::unavailable(message(&e))
+        }
         // Errors the statement itself causes while running: division by zero, a failed cast,
         // a value out of range, a read-only table.
         DataFusionError::Execution(_) => Status::invalid_argument(message(&e)),
@@ -60,6 +64,23 @@ pub fn to_status(e: DataFusionError) -> Status {
         }
         _ => internal(&message(&e)),
     }
+}
+
+/// Kinds of a peer that cannot be reached or went away (a worker, an object store).
+fn is_connection(kind: std::io::ErrorKind) -> bool {
+    use std::io::ErrorKind::*;
+    matches!(
+        kind,
+        ConnectionRefused
+            | ConnectionReset
+            | ConnectionAborted
+            | NotConnected
+            | BrokenPipe
+            | TimedOut
+            | HostUnreachable
+            | NetworkUnreachable
+            | NetworkDown
+    )
 }
 
 fn is_not_found(m: &str) -> bool {
@@ -101,6 +122,16 @@ mod tests {
             None,
         ));
         assert_eq!(s.code(), tonic::Code::InvalidArgument);
+        let s = to_status(DataFusionError::IoError(std::io::Error::new(
+            std::io::ErrorKind::ConnectionAborted,
+            "worker http://127.0.0.1:50061/ failed: connection reset",
+        )));
+        assert_eq!(s.code(), tonic::Code::Unavailable);
+        assert!(
+            s.message().contains("http://127.0.0.1:50061/"),
+            "{}",
+            s.message()
+        );
         let s = to_status(DataFusionError::Internal("boom".into()));
         assert_eq!(s.code(), tonic::Code::Internal);
         assert!(s.message().contains("log id"));

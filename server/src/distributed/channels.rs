@@ -1,0 +1,211 @@
+//! [`WorkerChannels`]: gRPC channels to workers, with timeouts, keepalive and errors that name
+//! the worker.
+//!
+//! ```text
+//!   datafusion-distributed ──► get_worker_client_for_url(url) ──► NamedChannel(url, client)
+//!       one lazily connecting channel per URL (connect timeout, HTTP/2 keepalive)
+//!   a transport failure on any call or stream (the worker died, the connection reset, a
+//!   keepalive went unanswered) ──► io::Error ConnectionAborted "worker <url> …"
+//!                                 ──► WorkerList::mark_down(url) (coordinator)
+//! ```
+//!
+//! datafusion-distributed 3.0's default resolver sets no connect timeout and no keepalive, and
+//! its errors carry no URL (a `tonic::Status` as an external error). Here a status that is not
+//! an encoded engine error — those the library decodes into their own `DataFusionError` — is a
+//! transport failure; it becomes an `io::Error` because that variant keeps its kind when a
+//! worker forwards the error to the coordinator (the library encodes it field by field, while
+//! an external error would arrive as text). The Flight SQL layer maps connection kinds to
+//! `Unavailable` (`flight/status.rs`).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use arrow::array::RecordBatch;
+use async_trait::async_trait;
+use datafusion::common::{DataFusionError, Result};
+use datafusion::execution::TaskContext;
+use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
+use datafusion_distributed::grpc::{BoxCloneSyncChannel, create_worker_client};
+use datafusion_distributed::{
+    ChannelResolver, CoordinatorToWorkerMsg, ExecuteTaskRequest, GetWorkerInfoRequest,
+    GetWorkerInfoResponse, WorkerChannel, WorkerToCoordinatorMsg,
+};
+use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
+use http::HeaderMap;
+use url::Url;
+
+use super::workers::WorkerList;
+use super::{KEEPALIVE_INTERVAL, KEEPALIVE_TIMEOUT};
+
+/// Time to open a TCP connection to a worker.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Channels to workers by URL (module docs). Cheap to clone; clones share the channels.
+#[derive(Debug, Clone)]
+pub struct WorkerChannels {
+    channels: Arc<Mutex<HashMap<Url, tonic::transport::Channel>>>,
+    /// On a coordinator: where unreachable workers are reported.
+    workers: Option<WorkerList>,
+}
+
+impl WorkerChannels {
+    /// Channels reporting unreachable workers to `workers` (a coordinator's list).
+    pub fn new(workers: Option<WorkerList>) -> Self {
+        Self {
+            channels: Default::default(),
+            workers,
+        }
+    }
+
+    fn channel(&self, url: &Url) -> Result<tonic::transport::Channel> {
+        let mut channels = self.channels.lock().expect("channel map lock");
+        if let Some(c) = channels.get(url) {
+            return Ok(c.clone());
+        }
+        let endpoint = tonic::transport::Endpoint::from_shared(url.to_string())
+            .map_err(|e| DataFusionError::Configuration(format!("worker URL {url}: {e}")))?
+            .connect_timeout(CONNECT_TIMEOUT)
+            .tcp_nodelay(true)
+            .http2_keep_alive_interval(KEEPALIVE_INTERVAL)
+            .keep_alive_timeout(KEEPALIVE_TIMEOUT)
+            .keep_alive_while_idle(true);
+        // Lazy: connects on first use and reconnects after the worker restarts.
+        let channel = endpoint.connect_lazy();
+        channels.insert(url.clone(), channel.clone());
+        Ok(channel)
+    }
+}
+
+#[async_trait]
+impl ChannelResolver for WorkerChannels {
+    async fn get_worker_client_for_url(&self, url: &Url) -> Result<Box<dyn WorkerChannel>> {
+        let channel = self.channel(url)?;
+        Ok(Box::new(NamedChannel {
+            url: url.clone(),
+            inner: create_worker_client(BoxCloneSyncChannel::new(channel)),
+            workers: self.workers.clone(),
+        }))
+    }
+}
+
+/// A worker client whose transport failures name the worker (module docs).
+struct NamedChannel {
+    url: Url,
+    inner: Box<dyn WorkerChannel>,
+    workers: Option<WorkerList>,
+}
+
+impl NamedChannel {
+    fn lost(&self) -> impl Fn(DataFusionError) -> DataFusionError + Send + Sync + 'static {
+        let url = self.url.clone();
+        let workers = self.workers.clone();
+        move |e| worker_lost(&url, workers.as_ref(), e)
+    }
+}
+
+#[async_trait]
+impl WorkerChannel for NamedChannel {
+    async fn coordinator_channel(
+        &mut self,
+        headers: HeaderMap,
+        c2w_stream: BoxStream<'static, CoordinatorToWorkerMsg>,
+    ) -> Result<BoxStream<'static, Result<WorkerToCoordinatorMsg>>> {
+        let lost = self.lost();
+        let stream = self
+            .inner
+            .coordinator_channel(headers, c2w_stream)
+            .await
+            .map_err(&lost)?;
+        Ok(stream.map_err(lost).boxed())
+    }
+
+    async fn execute_task(
+        &mut self,
+        headers: HeaderMap,
+        request: ExecuteTaskRequest,
+        metrics: ExecutionPlanMetricsSet,
+        task_ctx: &Arc<TaskContext>,
+    ) -> Result<Vec<BoxStream<'static, Result<RecordBatch>>>> {
+        let lost = Arc::new(self.lost());
+        let streams = self
+            .inner
+            .execute_task(headers, request, metrics, task_ctx)
+            .await
+            .map_err(lost.as_ref())?;
+        Ok(streams
+            .into_iter()
+            .map(|s| {
+                let lost = Arc::clone(&lost);
+                s.map_err(move |e| lost(e)).boxed()
+            })
+            .collect())
+    }
+
+    async fn get_worker_info(
+        &mut self,
+        request: GetWorkerInfoRequest,
+    ) -> Result<GetWorkerInfoResponse> {
+        let lost = self.lost();
+        self.inner.get_worker_info(request).await.map_err(lost)
+    }
+}
+
+/// `e` as a connection error naming `url` when it is a transport failure (a gRPC status that
+/// is not an encoded engine error); `e` itself otherwise. Reports the worker down.
+fn worker_lost(url: &Url, workers: Option<&WorkerList>, e: DataFusionError) -> DataFusionError {
+    let Some(status) = transport_status(&e) else {
+        return e;
+    };
+    if let Some(w) = workers {
+        w.mark_down(url);
+    }
+    let reason = status.message().lines().next().unwrap_or_default();
+    DataFusionError::IoError(std::io::Error::new(
+        std::io::ErrorKind::ConnectionAborted,
+        format!("worker {url} failed: {reason} ({})", status.code()),
+    ))
+}
+
+/// The transport status inside `e`, looking through context and shared wrappers.
+fn transport_status(e: &DataFusionError) -> Option<&tonic::Status> {
+    match e {
+        DataFusionError::External(inner) => inner.downcast_ref::<tonic::Status>(),
+        DataFusionError::Context(_, inner) => transport_status(inner),
+        DataFusionError::Shared(inner) => transport_status(inner),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A transport status becomes a connection error naming the worker and marks it down;
+    /// an engine error passes unchanged.
+    #[test]
+    fn transport_failures_name_the_worker() {
+        let url = Url::parse("http://127.0.0.1:50061").unwrap();
+        let workers = WorkerList::new(&[url.to_string()]).unwrap();
+        let e = DataFusionError::External(Box::new(tonic::Status::unknown(
+            "h2 protocol error: error reading a body from connection",
+        )));
+        let mapped = worker_lost(&url, Some(&workers), e);
+        let DataFusionError::IoError(io) = &mapped else {
+            panic!("{mapped}")
+        };
+        assert_eq!(io.kind(), std::io::ErrorKind::ConnectionAborted);
+        assert!(
+            mapped
+                .to_string()
+                .contains("worker http://127.0.0.1:50061/"),
+            "{mapped}"
+        );
+        assert!(workers.live().is_empty());
+
+        let e = DataFusionError::Execution("division by zero".into());
+        let kept = worker_lost(&url, None, e);
+        assert!(matches!(kept, DataFusionError::Execution(_)), "{kept}");
+    }
+}

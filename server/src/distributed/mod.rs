@@ -1,0 +1,186 @@
+//! Scaling out on datafusion-distributed: one coordinator plans, its workers run the stages.
+//!
+//! ```text
+//!   Flight SQL client ──► coordinator (role = coordinator)
+//!                           DataFusion plan ──► distributed planner (network boundaries,
+//!                           stages; scans split per task: scan_tasks.rs)
+//!                           ──► each stage's tasks encoded (datafusion-proto + IcebergScanCodec)
+//!                           ──► workers.rs: live workers ──► channels.rs: gRPC to each worker
+//!   worker (role = worker) ◄──┘  decode (tables loaded from its own catalogs), relink dynamic
+//!                                filters (scan_tasks.rs), run, stream batches back
+//! ```
+//!
+//! `single` (the default) runs every query in the process, as before. A worker serves only
+//! datafusion-distributed's worker service on `[server] listen`; Flight SQL clients talk to the
+//! coordinator. Workers and coordinator must configure the same catalogs under the same names
+//! (credentials stay in each process's configuration; plans never carry them).
+
+pub mod channels;
+pub mod scan_tasks;
+pub mod workers;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use datafusion::execution::SessionStateBuilder;
+use datafusion::prelude::SessionConfig;
+use datafusion_distributed::{DistributedExt, SessionStateBuilderExt, Worker, WorkerQueryContext};
+use iceflight_scan::codec::IcebergScanCodec;
+
+use crate::config::{ConfigError, DistributedConfig};
+use crate::session::Engine;
+use channels::WorkerChannels;
+use workers::WorkerList;
+
+/// Which part a process plays (`[distributed] role`, `iceflight serve --role`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Plans and runs every query in this process.
+    #[default]
+    Single,
+    /// Takes Flight SQL queries, plans them with the distributed planner and runs their stages
+    /// on the configured workers.
+    Coordinator,
+    /// Runs the stages coordinators send; serves no Flight SQL.
+    Worker,
+}
+
+impl std::str::FromStr for Role {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "single" => Ok(Self::Single),
+            "coordinator" => Ok(Self::Coordinator),
+            "worker" => Ok(Self::Worker),
+            other => Err(format!(
+                "unknown role {other}: must be single, coordinator or worker"
+            )),
+        }
+    }
+}
+
+/// What a coordinator or worker adds to every session: the scan's codec, the channels to the
+/// workers and, on a coordinator, the worker list.
+#[derive(Debug, Clone)]
+pub struct Cluster {
+    role: Role,
+    codec: IcebergScanCodec,
+    channels: WorkerChannels,
+    workers: Option<WorkerList>,
+}
+
+impl Cluster {
+    /// The cluster parts for `role` of an engine whose tables `codec` loads. A coordinator
+    /// starts probing `config.workers` here (in the background, every `health_interval`).
+    ///
+    /// Errors: a coordinator without workers, a worker URL that does not parse, a bad interval.
+    pub fn new(
+        role: Role,
+        config: &DistributedConfig,
+        codec: IcebergScanCodec,
+    ) -> Result<Self, ConfigError> {
+        let interval = config.health_interval()?;
+        let workers = match role {
+            Role::Coordinator => Some(WorkerList::start(&config.workers, interval)?),
+            _ => None,
+        };
+        Ok(Self {
+            role,
+            codec,
+            channels: WorkerChannels::new(workers.clone()),
+            workers,
+        })
+    }
+
+    /// This process's role.
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    /// The workers a coordinator sends tasks to (`None` on other roles).
+    pub fn workers(&self) -> Option<&WorkerList> {
+        self.workers.as_ref()
+    }
+
+    /// A coordinator's session configuration: the live workers, our channels, the scan's codec
+    /// and its task-count and scale-up handlers, and the `distributed.*` settings (so `SET
+    /// distributed.…` and session settings apply). Other roles: unchanged.
+    pub fn coordinator_config(&self, config: SessionConfig) -> SessionConfig {
+        let Some(workers) = &self.workers else {
+            return config;
+        };
+        config
+            .with_distributed_worker_resolver(workers.clone())
+            .with_distributed_channel_resolver(self.channels.clone())
+            .with_distributed_user_codec(self.codec.clone())
+            .with_distributed_desired_task_count_handler(scan_tasks::desired_task_count)
+            .with_distributed_scale_up_leaf_node_handler(scan_tasks::scale_up)
+    }
+
+    /// A coordinator's session: DataFusion's planner wrapped in the distributed one (after every
+    /// physical optimizer rule, it cuts the plan into stages). Other roles: unchanged.
+    pub fn coordinator_session(&self, builder: SessionStateBuilder) -> SessionStateBuilder {
+        match self.workers {
+            Some(_) => builder.with_distributed_planner(),
+            None => builder,
+        }
+    }
+}
+
+/// Serves datafusion-distributed's worker service for `engine` on `addr` until `shutdown`
+/// resolves; `on_ready` gets the bound address once the listener is open. Each task's session
+/// gets the engine's caches, the scan's codec, our channels (a worker reads other workers'
+/// shuffles) and the relinking of dynamic filters ([`scan_tasks::relink_dynamic_filters`]); it
+/// runs in the engine's runtime, so `[query] memory_limit` holds on workers too.
+pub async fn serve_worker(
+    engine: Engine,
+    addr: SocketAddr,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    on_ready: impl FnOnce(SocketAddr),
+) -> Result<(), String> {
+    let Some(cluster) = engine.cluster().cloned() else {
+        return Err("serve_worker needs an engine with role = worker".into());
+    };
+    let caches = Arc::clone(engine.caches());
+    let worker = Worker::from_session_builder(move |ctx: WorkerQueryContext| {
+        let cluster = cluster.clone();
+        let caches = Arc::clone(&caches);
+        async move {
+            let mut builder = ctx
+                .builder
+                .with_distributed_user_codec(cluster.codec.clone())
+                .with_distributed_channel_resolver(cluster.channels.clone())
+                .with_distributed_worker_plan_rewrite_handler(scan_tasks::relink_dynamic_filters);
+            if let Some(config) = builder.config().as_mut() {
+                config.set_extension(caches);
+            }
+            Ok(builder.build())
+        }
+    })
+    .with_runtime_env(engine.runtime());
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    let bound = listener.local_addr().map_err(|e| e.to_string())?;
+    tracing::info!(address = %bound, "datafusion-distributed worker listening");
+    on_ready(bound);
+    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+    tonic::transport::Server::builder()
+        // A coordinator whose query ends closes its streams; one that vanishes is noticed here.
+        .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
+        .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
+        .add_service(worker.into_worker_server())
+        .serve_with_incoming_shutdown(incoming, shutdown)
+        .await
+        .map_err(|e| format!("worker server error: {e}"))
+}
+
+/// HTTP/2 keepalive pings between coordinator and workers: a peer that stops answering (a
+/// machine gone, a network cut, where no connection reset arrives) fails the streams within
+/// `KEEPALIVE_INTERVAL + KEEPALIVE_TIMEOUT`.
+pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
+/// See [`KEEPALIVE_INTERVAL`].
+pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);

@@ -1,0 +1,364 @@
+//! Scaling out on datafusion-distributed with real worker processes on loopback
+//! (`server/src/distributed/`): the scan's codec and split keep every row, TPC-H's answers
+//! through 2 and 3 workers are the single node's, the workers prune on the date-sorted SSB
+//! layout (their counters gathered into the coordinator's EXPLAIN ANALYZE), and a worker killed
+//! mid-query fails that query with `Unavailable` naming it while the coordinator keeps serving.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{execute, query, repo_root, rows};
+use datafusion::prelude::SessionContext;
+use datafusion_proto::physical_plan::PhysicalExtensionCodec;
+use futures::StreamExt;
+use iceflight::config::Config;
+use iceflight::distributed::Role;
+use iceflight::session::Engine;
+use iceflight_scan::IcebergScanExec;
+use iceflight_scan::codec::IcebergScanCodec;
+
+/// A worker process (`iceflight serve --role worker`), killed when dropped.
+struct Worker {
+    child: Child,
+    url: String,
+}
+
+impl Worker {
+    /// Starts a worker on the embedded catalog in `dir`, listening on `listen`.
+    fn start(dir: &Path, listen: &str) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_iceflight"))
+            .env_remove("ICEFLIGHT_CONFIG")
+            .env_remove("ICEFLIGHT_ROLE")
+            .arg("--data-dir")
+            .arg(dir)
+            .args(["serve", "--role", "worker", "--listen", listen])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start a worker");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let addr = line
+            .split_whitespace()
+            .nth(4)
+            .unwrap_or_else(|| panic!("worker start line: {line:?}"));
+        Self {
+            child,
+            url: format!("http://{addr}"),
+        }
+    }
+
+    /// The address it listens on (`127.0.0.1:PORT`).
+    fn addr(&self) -> &str {
+        self.url.trim_start_matches("http://")
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A coordinator engine (in this process) on the embedded catalog in `dir` with `workers`.
+async fn coordinator(dir: &Path, workers: &[&Worker]) -> Engine {
+    let mut config = Config {
+        data_dir: dir.to_path_buf(),
+        ..Config::default()
+    };
+    config.query.target_partitions = 2;
+    config.distributed.role = Role::Coordinator;
+    config.distributed.workers = workers.iter().map(|w| w.url.clone()).collect();
+    config.distributed.health_interval = "200ms".into();
+    Engine::connect(config).await.expect("coordinator")
+}
+
+/// Small tasks (256 KiB per partition), so that even SF 0.1's tables are split among every
+/// worker.
+fn small_tasks() -> Vec<(String, String)> {
+    vec![(
+        "distributed.file_scan_config_bytes_per_partition".into(),
+        "262144".into(),
+    )]
+}
+
+fn sql(suite: &str, name: &str) -> String {
+    std::fs::read_to_string(repo_root().join(format!("bench/queries/{suite}/{name}.sql"))).unwrap()
+}
+
+/// Rows as a sorted list (row order of ties is not part of an answer).
+async fn answer(ctx: &SessionContext, sql: &str) -> Vec<Vec<String>> {
+    let mut rows = query(ctx, sql).await;
+    rows.sort();
+    rows
+}
+
+/// The physical plan a coordinator runs, with its stages (`EXPLAIN` prints the plan before
+/// the distributed planner cuts it into stages).
+async fn distributed_plan(ctx: &SessionContext, sql: &str) -> String {
+    let plan = ctx
+        .sql(sql)
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
+    datafusion_distributed::display_plan_ascii(plan.as_ref(), false)
+}
+
+/// Every scan of every fixture table, split for 2 tasks, encoded and decoded (as a worker
+/// decodes it: tables loaded by name, tasks and partition tuples from the bytes) reads the
+/// rows the planned scan reads: deletes, identity-partition constants, renames and promotions
+/// included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codec_and_split_keep_every_row_of_every_fixture() {
+    let dir = tempfile::tempdir().unwrap();
+    common::make_case_fixtures(dir.path());
+    let engine = common::engine(dir.path(), 2).await;
+    let ctx = engine.session(None, Some("cases"), &[]).unwrap();
+    let codec = IcebergScanCodec::new(
+        Arc::new(engine.catalogs().clone()),
+        Arc::clone(engine.caches()),
+    );
+    let tables = common::column(
+        &ctx,
+        "SELECT table_name FROM information_schema.tables \
+         WHERE table_schema = 'cases' ORDER BY table_name",
+    )
+    .await;
+    assert!(tables.len() >= 5, "{tables:?}");
+    for table in &tables {
+        let sql = format!("SELECT * FROM {table}");
+        let mut expected = query(&ctx, &sql).await;
+        expected.sort();
+        let plan = ctx
+            .sql(&sql)
+            .await
+            .unwrap()
+            .create_physical_plan()
+            .await
+            .unwrap();
+        let scan = common::scans(&plan).pop().expect("a scan");
+        let scan = scan.downcast_ref::<IcebergScanExec>().unwrap();
+        let mut got = vec![];
+        for part in scan.split_for_tasks(2) {
+            let mut bytes = vec![];
+            codec.try_encode(Arc::new(part), &mut bytes).unwrap();
+            let decoded = codec.try_decode(&bytes, &[], &ctx.task_ctx()).unwrap();
+            let batches = datafusion::physical_plan::collect(decoded, ctx.task_ctx())
+                .await
+                .unwrap_or_else(|e| panic!("{table}: {e}"));
+            got.extend(rows(&batches));
+        }
+        got.sort();
+        assert_eq!(got, expected, "{table}");
+    }
+}
+
+/// The 22 TPC-H queries at SF 0.1 through a coordinator with 2 and with 3 worker processes
+/// give the single node's answers; the plans are distributed (their scans split among tasks).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tpch_through_two_and_three_workers_matches_single_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let single = common::engine(dir.path(), 2).await;
+    common::load_tpch_local(&single, 0.1).await;
+    let workers: Vec<Worker> = (0..3)
+        .map(|_| Worker::start(dir.path(), "127.0.0.1:0"))
+        .collect();
+    let two = coordinator(dir.path(), &[&workers[0], &workers[1]]).await;
+    let three = coordinator(dir.path(), &[&workers[0], &workers[1], &workers[2]]).await;
+    let single = single.session(None, Some("tpch"), &[]).unwrap();
+    let two = two.session(None, Some("tpch"), &small_tasks()).unwrap();
+    let three = three.session(None, Some("tpch"), &small_tasks()).unwrap();
+
+    let plan = distributed_plan(&three, &sql("tpch", "q01")).await;
+    assert!(
+        plan.contains("DistributedExec") && plan.contains("tasks=3"),
+        "q01 is not spread over 3 tasks:\n{plan}"
+    );
+    for q in 1..=22 {
+        let name = format!("q{q:02}");
+        let text = sql("tpch", &name);
+        let expected = answer(&single, &text).await;
+        assert_eq!(answer(&two, &text).await, expected, "{name}, 2 workers");
+        assert_eq!(answer(&three, &text).await, expected, "{name}, 3 workers");
+    }
+}
+
+/// A named counter of `table`'s scans in an `EXPLAIN ANALYZE` text, summed over the tasks'
+/// scans: the coordinator prints a scan split among tasks as a `DistributedLeafExec` line with
+/// the metrics its workers sent back, followed by one line per task's scan.
+fn counter(text: &str, table: &str, name: &str) -> usize {
+    let lines: Vec<&str> = text.lines().collect();
+    lines
+        .windows(2)
+        .filter(|w| {
+            w[0].contains("DistributedLeafExec")
+                && w[1].contains(&format!("IcebergScanExec: table={table},"))
+        })
+        .filter_map(|w| {
+            let line = w[0];
+            let at = line.find(&format!(" {name}="))? + name.len() + 2;
+            let digits: String = line[at..]
+                .chars()
+                .take_while(|c| c.is_ascii_digit())
+                .collect();
+            digits.parse::<usize>().ok()
+        })
+        .sum()
+}
+
+/// The text of `EXPLAIN ANALYZE sql`.
+async fn analyzed(ctx: &SessionContext, sql: &str) -> String {
+    rows(
+        &execute(ctx, &format!("EXPLAIN ANALYZE {sql}"))
+            .await
+            .unwrap()
+            .batches,
+    )
+    .into_iter()
+    .map(|r| r[1].clone())
+    .collect::<Vec<_>>()
+    .join("\n")
+}
+
+/// SSB q1.1 on lineorder sorted by date: the join's dynamic filter reaches the lineorder scan
+/// on the workers (relinked there), which prune row groups and files; the counters come back
+/// into the coordinator's EXPLAIN ANALYZE.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ssb_q11_on_sorted_dates_prunes_on_the_workers() {
+    let dir = tempfile::tempdir().unwrap();
+    let single = common::engine(dir.path(), 2).await;
+    let catalog = Arc::clone(single.catalogs().get("local").unwrap());
+    let options = iceflight_catalog::load::LoadOptions {
+        scale: 0.1,
+        target_file_size: 2 * 1024 * 1024,
+        row_group_rows: 16384,
+        progress: false,
+        ..Default::default()
+    };
+    let namespace = iceberg::NamespaceIdent::new("ssb".into());
+    iceflight_catalog::load::load_ssb(&catalog, &namespace, &options, true)
+        .await
+        .unwrap();
+    let workers: Vec<Worker> = (0..2)
+        .map(|_| Worker::start(dir.path(), "127.0.0.1:0"))
+        .collect();
+    let coordinator = coordinator(dir.path(), &[&workers[0], &workers[1]]).await;
+    let single = single.session(None, Some("ssb"), &[]).unwrap();
+    let ctx = coordinator
+        .session(None, Some("ssb"), &small_tasks())
+        .unwrap();
+    let text = sql("ssb", "q1.1");
+    assert_eq!(answer(&ctx, &text).await, answer(&single, &text).await);
+
+    // Files and row groups of lineorder skipped by the join's dynamic filter, on the workers.
+    let pruned = |text: &str| {
+        counter(text, "ssb.lineorder", "files_pruned_dynamic")
+            + counter(text, "ssb.lineorder", "row_groups_pruned")
+    };
+    let on = analyzed(&ctx, &text).await;
+    assert!(on.contains("Stage 2"), "not distributed:\n{on}");
+    assert!(
+        pruned(&on) > 0 && counter(&on, "ssb.lineorder", "dynamic_rows_dropped") > 0,
+        "lineorder pruned nothing on the workers:\n{on}"
+    );
+    // The same plan without dynamic pruning prunes nothing: the pruning above is the filter's.
+    let mut settings = small_tasks();
+    settings.push((
+        "iceflight.scan.dynamic_filter_pruning".into(),
+        "false".into(),
+    ));
+    let off = coordinator.session(None, Some("ssb"), &settings).unwrap();
+    let off = analyzed(&off, &text).await;
+    assert!(off.contains("Stage 2"), "not distributed:\n{off}");
+    assert_eq!(pruned(&off), 0, "{off}");
+    assert!(
+        counter(&off, "ssb.lineorder", "rows_decoded")
+            > counter(&on, "ssb.lineorder", "rows_decoded"),
+        "{on}\n{off}"
+    );
+}
+
+/// A worker killed while a query streams from it fails that query with `Unavailable` naming
+/// the worker, within seconds; the coordinator answers the next query with the other worker,
+/// and uses the restarted worker again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_worker_fails_its_query_and_the_next_one_succeeds() {
+    let dir = tempfile::tempdir().unwrap();
+    let single = common::engine(dir.path(), 2).await;
+    common::load_tpch_local(&single, 0.1).await;
+    let mut first = Worker::start(dir.path(), "127.0.0.1:0");
+    let second = Worker::start(dir.path(), "127.0.0.1:0");
+    let engine = coordinator(dir.path(), &[&first, &second]).await;
+    let ctx = engine.session(None, Some("tpch"), &small_tasks()).unwrap();
+    let count = "SELECT count(*) FROM lineitem";
+    let expected = query(&single.session(None, Some("tpch"), &[]).unwrap(), count).await;
+
+    // A worker killed while its rows stream fails the query, naming it.
+    let elapsed = fails_naming(&ctx, &mut first).await;
+    assert!(elapsed < Duration::from_secs(15), "{elapsed:?}");
+
+    // The coordinator keeps serving with the other worker.
+    assert_eq!(query(&ctx, count).await, expected);
+
+    // Restarted on the same address, the worker gets tasks again (killing it fails a query).
+    let mut restarted = Worker::start(dir.path(), first.addr());
+    assert_eq!(restarted.url, first.url);
+    let workers = engine.cluster().unwrap().workers().unwrap().clone();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while workers.live().len() < 2 {
+        assert!(Instant::now() < deadline, "live: {:?}", workers.live());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(query(&ctx, count).await, expected);
+    fails_naming(&ctx, &mut restarted).await;
+    drop(second);
+}
+
+/// Streams all of lineitem through `ctx`, kills `worker` after the first batch and reads on:
+/// the query must fail with `Unavailable` naming the worker. Returns how long the failure took
+/// after the kill.
+async fn fails_naming(ctx: &SessionContext, worker: &mut Worker) -> Duration {
+    let mut stream = ctx
+        .sql("SELECT * FROM lineitem")
+        .await
+        .unwrap()
+        .execute_stream()
+        .await
+        .unwrap();
+    stream.next().await.expect("a first batch").unwrap();
+    let killed_at = Instant::now();
+    worker.kill();
+    let error = loop {
+        match stream.next().await {
+            Some(Ok(_)) => continue,
+            Some(Err(e)) => break e,
+            None => panic!(
+                "the query finished without the killed worker {}",
+                worker.url
+            ),
+        }
+    };
+    let elapsed = killed_at.elapsed();
+    let status = iceflight::flight::status::to_status(error);
+    assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+    assert!(
+        status.message().contains(&worker.url),
+        "{}",
+        status.message()
+    );
+    elapsed
+}
