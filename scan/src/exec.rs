@@ -430,7 +430,7 @@ impl IcebergScanExec {
     /// converter does; datafusion-distributed 3.0 decodes without it, so every copy of a filter
     /// would otherwise stand alone and never update). A filter whose producer runs in another
     /// stage is dropped: nothing would ever complete it here, and waiting for it would only
-    /// delay the scan (counted in `remote_dynamic_filters`, shown in EXPLAIN). `None` when
+    /// delay the scan (the `dynamic_filters_unlinked` counter of EXPLAIN ANALYZE). `None` when
     /// the scan has no dynamic filter.
     pub fn relink_dynamic_filters(
         &self,
@@ -542,13 +542,6 @@ impl DisplayAs for IcebergScanExec {
                         )?;
                     }
                 }
-                if self.remote_dynamic_filters > 0 {
-                    write!(
-                        f,
-                        ", dynamic_filters_from_other_stages={} (not used)",
-                        self.remote_dynamic_filters
-                    )?;
-                }
                 if !self.dynamic_filters.is_empty() {
                     write!(f, ", dynamic_filters={}", self.dynamic_filters.len())?;
                     // Pruning off (or unproven) skips the wait as well: nothing uses the filters.
@@ -636,6 +629,9 @@ impl ExecutionPlan for IcebergScanExec {
             metrics
                 .files_pruned_statistics
                 .add(self.files_pruned_statistics);
+            metrics
+                .dynamic_filters_unlinked
+                .add(self.remote_dynamic_filters);
         }
         let dynamic = self
             .dynamic_domains

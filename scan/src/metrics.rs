@@ -18,6 +18,9 @@ pub struct ScanMetrics {
     pub files_pruned_statistics: Count,
     /// Files a dynamic filter ruled out when their task was reached.
     pub files_pruned_dynamic: Count,
+    /// On a worker: dynamic filters this scan could not use because their producer runs in
+    /// another stage (`IcebergScanExec::relink_dynamic_filters`), counted once per task.
+    pub dynamic_filters_unlinked: Count,
     /// Row groups ruled out from footer statistics (static and dynamic domains).
     pub row_groups_pruned: Count,
     /// Pages ruled out from the page index (summed over constrained columns).
@@ -59,6 +62,7 @@ impl ScanMetrics {
             files_pruned_manifest: counter("files_pruned_manifest"),
             files_pruned_statistics: counter("files_pruned_statistics"),
             files_pruned_dynamic: counter("files_pruned_dynamic"),
+            dynamic_filters_unlinked: counter("dynamic_filters_unlinked"),
             row_groups_pruned: counter("row_groups_pruned"),
             pages_pruned: counter("pages_pruned"),
             dynamic_filter_wait_time: MetricBuilder::new(set)

@@ -275,6 +275,11 @@ async fn ssb_q11_on_sorted_dates_prunes_on_the_workers() {
         pruned(&on) > 0 && counter(&on, "ssb.lineorder", "dynamic_rows_dropped") > 0,
         "lineorder pruned nothing on the workers:\n{on}"
     );
+    assert_eq!(
+        counter(&on, "ssb.lineorder", "dynamic_filters_unlinked"),
+        0,
+        "{on}"
+    );
     // The same plan without dynamic pruning prunes nothing: the pruning above is the filter's.
     let mut settings = small_tasks();
     settings.push((
@@ -361,4 +366,47 @@ async fn fails_naming(ctx: &SessionContext, worker: &mut Worker) -> Duration {
         status.message()
     );
     elapsed
+}
+
+/// What is lost across stages: a partitioned join's dynamic filter is produced in the join's
+/// stage and consumed by a probe-side scan in another; datafusion-distributed 3.0 carries no
+/// filter between stages, so the workers' scans drop it (`dynamic_filters_unlinked`, once per
+/// task) and read what the single node prunes. A broadcast join's filter stays in its stage
+/// (`ssb_q11_on_sorted_dates_prunes_on_the_workers`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_filter_from_another_stage_is_counted_and_not_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let single = common::engine(dir.path(), 2).await;
+    common::load_tpch_local(&single, 0.1).await;
+    let workers: Vec<Worker> = (0..2)
+        .map(|_| Worker::start(dir.path(), "127.0.0.1:0"))
+        .collect();
+    let coordinator = coordinator(dir.path(), &[&workers[0], &workers[1]]).await;
+    let partitioned: Vec<(String, String)> = ["threshold", "threshold_rows"]
+        .iter()
+        .map(|key| {
+            (
+                format!("datafusion.optimizer.hash_join_single_partition_{key}"),
+                "0".to_string(),
+            )
+        })
+        .collect();
+    let settings = [small_tasks(), partitioned.clone()].concat();
+    let ctx = coordinator.session(None, Some("tpch"), &settings).unwrap();
+    let single = single.session(None, Some("tpch"), &partitioned).unwrap();
+    let text = "SELECT count(*) FROM lineitem JOIN orders ON l_orderkey = o_orderkey \
+                WHERE o_orderdate < DATE '1993-01-01'";
+    assert_eq!(answer(&ctx, text).await, answer(&single, text).await);
+    let plan = analyzed(&ctx, text).await;
+    assert!(
+        plan.contains("HashJoinExec: mode=Partitioned"),
+        "not a partitioned join:\n{plan}"
+    );
+    assert_eq!(
+        counter(&plan, "tpch.lineitem", "dynamic_filters_unlinked"),
+        2,
+        "one filter per task of 2:\n{plan}"
+    );
+    assert_eq!(counter(&plan, "tpch.lineitem", "files_pruned_dynamic"), 0);
+    assert_eq!(counter(&plan, "tpch.lineitem", "row_groups_pruned"), 0);
 }
