@@ -132,7 +132,12 @@ impl Catalogs {
 }
 
 /// Workers load the tables of the scans they are sent through their own configuration of the
-/// same catalogs (`iceflight_scan::codec`).
+/// same catalogs (`iceflight_scan::codec`). A failure travels back to the coordinator through
+/// datafusion-distributed, which keeps an error's variant and an I/O error's kind but turns
+/// other typed errors into text, so the outcomes a client must tell apart are I/O errors:
+/// `NotFound` for a catalog or table this worker does not have, `ConnectionRefused` for a
+/// catalog it cannot reach or that refuses its credentials (the coordinator answers
+/// `NotFound` and `Unavailable`).
 #[async_trait::async_trait]
 impl iceflight_scan::codec::TableLoader for Catalogs {
     async fn load_table(
@@ -140,12 +145,36 @@ impl iceflight_scan::codec::TableLoader for Catalogs {
         catalog: &str,
         ident: &iceberg::TableIdent,
     ) -> datafusion::common::Result<iceberg::table::Table> {
-        let catalog = self
-            .get(catalog)
-            .map_err(|e| datafusion::common::DataFusionError::External(Box::new(e)))?;
-        catalog
-            .load_table(ident)
-            .await
-            .map_err(provider::to_df_error)
+        use std::io::{Error, ErrorKind};
+        let io = |kind, text: String| {
+            datafusion::common::DataFusionError::IoError(Error::new(kind, text))
+        };
+        let name = format!("{catalog}.{}.{}", ident.namespace().join("."), ident.name());
+        const SAME: &str = "workers need the coordinator's catalogs under the same names";
+        let Ok(found) = self.get(catalog) else {
+            return Err(io(
+                ErrorKind::NotFound,
+                format!("catalog {catalog} is not configured on a worker ({SAME})"),
+            ));
+        };
+        found.load_table(ident).await.map_err(|e| {
+            let e = provider::to_df_error(e);
+            let typed = match &e {
+                datafusion::common::DataFusionError::External(inner) => {
+                    inner.downcast_ref::<CatalogError>()
+                }
+                _ => None,
+            };
+            match typed {
+                Some(CatalogError::NotFound(_)) => io(
+                    ErrorKind::NotFound,
+                    format!("table {name} not found on a worker ({SAME})"),
+                ),
+                Some(
+                    c @ (CatalogError::Unavailable { .. } | CatalogError::Unauthenticated { .. }),
+                ) => io(ErrorKind::ConnectionRefused, format!("on a worker: {c}")),
+                _ => e,
+            }
+        })
     }
 }

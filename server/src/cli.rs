@@ -391,9 +391,10 @@ fn start_line(engine: &Engine, users: usize, addr: std::net::SocketAddr) -> Stri
     };
     let workers = match engine.cluster().and_then(|c| c.workers()) {
         Some(w) => {
-            let urls: Vec<&str> = w.configured().iter().map(|u| u.as_str()).collect();
+            let urls: Vec<String> = w.configured().iter().map(|u| u.to_string()).collect();
+            let plural = if urls.len() == 1 { "" } else { "s" };
             format!(
-                "; coordinator of {} workers ({})",
+                "; coordinator of {} worker{plural} ({})",
                 urls.len(),
                 urls.join(", ")
             )
@@ -436,6 +437,15 @@ async fn run_serve(
         .map_err(CliError::from_display)?;
     let addr = listen_addr(&config, args.listen.as_deref())?;
     if config.distributed.role == crate::distributed::Role::Worker {
+        if !args.users.is_empty() || !config.server.users.is_empty() {
+            eprintln!("warning: a worker takes no login: --user and [[server.user]] are not used");
+        }
+        if !addr.ip().is_loopback() {
+            eprintln!(
+                "warning: a worker asks for no login: anyone who can reach {addr} can run plans \
+                 on it; keep workers on a private network"
+            );
+        }
         let engine = Engine::connect(config)
             .await
             .map_err(CliError::from_display)?;

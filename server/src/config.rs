@@ -328,8 +328,17 @@ impl Config {
                 .map_err(|e| ConfigError::Invalid(format!("query.memory_limit: {e}")))?;
         }
         self.distributed.health_interval()?;
-        if self.distributed.role == crate::distributed::Role::Coordinator {
-            crate::distributed::workers::WorkerList::new(&self.distributed.workers)?;
+        match self.distributed.role {
+            crate::distributed::Role::Coordinator => {
+                crate::distributed::workers::parse_urls(&self.distributed.workers)?;
+            }
+            role if !self.distributed.workers.is_empty() => {
+                return Err(ConfigError::Invalid(format!(
+                    "distributed.workers (--worker) are for role = \"coordinator\"; this process's role is {}",
+                    role.as_str()
+                )));
+            }
+            _ => {}
         }
         self.cache.memory_bytes()?;
         self.cache.block_size_bytes()?;

@@ -121,6 +121,20 @@ async fn cancel(client: &mut FlightSqlServiceClient<Channel>, info: FlightInfo) 
 }
 
 /// Whether an error text names a gRPC code (by name or by tonic's description of it).
+/// The error of running `sql` as a statement (planned in GetFlightInfo, run in DoGet), as text.
+async fn failure(client: &mut FlightSqlServiceClient<Channel>, sql: &str) -> String {
+    match client.execute(sql.to_string(), None).await {
+        Ok(info) => {
+            let ticket = info.endpoint[0].ticket.clone().unwrap();
+            match client.do_get(ticket).await {
+                Ok(s) => code(s.try_collect::<Vec<_>>().await),
+                Err(e) => format!("{e:?}"),
+            }
+        }
+        Err(e) => format!("{e:?}"),
+    }
+}
+
 fn has(e: &str, code: tonic::Code) -> bool {
     e.contains(&format!("{code:?}")) || e.contains(code.description())
 }
@@ -394,19 +408,16 @@ async fn flight_sql_end_to_end() {
         .unwrap();
     let shown = format!("{:?}", common::rows(&fetch(&mut c, info).await));
     assert!(shown.contains("1234"), "{shown}");
-    let info = c.execute("SELECT 1 / 0".into(), None).await;
-    let e = match info {
-        Ok(info) => {
-            let ticket = info.endpoint[0].ticket.clone().unwrap();
-            match c.do_get(ticket).await {
-                Ok(s) => code(s.try_collect::<Vec<_>>().await),
-                Err(e) => format!("{e:?}"),
-            }
-        }
-        Err(e) => format!("{e:?}"),
-    };
+    let e = failure(&mut c, "SELECT 1 / 0").await;
     assert!(
         has(&e, tonic::Code::InvalidArgument) && e.contains("Divide by zero"),
+        "{e}"
+    );
+    // A SET whose value the setting does not take is bad input too, naming key and value.
+    let e = failure(&mut c, "SET datafusion.execution.batch_size = 'abc'").await;
+    assert!(
+        has(&e, tonic::Code::InvalidArgument)
+            && e.contains("invalid setting datafusion.execution.batch_size=abc"),
         "{e}"
     );
 

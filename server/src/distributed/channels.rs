@@ -7,6 +7,8 @@
 //!   a transport failure on any call or stream (the worker died, the connection reset, a
 //!   keepalive went unanswered) ──► io::Error ConnectionAborted "worker <url> …"
 //!                                 ──► WorkerList::mark_down(url) (coordinator)
+//!                                 ──► WorkerFailures of the query (coordinator): its result
+//!                                     stream ends with that error at once (fail_fast)
 //! ```
 //!
 //! datafusion-distributed 3.0's default resolver sets no connect timeout and no keepalive, and
@@ -98,11 +100,68 @@ struct NamedChannel {
 }
 
 impl NamedChannel {
-    fn lost(&self) -> impl Fn(DataFusionError) -> DataFusionError + Send + Sync + 'static {
+    /// Maps an error of this channel (module docs); `failures`: the query's, when known.
+    fn lost(
+        &self,
+        failures: Option<Arc<WorkerFailures>>,
+    ) -> impl Fn(DataFusionError) -> DataFusionError + Send + Sync + 'static {
         let url = self.url.clone();
         let workers = self.workers.clone();
-        move |e| worker_lost(&url, workers.as_ref(), e)
+        move |e| worker_lost(&url, workers.as_ref(), failures.as_deref(), e)
     }
+}
+
+/// The first worker failure of one query on the coordinator, registered in the query's
+/// session configuration by the Flight SQL execution (`flight/execution.rs`): a worker's stream
+/// may fail while other workers' batches are still queued ahead of its error, and a client
+/// that reads slowly would stream them all before it learns the query failed.
+#[derive(Debug, Default)]
+pub struct WorkerFailures {
+    first: Mutex<Option<(Url, String)>>,
+    notify: tokio::sync::Notify,
+}
+
+impl WorkerFailures {
+    fn record(&self, url: &Url, reason: &str) {
+        let mut first = self.first.lock().expect("worker failures lock");
+        if first.is_none() {
+            *first = Some((url.clone(), reason.to_string()));
+            self.notify.notify_one();
+        }
+    }
+
+    /// The first failure recorded, as the error the query fails with.
+    pub fn error(&self) -> Option<DataFusionError> {
+        let first = self.first.lock().expect("worker failures lock");
+        first.as_ref().map(|(url, reason)| lost_error(url, reason))
+    }
+
+    /// Resolves with the first failure once one is recorded.
+    pub async fn failed(&self) -> DataFusionError {
+        loop {
+            if let Some(e) = self.error() {
+                return e;
+            }
+            self.notify.notified().await;
+        }
+    }
+}
+
+/// `input` ending with the query's first worker failure as soon as one is recorded, ahead of
+/// the batches still queued (see [`WorkerFailures`]).
+pub fn fail_fast(
+    input: BoxStream<'static, Result<RecordBatch>>,
+    failures: Arc<WorkerFailures>,
+) -> BoxStream<'static, Result<RecordBatch>> {
+    futures::stream::unfold(Some((input, failures)), |state| async move {
+        let (mut input, failures) = state?;
+        tokio::select! {
+            biased;
+            e = failures.failed() => Some((Err(e), None)),
+            item = input.next() => item.map(|i| (i, Some((input, failures)))),
+        }
+    })
+    .boxed()
 }
 
 #[async_trait]
@@ -112,7 +171,7 @@ impl WorkerChannel for NamedChannel {
         headers: HeaderMap,
         c2w_stream: BoxStream<'static, CoordinatorToWorkerMsg>,
     ) -> Result<BoxStream<'static, Result<WorkerToCoordinatorMsg>>> {
-        let lost = self.lost();
+        let lost = self.lost(None);
         let stream = self
             .inner
             .coordinator_channel(headers, c2w_stream)
@@ -128,7 +187,8 @@ impl WorkerChannel for NamedChannel {
         metrics: ExecutionPlanMetricsSet,
         task_ctx: &Arc<TaskContext>,
     ) -> Result<Vec<BoxStream<'static, Result<RecordBatch>>>> {
-        let lost = Arc::new(self.lost());
+        let failures = task_ctx.session_config().get_extension::<WorkerFailures>();
+        let lost = Arc::new(self.lost(failures));
         let streams = self
             .inner
             .execute_task(headers, request, metrics, task_ctx)
@@ -147,24 +207,42 @@ impl WorkerChannel for NamedChannel {
         &mut self,
         request: GetWorkerInfoRequest,
     ) -> Result<GetWorkerInfoResponse> {
-        let lost = self.lost();
+        let lost = self.lost(None);
         self.inner.get_worker_info(request).await.map_err(lost)
     }
 }
 
 /// `e` as a connection error naming `url` when it is a transport failure (a gRPC status that
-/// is not an encoded engine error); `e` itself otherwise. Reports the worker down.
-fn worker_lost(url: &Url, workers: Option<&WorkerList>, e: DataFusionError) -> DataFusionError {
+/// is not an encoded engine error); `e` itself otherwise. Reports the worker down, and the
+/// failure to the query's `failures`.
+fn worker_lost(
+    url: &Url,
+    workers: Option<&WorkerList>,
+    failures: Option<&WorkerFailures>,
+    e: DataFusionError,
+) -> DataFusionError {
     let Some(status) = transport_status(&e) else {
         return e;
     };
     if let Some(w) = workers {
         w.mark_down(url);
     }
-    let reason = status.message().lines().next().unwrap_or_default();
+    let reason = format!(
+        "{} ({})",
+        status.message().lines().next().unwrap_or_default(),
+        status.code()
+    );
+    if let Some(f) = failures {
+        f.record(url, &reason);
+    }
+    lost_error(url, &reason)
+}
+
+/// The error of a query that lost worker `url`.
+fn lost_error(url: &Url, reason: &str) -> DataFusionError {
     DataFusionError::IoError(std::io::Error::new(
         std::io::ErrorKind::ConnectionAborted,
-        format!("worker {url} failed: {reason} ({})", status.code()),
+        format!("worker {url} failed: {reason}"),
     ))
 }
 
@@ -182,16 +260,17 @@ fn transport_status(e: &DataFusionError) -> Option<&tonic::Status> {
 mod tests {
     use super::*;
 
-    /// A transport status becomes a connection error naming the worker and marks it down;
-    /// an engine error passes unchanged.
-    #[test]
-    fn transport_failures_name_the_worker() {
+    /// A transport status becomes a connection error naming the worker, marks it down and
+    /// records the query's failure; an engine error passes unchanged.
+    #[tokio::test]
+    async fn transport_failures_name_the_worker() {
         let url = Url::parse("http://127.0.0.1:50061").unwrap();
         let workers = WorkerList::new(&[url.to_string()]).unwrap();
+        let failures = WorkerFailures::default();
         let e = DataFusionError::External(Box::new(tonic::Status::unknown(
             "h2 protocol error: error reading a body from connection",
         )));
-        let mapped = worker_lost(&url, Some(&workers), e);
+        let mapped = worker_lost(&url, Some(&workers), Some(&failures), e);
         let DataFusionError::IoError(io) = &mapped else {
             panic!("{mapped}")
         };
@@ -199,13 +278,35 @@ mod tests {
         assert!(
             mapped
                 .to_string()
-                .contains("worker http://127.0.0.1:50061/"),
+                .contains("worker http://127.0.0.1:50061/ failed"),
             "{mapped}"
         );
         assert!(workers.live().is_empty());
+        assert_eq!(
+            failures.error().map(|e| e.to_string()),
+            Some(mapped.to_string())
+        );
 
         let e = DataFusionError::Execution("division by zero".into());
-        let kept = worker_lost(&url, None, e);
+        let kept = worker_lost(&url, None, None, e);
         assert!(matches!(kept, DataFusionError::Execution(_)), "{kept}");
+    }
+
+    /// A recorded failure ends the stream at once, ahead of batches still queued.
+    #[tokio::test]
+    async fn a_worker_failure_ends_the_stream_ahead_of_queued_batches() {
+        let batch = RecordBatch::new_empty(Arc::new(arrow::datatypes::Schema::empty()));
+        let queued: Vec<Result<RecordBatch>> = (0..100).map(|_| Ok(batch.clone())).collect();
+        let failures = Arc::new(WorkerFailures::default());
+        let mut stream = fail_fast(futures::stream::iter(queued).boxed(), Arc::clone(&failures));
+        assert!(stream.next().await.unwrap().is_ok());
+        failures.record(&Url::parse("http://127.0.0.1:1").unwrap(), "reset");
+        let e = stream.next().await.unwrap().unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("worker http://127.0.0.1:1/ failed: reset"),
+            "{e}"
+        );
+        assert!(stream.next().await.is_none());
     }
 }

@@ -47,6 +47,17 @@ pub enum Role {
     Worker,
 }
 
+impl Role {
+    /// The role as written in the config and on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Single => "single",
+            Self::Coordinator => "coordinator",
+            Self::Worker => "worker",
+        }
+    }
+}
+
 impl std::str::FromStr for Role {
     type Err = String;
 
@@ -131,7 +142,7 @@ impl Cluster {
 }
 
 /// Serves datafusion-distributed's worker service for `engine` on `addr` until `shutdown`
-/// resolves; `on_ready` gets the bound address once the listener is open. Each task's session
+/// resolves (then open streams get [`crate::flight::DRAIN_TIMEOUT`] to finish); `on_ready` gets the bound address once the listener is open. Each task's session
 /// gets the engine's caches, the scan's codec, our channels (a worker reads other workers'
 /// shuffles) and the relinking of dynamic filters ([`scan_tasks::relink_dynamic_filters`]); it
 /// runs in the engine's runtime, so `[query] memory_limit` holds on workers too.
@@ -168,14 +179,16 @@ pub async fn serve_worker(
     tracing::info!(address = %bound, "datafusion-distributed worker listening");
     on_ready(bound);
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
-    tonic::transport::Server::builder()
-        // A coordinator whose query ends closes its streams; one that vanishes is noticed here.
-        .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
-        .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
-        .add_service(worker.into_worker_server())
-        .serve_with_incoming_shutdown(incoming, shutdown)
-        .await
-        .map_err(|e| format!("worker server error: {e}"))
+    crate::flight::serve_draining(shutdown, |shutdown| {
+        tonic::transport::Server::builder()
+            // A coordinator whose query ends closes its streams; one that vanishes is noticed
+            // here.
+            .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
+            .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
+            .add_service(worker.into_worker_server())
+            .serve_with_incoming_shutdown(incoming, shutdown)
+    })
+    .await
 }
 
 /// HTTP/2 keepalive pings between coordinator and workers: a peer that stops answering (a

@@ -2,26 +2,31 @@
 //!
 //! ```text
 //!   [distributed] workers / --worker URL ──► WorkerList ──► get_urls(): the live ones
-//!        every health_interval: TCP connect to each (1 s timeout) ──► up / down
+//!        every health_interval: the worker service's GetWorkerInfo (1 s timeout) ──► up / down
 //!        a channel error (channels.rs) ──► down at once, until a probe reaches it again
 //! ```
 //!
 //! datafusion-distributed asks for the URLs when it plans a query and again when it runs it, so
 //! a worker that died stops getting tasks once it is found down, and a restarted worker gets
-//! them again after its first successful probe. Discovery beyond a static list (DNS, a
-//! registry) can come behind the same [`WorkerResolver`] trait.
+//! them again after its first successful probe. A probe is a call of the worker service, not
+//! a TCP connect, so an address where something else listens (a Flight SQL server, a typo'd
+//! port) is down, with a warning that says so. With no worker up, the planner gets no URL and
+//! plans every query on the coordinator alone, as it does with one (a stage needs two tasks to
+//! be worth a network boundary). Discovery beyond a static list (DNS, a registry) can come
+//! behind the same [`WorkerResolver`] trait.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use datafusion::common::{DataFusionError, Result};
-use datafusion_distributed::WorkerResolver;
+use datafusion_distributed::grpc::{BoxCloneSyncChannel, create_worker_client};
+use datafusion_distributed::{GetWorkerInfoRequest, WorkerResolver};
 use url::Url;
 
 use crate::config::ConfigError;
 
-/// Time a health probe may take to connect.
+/// Time a health probe may take, connection included.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// The configured workers and their last known state (module docs). Cheap to clone.
@@ -32,16 +37,19 @@ pub struct WorkerList {
 
 #[derive(Debug)]
 struct Inner {
-    /// In configuration order.
-    configured: Vec<Url>,
+    /// In configuration order, with the channel each is probed on.
+    configured: Vec<(Url, tonic::transport::Channel)>,
     down: Mutex<HashSet<Url>>,
 }
 
-/// A worker found unreachable: the message the coordinator's error names it with.
-#[derive(Debug, thiserror::Error)]
-#[error("no worker is reachable (configured: {configured})")]
-pub struct NoWorkers {
-    configured: String,
+/// What a probe found at a worker's address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Probe {
+    Up,
+    /// Nothing answered in time, or the connection failed.
+    Unreachable,
+    /// Something answered that is not a datafusion-distributed worker.
+    NotAWorker,
 }
 
 impl WorkerList {
@@ -66,28 +74,18 @@ impl WorkerList {
     }
 
     /// The list without probing (tests).
+    ///
+    /// Errors: as [`parse_urls`].
     pub fn new(urls: &[String]) -> Result<Self, ConfigError> {
-        if urls.is_empty() {
-            return Err(ConfigError::Invalid(
-                "role = \"coordinator\" needs workers: [distributed] workers = [\"http://host:port\", …] \
-                 or --worker URL"
-                    .into(),
-            ));
+        let mut configured: Vec<(Url, tonic::transport::Channel)> = vec![];
+        for url in parse_urls(urls)? {
+            let channel = tonic::transport::Endpoint::from_shared(url.to_string())
+                .map_err(|e| ConfigError::Invalid(format!("distributed.workers: {url}: {e}")))?
+                .connect_timeout(PROBE_TIMEOUT)
+                .timeout(PROBE_TIMEOUT)
+                .connect_lazy();
+            configured.push((url, channel));
         }
-        let configured = urls
-            .iter()
-            .map(|u| {
-                let url = Url::parse(u).map_err(|e| {
-                    ConfigError::Invalid(format!("distributed.workers: {u} is not a URL: {e}"))
-                })?;
-                if url.scheme() != "http" || url.host().is_none() || url.port().is_none() {
-                    return Err(ConfigError::Invalid(format!(
-                        "distributed.workers: {u} must be http://host:port"
-                    )));
-                }
-                Ok(url)
-            })
-            .collect::<Result<Vec<_>, _>>()?;
         Ok(Self {
             inner: Arc::new(Inner {
                 configured,
@@ -97,8 +95,12 @@ impl WorkerList {
     }
 
     /// The configured workers, in configuration order.
-    pub fn configured(&self) -> &[Url] {
-        &self.inner.configured
+    pub fn configured(&self) -> Vec<Url> {
+        self.inner
+            .configured
+            .iter()
+            .map(|(u, _)| u.clone())
+            .collect()
     }
 
     /// The workers not known to be down.
@@ -107,6 +109,7 @@ impl WorkerList {
         self.inner
             .configured
             .iter()
+            .map(|(u, _)| u)
             .filter(|u| !down.contains(*u))
             .cloned()
             .collect()
@@ -114,56 +117,101 @@ impl WorkerList {
 
     /// Marks `url` down until a probe reaches it again (a query could not reach it).
     pub fn mark_down(&self, url: &Url) {
+        let known = self.inner.configured.iter().any(|(u, _)| u == url);
         let mut down = self.inner.down.lock().expect("worker list lock");
-        if self.inner.configured.contains(url) && down.insert(url.clone()) {
+        if known && down.insert(url.clone()) {
             tracing::warn!(worker = %url, "worker down");
         }
     }
 
-    /// Connects to every worker once and records which answered.
+    /// Asks every worker for its info once and records which answered.
     pub async fn probe(&self) {
-        let probes = self.inner.configured.iter().map(|url| async move {
-            let host = url.host_str().unwrap_or_default().to_string();
-            let port = url.port().unwrap_or_default();
-            let up = matches!(
-                tokio::time::timeout(PROBE_TIMEOUT, tokio::net::TcpStream::connect((host, port)))
-                    .await,
-                Ok(Ok(_))
-            );
-            (url, up)
-        });
-        for (url, up) in futures::future::join_all(probes).await {
+        let probes = self
+            .inner
+            .configured
+            .iter()
+            .map(|(url, channel)| async move {
+                let mut client = create_worker_client(BoxCloneSyncChannel::new(channel.clone()));
+                let found = match tokio::time::timeout(
+                    PROBE_TIMEOUT,
+                    client.get_worker_info(GetWorkerInfoRequest {}),
+                )
+                .await
+                {
+                    Ok(Ok(_)) => Probe::Up,
+                    Ok(Err(DataFusionError::External(e)))
+                        if e.downcast_ref::<tonic::Status>()
+                            .is_some_and(|s| s.code() == tonic::Code::Unimplemented) =>
+                    {
+                        Probe::NotAWorker
+                    }
+                    _ => Probe::Unreachable,
+                };
+                (url, found)
+            });
+        for (url, found) in futures::future::join_all(probes).await {
             let mut down = self.inner.down.lock().expect("worker list lock");
-            if up {
-                if down.remove(url) {
-                    tracing::info!(worker = %url, "worker up");
+            match found {
+                Probe::Up => {
+                    if down.remove(url) {
+                        tracing::warn!(worker = %url, "worker up");
+                    }
                 }
-            } else if down.insert(url.clone()) {
-                tracing::warn!(worker = %url, "worker down");
+                Probe::Unreachable => {
+                    if down.insert(url.clone()) {
+                        tracing::warn!(worker = %url, "worker down");
+                    }
+                }
+                Probe::NotAWorker => {
+                    if down.insert(url.clone()) {
+                        tracing::warn!(
+                            worker = %url,
+                            "not a worker: the service there does not answer datafusion-distributed's \
+                             GetWorkerInfo (a Flight SQL port? workers run `serve --role worker`)"
+                        );
+                    }
+                }
             }
         }
     }
 }
 
-impl WorkerResolver for WorkerList {
-    /// The live workers. Errors when none is: the query fails with `Unavailable` rather than
-    /// waiting.
-    fn get_urls(&self) -> Result<Vec<Url>> {
-        let live = self.live();
-        if live.is_empty() {
-            let configured = self
-                .inner
-                .configured
-                .iter()
-                .map(Url::as_str)
-                .collect::<Vec<_>>()
-                .join(", ");
-            return Err(DataFusionError::IoError(std::io::Error::new(
-                std::io::ErrorKind::NotConnected,
-                NoWorkers { configured },
+/// A coordinator's worker URLs, checked.
+///
+/// Errors: none given, a URL that is not `http://host:port`, a URL given twice.
+pub fn parse_urls(urls: &[String]) -> Result<Vec<Url>, ConfigError> {
+    if urls.is_empty() {
+        return Err(ConfigError::Invalid(
+            "role = \"coordinator\" needs workers: [distributed] workers = [\"http://host:port\", …] \
+             or --worker URL"
+                .into(),
+        ));
+    }
+    let mut out: Vec<Url> = vec![];
+    for u in urls {
+        let url = Url::parse(u).map_err(|e| {
+            ConfigError::Invalid(format!("distributed.workers: {u} is not a URL: {e}"))
+        })?;
+        if url.scheme() != "http" || url.host().is_none() || url.port().is_none() {
+            return Err(ConfigError::Invalid(format!(
+                "distributed.workers: {u} must be http://host:port"
             )));
         }
-        Ok(live)
+        if out.contains(&url) {
+            return Err(ConfigError::Invalid(format!(
+                "distributed.workers: {u} is listed twice"
+            )));
+        }
+        out.push(url);
+    }
+    Ok(out)
+}
+
+impl WorkerResolver for WorkerList {
+    /// The live workers, possibly none: the distributed planner then keeps every query on the
+    /// coordinator (module docs).
+    fn get_urls(&self) -> Result<Vec<Url>> {
+        Ok(self.live())
     }
 }
 
@@ -171,34 +219,51 @@ impl WorkerResolver for WorkerList {
 mod tests {
     use super::*;
 
-    /// A worker marked down is left out until a probe reaches it; with none left the resolver
-    /// fails with a connection error naming the configured workers.
+    /// A worker marked down is left out until a probe reaches it; an address where no worker
+    /// service answers stays down.
     #[tokio::test]
     async fn down_workers_are_left_out_until_probed() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let up = format!("http://{}", listener.local_addr().unwrap());
-        let list = WorkerList::new(std::slice::from_ref(&up)).unwrap();
+        // The worker service on a runtime of its own: shutting it down ends its connections
+        // too, as a worker process that dies does.
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        runtime.spawn(async move {
+            listener.set_nonblocking(true).unwrap();
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            let worker = datafusion_distributed::Worker::default().into_worker_server();
+            tonic::transport::Server::builder()
+                .add_service(worker)
+                .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
+                .await
+        });
+        let up = format!("http://{addr}");
+        let other = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let silent = format!("http://{}", other.local_addr().unwrap());
+        let list = WorkerList::new(&[up.clone(), silent]).unwrap();
         let url = Url::parse(&up).unwrap();
-        list.mark_down(&url);
-        let err = list.get_urls().unwrap_err();
-        assert!(
-            matches!(&err, DataFusionError::IoError(e) if e.kind() == std::io::ErrorKind::NotConnected),
-            "{err}"
-        );
-        assert!(err.to_string().contains(&up), "{err}");
         list.probe().await;
         assert_eq!(list.get_urls().unwrap(), vec![url.clone()]);
-        drop(listener);
+        list.mark_down(&url);
+        assert!(list.get_urls().unwrap().is_empty());
         list.probe().await;
-        assert!(list.get_urls().is_err());
+        assert_eq!(list.get_urls().unwrap(), vec![url.clone()]);
+        runtime.shutdown_background();
+        list.probe().await;
+        assert!(list.get_urls().unwrap().is_empty());
     }
 
-    /// Worker URLs must be `http://host:port`.
+    /// Worker URLs must be `http://host:port`, each once.
     #[test]
     fn urls_are_checked() {
-        assert!(WorkerList::new(&[]).is_err());
-        assert!(WorkerList::new(&["localhost:1".into()]).is_err());
-        assert!(WorkerList::new(&["http://localhost".into()]).is_err());
-        assert!(WorkerList::new(&["http://localhost:50061".into()]).is_ok());
+        assert!(parse_urls(&[]).is_err());
+        assert!(parse_urls(&["localhost:1".into()]).is_err());
+        assert!(parse_urls(&["http://localhost".into()]).is_err());
+        assert!(parse_urls(&["http://localhost:50061".into()]).is_ok());
+        let twice = [
+            "http://localhost:50061".to_string(),
+            "http://localhost:50061".into(),
+        ];
+        assert!(parse_urls(&twice).is_err());
     }
 }

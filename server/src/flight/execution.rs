@@ -12,14 +12,18 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use datafusion::logical_expr::LogicalPlan;
+use datafusion::logical_expr::{LogicalPlan, Statement};
 use futures::StreamExt;
 use tokio::sync::Semaphore;
 use tonic::Status;
 
+use datafusion::execution::TaskContext;
+
 use super::results::{self, FlightDataStream, QueryLog, flight_schema};
 use super::sessions::Session;
 use super::status::to_status;
+use crate::distributed::channels::{WorkerFailures, fail_fast};
+use crate::message::InvalidSetting;
 
 /// Running queries by (session token, ticket bytes).
 type Registry = Mutex<HashMap<(String, Vec<u8>), tokio::task::AbortHandle>>;
@@ -97,29 +101,36 @@ impl Execution {
         let ctx = session.ctx.clone();
         let (batches_tx, batches_rx) = tokio::sync::mpsc::channel(2);
         let (schema_tx, schema_rx) = tokio::sync::oneshot::channel();
-        let task = query_runtime().spawn(async move {
-            let state = ctx.state();
-            let stream = async {
-                let physical = state
-                    .query_planner()
-                    .create_physical_plan(&plan, &state)
-                    .await?;
-                datafusion::physical_plan::execute_stream(physical, ctx.task_ctx())
-            }
-            .await;
-            let mut stream = match stream {
-                Ok(s) => {
-                    let _ = schema_tx.send(Ok(s.schema()));
-                    s
+        // On a coordinator, the first worker this query loses ends its results at once.
+        let failures = Arc::new(WorkerFailures::default());
+        let task = query_runtime().spawn({
+            let failures = Arc::clone(&failures);
+            async move {
+                let state = ctx.state();
+                let stream = async {
+                    let physical = state
+                        .query_planner()
+                        .create_physical_plan(&plan, &state)
+                        .await?;
+                    let config = state.config().clone().with_extension(failures);
+                    let task_ctx = TaskContext::from(&state).with_session_config(config);
+                    datafusion::physical_plan::execute_stream(physical, Arc::new(task_ctx))
                 }
-                Err(e) => {
-                    let _ = schema_tx.send(Err(e));
-                    return;
-                }
-            };
-            while let Some(batch) = stream.next().await {
-                if batches_tx.send(batch).await.is_err() {
-                    break; // the client went away or the query was cancelled
+                .await;
+                let mut stream = match stream {
+                    Ok(s) => {
+                        let _ = schema_tx.send(Ok(s.schema()));
+                        s
+                    }
+                    Err(e) => {
+                        let _ = schema_tx.send(Err(e));
+                        return;
+                    }
+                };
+                while let Some(batch) = stream.next().await {
+                    if batches_tx.send(batch).await.is_err() {
+                        break; // the client went away or the query was cancelled
+                    }
                 }
             }
         });
@@ -147,11 +158,12 @@ impl Execution {
             task: task.abort_handle(),
             _permit: permit,
         };
+        let batches = fail_fast(
+            tokio_stream::wrappers::ReceiverStream::new(batches_rx).boxed(),
+            failures,
+        );
         let input = Box::pin(
-            datafusion::physical_plan::stream::RecordBatchStreamAdapter::new(
-                schema,
-                tokio_stream::wrappers::ReceiverStream::new(batches_rx),
-            ),
+            datafusion::physical_plan::stream::RecordBatchStreamAdapter::new(schema, batches),
         );
         Ok(results::encode(input, announced, log, cleanup))
     }
@@ -166,6 +178,15 @@ impl Execution {
         sql: &str,
     ) -> Result<i64, Status> {
         let log = QueryLog::start(&session.user, sql);
+        // A SET that fails names a setting that does not exist or a value it does not take:
+        // bad input, whatever error the setting's parser gave (DataFusion's numeric settings
+        // fail with the standard library's parse errors).
+        let setting = match &plan {
+            LogicalPlan::Statement(Statement::SetVariable(s)) => {
+                Some((s.variable.clone(), s.value.clone()))
+            }
+            _ => None,
+        };
         let result = async {
             session
                 .ctx
@@ -176,8 +197,13 @@ impl Execution {
         }
         .await;
         log.finish();
-        result.map_err(|e| {
-            let status = to_status(e);
+        result.map_err(|source| {
+            let status = match setting {
+                Some((key, value)) => {
+                    Status::invalid_argument(InvalidSetting { key, value, source }.to_string())
+                }
+                None => to_status(source),
+            };
             log.fail(&status);
             status
         })?;

@@ -99,20 +99,38 @@ pub async fn serve(
     on_ready(bound);
     // TCP_NODELAY: small responses (SELECT 1, metadata) must not wait for delayed ACKs.
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
-    // After the shutdown signal, open result streams get DRAIN_TIMEOUT to finish; then the server
-    // stops anyway (a client that stalls its stream must not keep the process alive).
+    let result = serve_draining(shutdown, |shutdown| {
+        tonic::transport::Server::builder()
+            .add_service(
+                FlightServiceServer::new(service)
+                    .max_decoding_message_size(64 * 1024 * 1024)
+                    .max_encoding_message_size(64 * 1024 * 1024),
+            )
+            .serve_with_incoming_shutdown(incoming, shutdown)
+    })
+    .await;
+    sweeper.abort();
+    result
+}
+
+/// Runs the server `serve` builds with a shutdown future until `shutdown` resolves; then its
+/// open streams get [`DRAIN_TIMEOUT`] to finish before it stops anyway (a client that stalls
+/// its stream must not keep the process alive). Used by the Flight SQL server and by workers.
+///
+/// Errors: the server's, as text.
+pub async fn serve_draining<F>(
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    serve: impl FnOnce(std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>) -> F,
+) -> Result<(), String>
+where
+    F: std::future::Future<Output = Result<(), tonic::transport::Error>>,
+{
     let (fired_tx, fired_rx) = tokio::sync::oneshot::channel::<()>();
-    let shutdown = async move {
+    let shutdown = Box::pin(async move {
         shutdown.await;
         let _ = fired_tx.send(());
-    };
-    let server = tonic::transport::Server::builder()
-        .add_service(
-            FlightServiceServer::new(service)
-                .max_decoding_message_size(64 * 1024 * 1024)
-                .max_encoding_message_size(64 * 1024 * 1024),
-        )
-        .serve_with_incoming_shutdown(incoming, shutdown);
+    });
+    let server = serve(shutdown);
     let drain_deadline = async move {
         if fired_rx.await.is_ok() {
             tokio::time::sleep(DRAIN_TIMEOUT).await;
@@ -120,13 +138,11 @@ pub async fn serve(
             std::future::pending::<()>().await;
         }
     };
-    let result = tokio::select! {
+    tokio::select! {
         r = server => r.map_err(|e| format!("server error: {e}")),
         _ = drain_deadline => {
-            tracing::warn!("open result streams did not finish within {DRAIN_TIMEOUT:?}; stopping");
+            tracing::warn!("open streams did not finish within {DRAIN_TIMEOUT:?}; stopping");
             Ok(())
         }
-    };
-    sweeper.abort();
-    result
+    }
 }

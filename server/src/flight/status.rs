@@ -6,6 +6,7 @@
 //! | unknown catalog, schema or table | `NotFound` |
 //! | catalog unreachable | `Unavailable` |
 //! | a worker or other peer unreachable (a connection error, `distributed/channels.rs`) | `Unavailable` |
+//! | a table or catalog a worker does not have (an I/O `NotFound`, `catalog/src/lib.rs`) | `NotFound` |
 //! | catalog refused our credentials | `Unauthenticated` |
 //! | memory limit | `ResourceExhausted` |
 //! | anything else | `Internal`, with a log id also written to the server log |
@@ -50,6 +51,9 @@ pub fn to_status(e: DataFusionError) -> Status {
         DataFusionError::ResourcesExhausted(_) => Status::resource_exhausted(message(&e)),
         DataFusionError::IoError(io) if is_connection(io.kind()) => {
             Status::unavailable(message(&e))
+        }
+        DataFusionError::IoError(io) if io.kind() == std::io::ErrorKind::NotFound => {
+            Status::not_found(message(&e))
         }
         // Errors the statement itself causes while running: division by zero, a failed cast,
         // a value out of range, a read-only table.
