@@ -326,20 +326,23 @@ mod tests {
         assert_eq!(out.num_rows(), 2);
         assert_eq!(dropped.value(), 2);
 
-        // `k > 0 AND k > 8000`: the selective conjunct runs on every batch, the one that keeps
-        // every row only through the warm-up and then in samples.
-        let both = binary(gt(0), Operator::And, gt(8000), &schema).unwrap();
+        // `k > 0 AND k > 8100`: the selective conjunct runs on every batch, the one that keeps
+        // every row only through the warm-up and then in samples. The selective one keeps
+        // 92 / 8192 = 1.1 %, under `COSTLY_PASS_RATIO`, so it pays whatever its measured cost
+        // (timing on a loaded machine must not decide the outcome: `k > 8000` keeps 2.3 % and
+        // was dropped as not paying when a debug build measured it above `CHEAP_NS_PER_ROW`).
+        let both = binary(gt(0), Operator::And, gt(8100), &schema).unwrap();
         let (dropped, evaluated) = (Count::new(), Count::new());
         let filter = DynamicRowFilter::new(vec![both], dropped.clone(), evaluated.clone()).unwrap();
         let big = batch((1..=8192).map(Some).collect());
         let rounds = 64;
         for _ in 0..rounds {
-            assert_eq!(filter.apply(big.clone(), &[]).unwrap().num_rows(), 192);
+            assert_eq!(filter.apply(big.clone(), &[]).unwrap().num_rows(), 92);
         }
-        assert_eq!(dropped.value(), rounds * (8192 - 192));
+        assert_eq!(dropped.value(), rounds * (8192 - 92));
         // The selective one sees every row; the other one whole batch (before either was
-        // measured), then, sorted after it, at most the 192 survivors.
+        // measured), then, sorted after it, at most the 92 survivors.
         assert!(evaluated.value() >= rounds * 8192);
-        assert!(evaluated.value() <= rounds * (8192 + 192) + 8192);
+        assert!(evaluated.value() <= rounds * (8192 + 92) + 8192);
     }
 }
