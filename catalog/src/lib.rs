@@ -13,10 +13,12 @@ pub mod config;
 pub mod connect;
 pub mod error;
 pub mod load;
+pub mod metadata_tables;
 pub mod nested;
 pub mod provider;
 pub mod rest;
 pub mod ssb;
+pub mod table_ref;
 pub mod tpch;
 
 use std::sync::Arc;

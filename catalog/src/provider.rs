@@ -5,7 +5,8 @@
 //!                                                              └─► IcebergTableProvider (scan crate)
 //! ```
 //!
-//! Multi-level namespaces appear as dotted schema names (`a.b`). Listings and table loads go
+//! Multi-level namespaces appear as dotted schema names (`a.b`). A table name may carry a
+//! version or name a metadata table (`orders@<snapshot>`, `orders$files`: `table_ref.rs`). Listings and table loads go
 //! through the catalog's shared cache (`cache.rs`: listings for `listing-cache-ttl`, tables for
 //! `metadata-cache-ttl`, 0 s by default so a query plans against the current snapshot). DataFusion's listing methods are synchronous: they
 //! block the calling thread on the catalog (a multi-threaded tokio runtime is required).
@@ -21,6 +22,8 @@ use iceflight_scan::IcebergTableProvider;
 use iceflight_scan::metrics_index::IndexCache;
 
 use crate::error::CatalogError;
+use crate::table_ref::{self, TableSuffix};
+use iceflight_scan::time_travel::{at_snapshot, resolve};
 
 /// Runs a future to completion from synchronous DataFusion callbacks.
 fn block_on<F: std::future::Future>(f: F) -> F::Output {
@@ -277,6 +280,36 @@ impl IcebergSchemaProvider {
         names.sort();
         Ok(names)
     }
+
+    /// The table `name` of this namespace; `None` when there is none.
+    async fn load(&self, name: &str) -> Result<Option<iceberg::table::Table>> {
+        let ident = TableIdent::new(self.namespace.clone(), name.to_string());
+        match self.catalog.load_table(&ident).await {
+            Ok(table) => Ok(Some(table)),
+            Err(e) if e.kind() == ErrorKind::TableNotFound => Ok(None),
+            Err(e) => Err(to_df_error(e)),
+        }
+    }
+
+    /// A loaded table (at its current snapshot, or one chosen by `time_travel.rs`) as a
+    /// DataFusion table, with its statistics when the engine keeps them.
+    async fn provider(&self, table: iceberg::table::Table) -> Result<Arc<dyn TableProvider>> {
+        let provider =
+            IcebergTableProvider::try_new(table)?.with_catalog(self.catalog_name.clone());
+        let provider = match &self.indexes {
+            Some(indexes) => {
+                let index = indexes.load(provider.table()).await.map_err(to_df_error)?;
+                provider.with_index(&index)?
+            }
+            None => provider,
+        };
+        Ok(Arc::new(provider))
+    }
+}
+
+/// A [`CatalogError::NotFound`] as a DataFusion error.
+fn not_found(message: String) -> DataFusionError {
+    DataFusionError::External(Box::new(CatalogError::NotFound(message)))
 }
 
 #[async_trait]
@@ -288,23 +321,28 @@ impl SchemaProvider for IcebergSchemaProvider {
         })
     }
 
+    /// `name`, else `name` split into a base table and a version or metadata table
+    /// (`table_ref.rs`): `orders@<snapshot id | branch | tag | ts:ms>`, `orders$snapshots`.
     async fn table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
-        let ident = TableIdent::new(self.namespace.clone(), name.to_string());
-        match self.catalog.load_table(&ident).await {
-            Ok(table) => {
-                let provider =
-                    IcebergTableProvider::try_new(table)?.with_catalog(self.catalog_name.clone());
-                let provider = match &self.indexes {
-                    Some(indexes) => {
-                        let index = indexes.load(provider.table()).await.map_err(to_df_error)?;
-                        provider.with_index(&index)?
-                    }
-                    None => provider,
-                };
-                Ok(Some(Arc::new(provider)))
+        if let Some(table) = self.load(name).await? {
+            return Ok(Some(self.provider(table).await?));
+        }
+        let (base, suffix) = match table_ref::split(name) {
+            None => return Ok(None),
+            Some(Err(e)) => return Err(not_found(e.to_string())),
+            Some(Ok(split)) => split,
+        };
+        let Some(table) = self.load(base).await? else {
+            return Ok(None);
+        };
+        match suffix {
+            TableSuffix::Version(version) => {
+                let (snapshot, schema) =
+                    resolve(&table, &version).map_err(|e| not_found(e.message().to_string()))?;
+                let table = at_snapshot(&table, snapshot, schema).map_err(to_df_error)?;
+                Ok(Some(self.provider(table).await?))
             }
-            Err(e) if e.kind() == ErrorKind::TableNotFound => Ok(None),
-            Err(e) => Err(to_df_error(e)),
+            TableSuffix::Metadata(kind) => Ok(Some(kind.provider(&table).await?)),
         }
     }
 

@@ -8,7 +8,8 @@
 //!                NULL proof, settings }
 //!   worker:      ScanNode ──► TableLoader (the worker's own configuration of that catalog)
 //!                ──► the metadata file the coordinator planned (immutable; read again only
-//!                    when the table moved on since) ──► manifest metrics (cached per snapshot)
+//!                    when the table moved on since) ──► at the planned snapshot and schema
+//!                    (`time_travel.rs`) ──► manifest metrics (cached per snapshot)
 //!                ──► provider::assemble (the same statistics, bounds, layouts)
 //!                ──► filters pushed again ──► IcebergScanExec
 //! ```
@@ -51,6 +52,7 @@ use crate::caches::ScanCaches;
 use crate::exec::{DynamicNulls, IcebergScanExec};
 use crate::options::{ScanReader, ScanSettings};
 use crate::provider::{ScanInputs, assemble};
+use crate::time_travel::at_snapshot;
 
 /// Loads a table by catalog name and identifier, as the process's own configuration of that
 /// catalog reaches it (a worker decoding a scan).
@@ -186,15 +188,19 @@ impl IcebergScanCodec {
                 .build()
                 .map_err(external)?
         };
+        // A time-travel scan (`time_travel.rs`) planned another snapshot than the current one:
+        // the same in-memory rewrite as on the coordinator.
+        let table = match node.snapshot_id {
+            Some(id) => at_snapshot(&table, id, node.schema_id).map_err(external)?,
+            None if table.metadata().current_snapshot().is_none() => table,
+            None => {
+                return exec_err!(
+                    "table {ident}: the coordinator planned a scan without a snapshot, the metadata at {} has one",
+                    node.metadata_location
+                );
+            }
+        };
         let metadata = table.metadata();
-        if metadata.current_snapshot().map(|s| s.snapshot_id()) != node.snapshot_id
-            || metadata.current_schema().schema_id() != node.schema_id
-        {
-            return exec_err!(
-                "table {ident}: the metadata at {} is not the snapshot and schema the coordinator planned",
-                node.metadata_location
-            );
-        }
         let current = Arc::clone(metadata.current_schema());
         let arrow = Arc::new(iceberg::arrow::schema_to_arrow_schema(&current).map_err(external)?);
         let indices: Vec<usize> = node.projection.iter().map(|&i| i as usize).collect();

@@ -47,6 +47,7 @@ pub mod prune;
 pub mod row_filter;
 pub mod row_groups;
 pub mod struct_evolution;
+pub mod time_travel;
 
 pub use dynamic_filter_rule::DynamicFilterRule;
 

@@ -303,7 +303,7 @@ fn missing_value(task: &FileScanTask, id: i32) -> Option<Literal> {
 
 /// `lit` as a value of the Arrow type `ty`; `None` for what is not converted (nested values,
 /// or a primitive of another type).
-fn literal_scalar(lit: &Literal, ty: &DataType) -> Option<ScalarValue> {
+pub fn literal_scalar(lit: &Literal, ty: &DataType) -> Option<ScalarValue> {
     let Literal::Primitive(p) = lit else {
         return None;
     };

@@ -16,3 +16,4 @@ pub mod output;
 pub mod session;
 pub mod signals;
 pub mod system;
+pub mod table_versions;

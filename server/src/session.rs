@@ -252,9 +252,12 @@ async fn only_namespace(catalogs: &Catalogs, name: &str) -> Option<String> {
 
 /// Parses `sql`: one or more `;`-separated statements.
 ///
-/// Errors: a syntax error; no statement at all.
+/// Trino's time-travel clauses are rewritten first (`table_versions.rs`).
+///
+/// Errors: a syntax error; a time-travel value iceflight cannot read; no statement at all.
 pub fn parse_statements(sql: &str) -> Result<Vec<Statement>> {
-    let statements: Vec<Statement> = DFParser::parse_sql(sql)?.into_iter().collect();
+    let sql = crate::table_versions::rewrite(sql)?;
+    let statements: Vec<Statement> = DFParser::parse_sql(&sql)?.into_iter().collect();
     if statements.is_empty() {
         return plan_err!("no SQL statement given");
     }

@@ -71,8 +71,12 @@ pub async fn plan_sql(session: &Session, sql: &str) -> Result<Planned, Status> {
 }
 
 /// The logical plan of SQL text (placeholders unbound), not optimized.
+/// Trino's time-travel clauses are rewritten first (`table_versions.rs`).
 pub async fn logical_plan(session: &Session, sql: &str) -> Result<LogicalPlan, Status> {
-    let plan = session.ctx.state().create_logical_plan(sql).await;
+    let plan = match crate::table_versions::rewrite(sql) {
+        Ok(text) => session.ctx.state().create_logical_plan(&text).await,
+        Err(e) => Err(e),
+    };
     plan.map_err(|e| failed(session, sql, to_status(e)))
 }
 

@@ -1,0 +1,446 @@
+//! Time travel and metadata tables against pyiceberg: `tests/fixtures/make_history.py` builds
+//! `history.events` (3 snapshots, a tag, a branch, a column added, a partition field added) and
+//! prints what pyiceberg reads of it; each test reads the same through iceflight's SQL front end
+//! (`parse_statements`, so the `FOR … AS OF` rewrite runs as for a client).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use datafusion::common::DataFusionError;
+use datafusion::prelude::SessionContext;
+use futures::TryStreamExt;
+use iceflight::session::{execute_statement, parse_statements};
+use iceflight_catalog::CatalogError;
+use serde_json::Value;
+use tokio::sync::OnceCell;
+
+/// The fixture's directory (kept for the test run) and pyiceberg's view of it.
+struct Fixture {
+    _dir: tempfile::TempDir,
+    path: std::path::PathBuf,
+    oracle: Value,
+}
+
+static FIXTURE: OnceCell<Fixture> = OnceCell::const_new();
+
+async fn fixture() -> &'static Fixture {
+    FIXTURE
+        .get_or_init(|| async {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().to_path_buf();
+            let oracle = make_history(&path);
+            Fixture {
+                _dir: dir,
+                path,
+                oracle,
+            }
+        })
+        .await
+}
+
+fn make_history(dir: &Path) -> Value {
+    let out = Command::new(common::python())
+        .arg(common::repo_root().join("tests/fixtures/make_history.py"))
+        .arg("--catalog-db")
+        .arg(dir.join("catalog.db"))
+        .arg("--warehouse")
+        .arg(dir.join("warehouse"))
+        .output()
+        .expect("run make_history.py");
+    assert!(
+        out.status.success(),
+        "make_history.py failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("make_history.py prints JSON")
+}
+
+async fn session() -> (SessionContext, &'static Value) {
+    let fixture = fixture().await;
+    let engine = common::engine(&fixture.path, 2).await;
+    let ctx = engine.session(None, Some("history"), &[]).unwrap();
+    (ctx, &fixture.oracle)
+}
+
+/// Runs SQL as a client's statement is run; rows as text.
+async fn sql(ctx: &SessionContext, text: &str) -> datafusion::common::Result<Vec<Vec<String>>> {
+    let mut rows = vec![];
+    for statement in parse_statements(text)? {
+        let stream = execute_statement(ctx, statement).await?;
+        let batches: Vec<_> = stream.try_collect().await?;
+        rows.extend(common::rows(&batches));
+    }
+    Ok(rows)
+}
+
+async fn ok(ctx: &SessionContext, text: &str) -> Vec<Vec<String>> {
+    sql(ctx, text)
+        .await
+        .unwrap_or_else(|e| panic!("{text}: {e}"))
+}
+
+/// Rows as text, sorted as text (the oracle's order).
+async fn sorted(ctx: &SessionContext, text: &str) -> Vec<Vec<String>> {
+    let mut rows = ok(ctx, text).await;
+    rows.sort();
+    rows
+}
+
+/// The oracle's rows of `table`, each as the text of `columns` (JSON null as NULL).
+fn oracle_rows(oracle: &Value, table: &str, columns: &[&str]) -> Vec<Vec<String>> {
+    let mut rows: Vec<Vec<String>> = oracle[table]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| {
+            columns
+                .iter()
+                .map(|c| {
+                    let mut v = row;
+                    for part in c.split('.') {
+                        v = &v[part];
+                    }
+                    match v {
+                        Value::Null => "NULL".to_string(),
+                        Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+fn snapshot_ids(oracle: &Value) -> Vec<(i64, i64)> {
+    // (committed_at ms, snapshot id), oldest first
+    let mut ids: Vec<(i64, i64)> = oracle["snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["committed_at"].as_i64().unwrap(),
+                s["snapshot_id"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    ids.sort();
+    ids
+}
+
+fn ids_at(oracle: &Value, snapshot: i64) -> Vec<Vec<String>> {
+    oracle["ids_at"][snapshot.to_string()]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| vec![v.to_string()])
+        .collect()
+}
+
+/// `FOR VERSION AS OF <snapshot id>` reads each snapshot's rows, as pyiceberg does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn version_as_of_reads_each_snapshot() {
+    let (ctx, oracle) = session().await;
+    let snapshots = snapshot_ids(oracle);
+    assert_eq!(snapshots.len(), 3);
+    for (_, id) in snapshots {
+        let got = ok(
+            &ctx,
+            &format!("SELECT id FROM events FOR VERSION AS OF {id} ORDER BY id"),
+        )
+        .await;
+        assert_eq!(got, ids_at(oracle, id), "snapshot {id}");
+    }
+}
+
+/// `FOR TIMESTAMP AS OF` reads the snapshot current at that instant: each snapshot at its own
+/// commit time and 1 ms before the next one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timestamp_as_of_reads_the_snapshot_current_then() {
+    let (ctx, oracle) = session().await;
+    let snapshots = snapshot_ids(oracle);
+    for (k, (at, id)) in snapshots.iter().enumerate() {
+        let mut instants = vec![*at];
+        if let Some((next, _)) = snapshots.get(k + 1) {
+            instants.push(next - 1);
+        }
+        for ms in instants {
+            let t = chrono::DateTime::from_timestamp_millis(ms).unwrap();
+            let literal = t.format("%Y-%m-%d %H:%M:%S%.3f UTC");
+            let got = ok(
+                &ctx,
+                &format!("SELECT id FROM events FOR TIMESTAMP AS OF TIMESTAMP '{literal}' ORDER BY id"),
+            )
+            .await;
+            assert_eq!(got, ids_at(oracle, *id), "at {literal}");
+        }
+    }
+    let before = chrono::DateTime::from_timestamp_millis(snapshots[0].0 - 1).unwrap();
+    let err = sql(
+        &ctx,
+        &format!(
+            "SELECT id FROM events FOR TIMESTAMP AS OF '{}'",
+            before.to_rfc3339()
+        ),
+    )
+    .await
+    .unwrap_err();
+    assert!(is_not_found(&err), "{err}");
+    assert!(err.to_string().contains("has no snapshot at or before"), "{err}");
+}
+
+/// A tag reads with the schema of its snapshot (no `x`, added later, even though the current
+/// partition spec uses `x`); a branch with the table's; both as pyiceberg reads them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tags_and_branches_read_with_their_schema() {
+    let (ctx, oracle) = session().await;
+    for reference in ["v1", "dev", "main"] {
+        let df = ctx
+            .sql(&format!("SELECT * FROM \"events@{reference}\""))
+            .await
+            .unwrap();
+        let names: Vec<String> = df.schema().fields().iter().map(|f| f.name().clone()).collect();
+        let want: Vec<String> = oracle["columns_at"][reference]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(names, want, "{reference}");
+    }
+    let tag = ok(&ctx, "SELECT * FROM events FOR VERSION AS OF 'v1' ORDER BY id").await;
+    assert_eq!(tag, [["1", "a"], ["2", "b"], ["3", "a"]]);
+    let branch = ok(&ctx, "SELECT id, x FROM events FOR VERSION AS OF 'dev' WHERE x > 40").await;
+    assert_eq!(branch, [["5", "50"]]);
+}
+
+/// A missing snapshot or reference is `NotFound` naming it; a value iceflight cannot read is a
+/// plan error saying the form it takes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_versions_are_one_clear_line() {
+    let (ctx, _) = session().await;
+    for (text, says) in [
+        ("SELECT * FROM events FOR VERSION AS OF 42", "has no snapshot 42"),
+        ("SELECT * FROM events FOR VERSION AS OF 'nope'", "has no branch or tag 'nope'"),
+        ("SELECT * FROM \"events$nope\"", "has no metadata table $nope"),
+    ] {
+        let err = sql(&ctx, text).await.unwrap_err();
+        assert!(is_not_found(&err), "{text}: {err}");
+        assert!(err.to_string().contains(says), "{text}: {err}");
+        assert!(!err.to_string().contains('\n'), "{text}: {err}");
+    }
+    let err = sql(&ctx, "SELECT * FROM events FOR TIMESTAMP AS OF now()")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, DataFusionError::Plan(_)), "{err}");
+}
+
+fn is_not_found(e: &DataFusionError) -> bool {
+    let mut e = e;
+    loop {
+        match e {
+            DataFusionError::Context(_, inner) => e = inner,
+            DataFusionError::External(inner) => {
+                return matches!(
+                    inner.downcast_ref::<CatalogError>(),
+                    Some(CatalogError::NotFound(_))
+                );
+            }
+            _ => return false,
+        }
+    }
+}
+
+/// `$snapshots`, `$history` and `$refs` hold what pyiceberg's `inspect` holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshots_history_and_refs_match_pyiceberg() {
+    let (ctx, oracle) = session().await;
+    let ms = "CAST(CAST(committed_at AS BIGINT) / 1000 AS BIGINT)";
+    let got = sorted(
+        &ctx,
+        &format!(
+            "SELECT {ms}, snapshot_id, parent_id, operation, manifest_list \
+             FROM \"events$snapshots\" ORDER BY 1, 2, 3, 4, 5"
+        ),
+    )
+    .await;
+    let want = oracle_rows(
+        oracle,
+        "snapshots",
+        &["committed_at", "snapshot_id", "parent_id", "operation", "manifest_list"],
+    );
+    assert_eq!(got, want);
+
+    let got = sorted(
+        &ctx,
+        "SELECT CAST(CAST(made_current_at AS BIGINT) / 1000 AS BIGINT), snapshot_id, parent_id, \
+         is_current_ancestor FROM \"events$history\" ORDER BY 1, 2, 3, 4",
+    )
+    .await;
+    let want = oracle_rows(
+        oracle,
+        "history",
+        &["made_current_at", "snapshot_id", "parent_id", "is_current_ancestor"],
+    );
+    assert_eq!(got, want);
+
+    let got = sorted(&ctx, "SELECT * FROM \"events$refs\" ORDER BY 1, 2, 3, 4, 5, 6").await;
+    let want = oracle_rows(
+        oracle,
+        "refs",
+        &[
+            "name",
+            "type",
+            "snapshot_id",
+            "max_reference_age_in_ms",
+            "min_snapshots_to_keep",
+            "max_snapshot_age_in_ms",
+        ],
+    );
+    assert_eq!(got, want);
+}
+
+/// `$files`, `$manifests` and `$partitions` hold what pyiceberg's `inspect` holds; the
+/// partition struct spans both specs (NULL `x` for files written before it was added).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_manifests_and_partitions_match_pyiceberg() {
+    let (ctx, oracle) = session().await;
+    let columns = [
+        "content",
+        "file_path",
+        "file_format",
+        "spec_id",
+        "partition.p",
+        "partition.x",
+        "record_count",
+        "file_size_in_bytes",
+    ];
+    let got = sorted(
+        &ctx,
+        "SELECT content, file_path, file_format, spec_id, partition['p'], partition['x'], \
+         record_count, file_size_in_bytes FROM \"events$files\" ORDER BY 1, 2, 3, 4, 5, 6, 7, 8",
+    )
+    .await;
+    assert_eq!(got, oracle_rows(oracle, "files", &columns));
+    // Metrics maps by field id, as pyiceberg lists them.
+    let counts = sorted(
+        &ctx,
+        "SELECT file_path, value_counts[3], null_value_counts[1] FROM \"events$files\" ORDER BY 1",
+    )
+    .await;
+    let mut want: Vec<Vec<String>> = oracle["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            let lookup = |map: &str, id: i64| {
+                f[map]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|kv| kv[0].as_i64() == Some(id))
+                    .map_or("NULL".to_string(), |kv| kv[1].to_string())
+            };
+            vec![
+                f["file_path"].as_str().unwrap().to_string(),
+                lookup("value_counts", 3),
+                lookup("null_value_counts", 1),
+            ]
+        })
+        .collect();
+    want.sort();
+    assert_eq!(counts, want);
+
+    let columns = [
+        "content",
+        "path",
+        "length",
+        "partition_spec_id",
+        "added_snapshot_id",
+        "added_data_files_count",
+        "existing_data_files_count",
+        "deleted_data_files_count",
+    ];
+    let got = sorted(
+        &ctx,
+        &format!(
+            "SELECT {} FROM \"events$manifests\" ORDER BY 1, 2, 3, 4, 5, 6, 7, 8",
+            columns.join(", ")
+        ),
+    )
+    .await;
+    assert_eq!(got, oracle_rows(oracle, "manifests", &columns));
+
+    let got = sorted(
+        &ctx,
+        "SELECT partition['p'], partition['x'], record_count, file_count, total_size \
+         FROM \"events$partitions\" ORDER BY 1, 2, 3, 4, 5",
+    )
+    .await;
+    let want = oracle_rows(
+        oracle,
+        "partitions",
+        &[
+            "partition.p",
+            "partition.x",
+            "record_count",
+            "file_count",
+            "total_data_file_size_in_bytes",
+        ],
+    );
+    assert_eq!(got, want);
+    let listed: BTreeMap<String, usize> = ok(&ctx, "SHOW TABLES")
+        .await
+        .into_iter()
+        .filter(|r| r[1] == "history")
+        .map(|r| (r[2].clone(), 1))
+        .collect();
+    assert_eq!(listed.keys().collect::<Vec<_>>(), ["events"], "metadata tables are not listed");
+}
+
+/// A time-travel scan sent to a worker reads the planned snapshot with the planned schema: the
+/// codec's decoding loads the table's current metadata and applies the same rewrite.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codec_keeps_the_planned_snapshot() {
+    use std::sync::Arc;
+
+    use datafusion_proto::physical_plan::PhysicalExtensionCodec;
+    use iceflight_scan::codec::IcebergScanCodec;
+    use iceflight_scan::exec::IcebergScanExec;
+
+    let fixture = fixture().await;
+    let engine = common::engine(&fixture.path, 2).await;
+    let ctx = engine.session(None, Some("history"), &[]).unwrap();
+    let codec = IcebergScanCodec::new(
+        Arc::new(engine.catalogs().clone()),
+        Arc::clone(engine.caches()),
+    );
+    for (_, id) in snapshot_ids(&fixture.oracle) {
+        let plan = ctx
+            .sql(&format!("SELECT id FROM \"events@{id}\""))
+            .await
+            .unwrap()
+            .create_physical_plan()
+            .await
+            .unwrap();
+        let scan = common::scans(&plan).pop().expect("a scan");
+        let scan = scan.downcast_ref::<IcebergScanExec>().unwrap();
+        let mut got = vec![];
+        for part in scan.split_for_tasks(2) {
+            let mut bytes = vec![];
+            codec.try_encode(Arc::new(part), &mut bytes).unwrap();
+            let decoded = codec.try_decode(&bytes, &[], &ctx.task_ctx()).unwrap();
+            let batches = datafusion::physical_plan::collect(decoded, ctx.task_ctx())
+                .await
+                .unwrap();
+            got.extend(common::rows(&batches));
+        }
+        got.sort_by_key(|r| r[0].parse::<i64>().unwrap());
+        assert_eq!(got, ids_at(&fixture.oracle, id), "snapshot {id}");
+    }
+}
