@@ -19,6 +19,7 @@ pub mod provider;
 pub mod rest;
 pub mod ssb;
 pub mod table_ref;
+pub mod tables;
 pub mod tpch;
 
 use std::sync::Arc;

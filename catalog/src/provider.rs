@@ -16,13 +16,14 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use datafusion::catalog::{CatalogProvider, SchemaProvider, TableProvider};
-use datafusion::common::{DataFusionError, Result, exec_err};
+use datafusion::common::{DataFusionError, Result};
 use iceberg::{Catalog, ErrorKind, NamespaceIdent, TableIdent};
 use iceflight_scan::IcebergTableProvider;
 use iceflight_scan::metrics_index::IndexCache;
 
 use crate::error::CatalogError;
 use crate::table_ref::{self, TableSuffix};
+use crate::tables;
 use iceflight_scan::time_travel::{at_snapshot, resolve};
 
 /// Runs a future to completion from synchronous DataFusion callbacks.
@@ -292,10 +293,18 @@ impl IcebergSchemaProvider {
     }
 
     /// A loaded table (at its current snapshot, or one chosen by `time_travel.rs`) as a
-    /// DataFusion table, with its statistics when the engine keeps them.
-    async fn provider(&self, table: iceberg::table::Table) -> Result<Arc<dyn TableProvider>> {
-        let provider =
+    /// DataFusion table, with its statistics when the engine keeps them; `INSERT` appends to
+    /// it when `writable` (its current snapshot).
+    async fn provider(
+        &self,
+        table: iceberg::table::Table,
+        writable: bool,
+    ) -> Result<Arc<dyn TableProvider>> {
+        let mut provider =
             IcebergTableProvider::try_new(table)?.with_catalog(self.catalog_name.clone());
+        if writable {
+            provider = provider.with_writes(Arc::clone(&self.catalog));
+        }
         let provider = match &self.indexes {
             Some(indexes) => {
                 let index = indexes.load(provider.table()).await.map_err(to_df_error)?;
@@ -325,7 +334,7 @@ impl SchemaProvider for IcebergSchemaProvider {
     /// (`table_ref.rs`): `orders@<snapshot id | branch | tag | ts:ms>`, `orders$snapshots`.
     async fn table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
         if let Some(table) = self.load(name).await? {
-            return Ok(Some(self.provider(table).await?));
+            return Ok(Some(self.provider(table, true).await?));
         }
         let (base, suffix) = match table_ref::split(name) {
             None => return Ok(None),
@@ -340,22 +349,33 @@ impl SchemaProvider for IcebergSchemaProvider {
                 let (snapshot, schema) =
                     resolve(&table, &version).map_err(|e| not_found(e.message().to_string()))?;
                 let table = at_snapshot(&table, snapshot, schema).map_err(to_df_error)?;
-                Ok(Some(self.provider(table).await?))
+                Ok(Some(self.provider(table, false).await?))
             }
             TableSuffix::Metadata(kind) => Ok(Some(kind.provider(&table).await?)),
         }
     }
 
+    /// `CREATE TABLE name (…)` and `CREATE TABLE name AS SELECT …`: DataFusion hands over the
+    /// rows as an in-memory table; an Iceberg table (format v2, unpartitioned) is created with
+    /// its columns and the rows appended in one snapshot (`tables.rs`).
     fn register_table(
         &self,
         name: String,
-        _table: Arc<dyn TableProvider>,
+        table: Arc<dyn TableProvider>,
     ) -> Result<Option<Arc<dyn TableProvider>>> {
-        exec_err!("cannot register table {name}: iceflight serves Iceberg tables read-only")
+        let ident = TableIdent::new(self.namespace.clone(), name);
+        block_on(tables::create_from(self.catalog.as_ref(), &ident, table))?;
+        Ok(None)
     }
 
+    /// `DROP TABLE`: the table leaves the catalog (its files stay, as the embedded and REST
+    /// catalogs' drop leaves them; `purge` is not requested).
     fn deregister_table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
-        exec_err!("cannot drop table {name}: iceflight serves Iceberg tables read-only")
+        let Some(table) = block_on(self.load(name))? else {
+            return Ok(None);
+        };
+        block_on(self.catalog.drop_table(table.identifier())).map_err(to_df_error)?;
+        Ok(Some(Arc::new(IcebergTableProvider::try_new(table)?)))
     }
 
     fn table_exist(&self, name: &str) -> bool {

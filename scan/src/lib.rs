@@ -46,6 +46,7 @@ pub mod provider;
 pub mod prune;
 pub mod row_filter;
 pub mod row_groups;
+pub mod sink;
 pub mod struct_evolution;
 pub mod time_travel;
 

@@ -16,7 +16,9 @@ use std::sync::Arc;
 use arrow::datatypes::{DataType, SchemaRef};
 use async_trait::async_trait;
 use datafusion::catalog::Session;
-use datafusion::common::{DataFusionError, Result, Statistics};
+use datafusion::common::{DataFusionError, Result, Statistics, not_impl_err, plan_err};
+use datafusion::datasource::sink::DataSinkExec;
+use datafusion::logical_expr::dml::InsertOp;
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
@@ -25,6 +27,7 @@ use iceberg::expr::Predicate;
 use iceberg::scan::FileScanTask;
 use iceberg::spec::PartitionSpec;
 use iceberg::table::Table;
+use iceberg::Catalog;
 use parquet::arrow::PARQUET_FIELD_ID_META_KEY;
 
 use crate::caches::ScanCaches;
@@ -36,6 +39,7 @@ use crate::metrics_index::FileMetricsIndex;
 use crate::options::ScanSettings;
 use crate::predicate::PredicateConverter;
 use crate::prune::BoundsByFile;
+use crate::sink::IcebergSink;
 
 /// A DataFusion table backed by an iceberg [`Table`] (at its current snapshot, loaded by the
 /// catalog when the query is planned).
@@ -47,6 +51,8 @@ pub struct IcebergTableProvider {
     schema: SchemaRef,
     /// Whole-snapshot statistics, when the manifests' metrics were given ([`Self::with_index`]).
     statistics: Option<Statistics>,
+    /// The catalog appends commit through ([`Self::with_writes`]); `None`: read-only.
+    writes: Option<Arc<dyn Catalog>>,
 }
 
 impl IcebergTableProvider {
@@ -59,7 +65,15 @@ impl IcebergTableProvider {
             catalog: None,
             schema: Arc::new(schema),
             statistics: None,
+            writes: None,
         })
+    }
+
+    /// Lets `INSERT` append to the table, committing through `catalog` (`sink.rs`). A table at
+    /// another snapshot than its current one (time travel) is never given this.
+    pub fn with_writes(mut self, catalog: Arc<dyn Catalog>) -> Self {
+        self.writes = Some(catalog);
+        self
     }
 
     /// Names the configured catalog the table was loaded from, so that its scans can be sent
@@ -161,6 +175,29 @@ impl TableProvider for IcebergTableProvider {
                 }
             })
             .collect())
+    }
+
+    /// `INSERT INTO`: appends (`sink.rs`). `INSERT OVERWRITE` is not supported.
+    async fn insert_into(
+        &self,
+        _state: &dyn Session,
+        input: Arc<dyn ExecutionPlan>,
+        insert_op: InsertOp,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let ident = self.table.identifier();
+        if insert_op != InsertOp::Append {
+            return not_impl_err!(
+                "{insert_op} of Iceberg table {ident} is not supported; INSERT INTO appends"
+            );
+        }
+        let Some(catalog) = &self.writes else {
+            return plan_err!(
+                "table {ident} is read here at a snapshot other than its current one; \
+                 rows are inserted into the table itself"
+            );
+        };
+        let sink = IcebergSink::try_new(Arc::clone(catalog), self.table.clone())?;
+        Ok(Arc::new(DataSinkExec::new(input, Arc::new(sink), None)))
     }
 
     async fn scan(

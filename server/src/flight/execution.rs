@@ -168,8 +168,8 @@ impl Execution {
         Ok(results::encode(input, announced, log, cleanup))
     }
 
-    /// Runs a statement that changes state (DDL, `SET`) to completion and logs it (`sql`);
-    /// returns rows affected (always 0: tables are read-only).
+    /// Runs a statement that changes state (DDL, `SET`, `INSERT`) to completion and logs it
+    /// (`sql`); returns the rows affected (`INSERT`: rows written; else 0).
     ///
     /// Errors: the statement's, mapped by [`to_status`].
     pub async fn run_update(
@@ -197,7 +197,7 @@ impl Execution {
         }
         .await;
         log.finish();
-        result.map_err(|source| {
+        let batches = result.map_err(|source| {
             let status = match setting {
                 Some((key, value)) => {
                     Status::invalid_argument(InvalidSetting { key, value, source }.to_string())
@@ -207,7 +207,7 @@ impl Execution {
             log.fail(&status);
             status
         })?;
-        Ok(0)
+        Ok(rows_affected(&batches))
     }
 }
 
@@ -243,4 +243,20 @@ fn query_runtime() -> &'static tokio::runtime::Runtime {
             .expect("start the query runtime")
     });
     &RUNTIME
+}
+
+/// The rows a DML statement reports (its single `count` column, DataFusion's DML output); 0 for
+/// statements without one.
+fn rows_affected(batches: &[arrow::array::RecordBatch]) -> i64 {
+    batches
+        .iter()
+        .filter(|b| b.num_columns() == 1 && b.schema().field(0).name() == "count")
+        .filter_map(|b| {
+            b.column(0)
+                .as_any()
+                .downcast_ref::<arrow::array::UInt64Array>()
+        })
+        .flat_map(|a| a.iter().flatten())
+        .map(|n| i64::try_from(n).unwrap_or(i64::MAX))
+        .sum()
 }

@@ -1,6 +1,6 @@
 //! Every `GetSqlInfo` value iceflight advertises, by Flight SQL id (`FlightSql.proto`, enum
 //! `SqlInfo`). JDBC's `DatabaseMetaData` reads most of them and fails on a missing id, so all ids
-//! 0–9 and 500–576 that describe a read-only SQL engine are present with the spec's value type.
+//! 0–9 and 500–576 that describe a SQL engine are present with the spec's value type.
 
 use std::collections::HashMap;
 use std::sync::LazyLock;
@@ -19,7 +19,7 @@ fn build() -> Result<SqlInfoData, arrow_flight::error::FlightError> {
     b.append(0u32, "iceflight"); // FLIGHT_SQL_SERVER_NAME
     b.append(1u32, VERSION); // FLIGHT_SQL_SERVER_VERSION
     b.append(2u32, "58"); // FLIGHT_SQL_SERVER_ARROW_VERSION
-    b.append(3u32, true); // FLIGHT_SQL_SERVER_READ_ONLY
+    b.append(3u32, false); // FLIGHT_SQL_SERVER_READ_ONLY: INSERT, CREATE TABLE [AS], DROP TABLE
     b.append(4u32, true); // FLIGHT_SQL_SERVER_SQL
     b.append(5u32, false); // FLIGHT_SQL_SERVER_SUBSTRAIT
     b.append(8u32, 0i32); // FLIGHT_SQL_SERVER_TRANSACTION: none
@@ -29,7 +29,7 @@ fn build() -> Result<SqlInfoData, arrow_flight::error::FlightError> {
     // SQL (500..)
     b.append(500u32, false); // SQL_DDL_CATALOG
     b.append(501u32, true); // SQL_DDL_SCHEMA (CREATE SCHEMA)
-    b.append(502u32, false); // SQL_DDL_TABLE
+    b.append(502u32, true); // SQL_DDL_TABLE (CREATE TABLE [AS], DROP TABLE)
     b.append(503u32, 3i32); // SQL_IDENTIFIER_CASE: lowercase
     b.append(504u32, "\""); // SQL_IDENTIFIER_QUOTE_CHAR
     b.append(505u32, 0i32); // SQL_QUOTED_IDENTIFIER_CASE: case sensitive (unknown=0)
