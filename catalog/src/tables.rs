@@ -1,4 +1,5 @@
-//! `CREATE TABLE [AS SELECT]` into an Iceberg catalog.
+//! Tables created and appended to from Arrow: `CREATE TABLE [AS SELECT]` and Flight SQL bulk
+//! ingest (`server/src/flight/ingest.rs`).
 //!
 //! ```text
 //!   CREATE TABLE t AS SELECT … ──► DataFusion: rows collected into a MemTable ──► register_table
@@ -14,11 +15,15 @@
 
 use std::sync::Arc;
 
+use arrow::array::RecordBatch;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::TableProvider;
 use datafusion::common::{DataFusionError, Result, plan_err};
 use datafusion::datasource::{MemTable, TableType};
+use datafusion::execution::SendableRecordBatchStream;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use futures::StreamExt;
+use iceberg::table::Table;
 use iceberg::{Catalog, TableCreation, TableIdent};
 use iceflight_scan::sink::{commit_append, write_data_files};
 
@@ -40,17 +45,7 @@ pub async fn create_from(
     let Some(memory) = source.downcast_ref::<MemTable>() else {
         return plan_err!("table {ident} cannot be created from this kind of table");
     };
-    let schema = iceberg_columns(&source.schema())?;
-    let iceberg_schema = iceberg::arrow::arrow_schema_to_schema_auto_assign_ids(&schema)
-        .map_err(|e| DataFusionError::Plan(format!("table {ident}: {}", e.message())))?;
-    let creation = TableCreation::builder()
-        .name(ident.name().to_string())
-        .schema(iceberg_schema)
-        .build();
-    let table = catalog
-        .create_table(ident.namespace(), creation)
-        .await
-        .map_err(to_df_error)?;
+    let table = create_empty(catalog, ident, &source.schema()).await?;
     let mut batches = vec![];
     for partition in &memory.batches {
         batches.extend(partition.read().await.iter().cloned());
@@ -58,26 +53,105 @@ pub async fn create_from(
     if batches.iter().all(|b| b.num_rows() == 0) {
         return Ok(());
     }
-    let written = async {
-        let table_schema = Arc::new(
-            iceberg::arrow::schema_to_arrow_schema(table.metadata().current_schema())
-                .map_err(to_df_error)?,
-        );
-        let stream = RecordBatchStreamAdapter::new(
-            source.schema(),
-            futures::stream::iter(batches.into_iter().map(Ok)),
-        );
-        let (files, _) = write_data_files(&table, &table_schema, Box::pin(stream)).await?;
-        commit_append(catalog, &table, files).await
-    }
-    .await;
-    if let Err(e) = written {
+    let stream = RecordBatchStreamAdapter::new(
+        source.schema(),
+        futures::stream::iter(batches.into_iter().map(Ok)),
+    );
+    if let Err(e) = append(catalog, &table, Box::pin(stream)).await {
         if let Err(drop) = catalog.drop_table(ident).await {
             tracing::warn!(table = %ident, error = %drop, "dropping a table whose rows failed to write");
         }
         return Err(e);
     }
     Ok(())
+}
+
+/// Creates Iceberg table `ident` (format v2, unpartitioned) with the columns of `schema`
+/// (module docs: column types; field ids assigned in column order).
+///
+/// Errors: a column type Iceberg cannot store; the catalog's (the table exists, the namespace
+/// does not).
+pub async fn create_empty(
+    catalog: &dyn Catalog,
+    ident: &TableIdent,
+    schema: &SchemaRef,
+) -> Result<Table> {
+    let schema = iceberg_columns(schema)?;
+    let iceberg_schema = iceberg::arrow::arrow_schema_to_schema_auto_assign_ids(&schema)
+        .map_err(|e| DataFusionError::Plan(format!("table {ident}: {}", e.message())))?;
+    let creation = TableCreation::builder()
+        .name(ident.name().to_string())
+        .schema(iceberg_schema)
+        .build();
+    catalog
+        .create_table(ident.namespace(), creation)
+        .await
+        .map_err(to_df_error)
+}
+
+/// Appends the rows of `data` to `table` in one snapshot; returns the rows written. The
+/// stream's columns are matched to the table's by name (any order), each cast to the table's
+/// type.
+///
+/// Errors: a column missing on either side, a type that does not cast, a NULL in a required
+/// column (nothing is committed); the commit's.
+pub async fn append(
+    catalog: &dyn Catalog,
+    table: &Table,
+    data: SendableRecordBatchStream,
+) -> Result<u64> {
+    let table_schema = Arc::new(
+        iceberg::arrow::schema_to_arrow_schema(table.metadata().current_schema())
+            .map_err(to_df_error)?,
+    );
+    let order = column_order(table.identifier(), &data.schema(), &table_schema)?;
+    let reordered = RecordBatchStreamAdapter::new(
+        Arc::clone(&table_schema),
+        data.map(move |batch| {
+            let batch = batch?;
+            let fields: Vec<Field> = order
+                .iter()
+                .map(|&i| batch.schema().field(i).clone())
+                .collect();
+            let columns = order.iter().map(|&i| Arc::clone(batch.column(i))).collect();
+            Ok(RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?)
+        }),
+    );
+    let (files, rows) = write_data_files(table, &table_schema, Box::pin(reordered)).await?;
+    if rows > 0 {
+        commit_append(catalog, table, files).await?;
+    }
+    Ok(rows)
+}
+
+/// For each column of `table`, the index of the column of `input` with its name.
+///
+/// Errors: a name on one side only (a plan error listing them).
+fn column_order(ident: &TableIdent, input: &SchemaRef, table: &SchemaRef) -> Result<Vec<usize>> {
+    let missing: Vec<&str> = table
+        .fields()
+        .iter()
+        .filter(|f| input.index_of(f.name()).is_err())
+        .map(|f| f.name().as_str())
+        .collect();
+    let extra: Vec<&str> = input
+        .fields()
+        .iter()
+        .filter(|f| table.index_of(f.name()).is_err())
+        .map(|f| f.name().as_str())
+        .collect();
+    if !missing.is_empty() || !extra.is_empty() {
+        return plan_err!(
+            "the rows do not match the columns of table {ident}: missing [{}], not in the table [{}]",
+            missing.join(", "),
+            extra.join(", ")
+        );
+    }
+    Ok(table
+        .fields()
+        .iter()
+        .map(|f| input.index_of(f.name()).expect("checked above"))
+        .collect())
 }
 
 /// `schema` with every type Iceberg stores (module docs).

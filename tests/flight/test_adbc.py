@@ -444,3 +444,110 @@ def test_results_after_metadata_calls(conn):
     objects(conn, depth="tables", db_schema_filter=SCHEMA)
     assert scalar(conn, "SELECT sum(r_regionkey) FROM region") == 10
     assert isinstance(scalar(conn, "SELECT sum(l_quantity) FROM lineitem"), decimal.Decimal)
+
+
+# ---------------------------------------------------------------- bulk ingest (adbc_ingest)
+# Into schema `ingest` of catalog `local`. The JDBC suite (run after this one by
+# run_clients.sh) reads `local.ingest.big` back.
+
+INGEST = "ingest"
+BIG_ROWS = 1_000_000
+
+
+def big_table(first=0, rows=BIG_ROWS):
+    ids = pa.array(range(first, first + rows), pa.int64())
+    return pa.table({
+        "id": ids,
+        "v": pc.divide(pc.cast(ids, pa.float64()), 10.0),
+        "s": pc.cast(pc.remainder(ids, 1000), pa.string()),
+    })
+
+
+def ingest(conn, table, data, mode):
+    with contextlib.closing(conn.cursor()) as cur:
+        return cur.adbc_ingest(table, data, mode=mode, catalog_name=CATALOG, db_schema_name=INGEST)
+
+
+@pytest.fixture(scope="module")
+def ingest_conn(server):
+    c = server.connect()
+    with contextlib.closing(c.cursor()) as cur:
+        cur.execute(f"CREATE SCHEMA IF NOT EXISTS {CATALOG}.{INGEST}")
+    yield c
+    c.close()
+
+
+def ingest_totals(conn, table):
+    return query_all(
+        conn, f"SELECT count(*) AS n, sum(id) AS ids, count(DISTINCT s) AS s FROM {CATALOG}.{INGEST}.{table}"
+    ).to_pylist()[0]
+
+
+def ingest_status(fn):
+    with pytest.raises(adbc_driver_manager.Error) as err:
+        fn()
+    return err.value.status_code
+
+
+def test_ingest_create_then_append_a_million_rows(ingest_conn):
+    assert ingest(ingest_conn, "big", big_table(), "create") == BIG_ROWS
+    assert ingest_totals(ingest_conn, "big") == {"n": BIG_ROWS, "ids": BIG_ROWS * (BIG_ROWS - 1) // 2, "s": 1000}
+    # create again: the table exists
+    assert ingest_status(lambda: ingest(ingest_conn, "big", big_table(0, 10), "create")) == AdbcStatusCode.ALREADY_EXISTS
+    assert ingest(ingest_conn, "big_appended", big_table(), "create") == BIG_ROWS
+    assert ingest(ingest_conn, "big_appended", big_table(BIG_ROWS), "append") == BIG_ROWS
+    n = 2 * BIG_ROWS
+    assert ingest_totals(ingest_conn, "big_appended") == {"n": n, "ids": n * (n - 1) // 2, "s": 1000}
+
+
+def test_ingest_replace_and_create_append(ingest_conn):
+    assert ingest(ingest_conn, "replaced", big_table(), "replace") == BIG_ROWS  # created
+    other = pa.table({"k": pa.array(["a", "b"]), "n": pa.array([1, 2], pa.int32())})
+    assert ingest(ingest_conn, "replaced", other, "replace") == 2
+    got = query_all(ingest_conn, f"SELECT * FROM {CATALOG}.{INGEST}.replaced ORDER BY k")
+    assert got.column_names == ["k", "n"] and got.to_pylist() == [{"k": "a", "n": 1}, {"k": "b", "n": 2}]
+    assert ingest(ingest_conn, "ca", big_table(0, BIG_ROWS), "create_append") == BIG_ROWS
+    assert ingest(ingest_conn, "ca", big_table(BIG_ROWS, 5), "create_append") == 5
+    assert ingest_totals(ingest_conn, "ca")["n"] == BIG_ROWS + 5
+
+
+def test_ingest_errors_are_clear_and_commit_nothing(ingest_conn):
+    assert ingest_status(lambda: ingest(ingest_conn, "no_such", big_table(0, 3), "append")) == AdbcStatusCode.NOT_FOUND
+    ingest(ingest_conn, "strict", big_table(0, 3), "create")
+    wrong = pa.table({"id": pa.array([1], pa.int64()), "other": pa.array([1.0])})
+    with pytest.raises(adbc_driver_manager.Error) as err:
+        ingest(ingest_conn, "strict", wrong, "append")
+    assert err.value.status_code == AdbcStatusCode.INVALID_ARGUMENT, err.value
+    assert "missing [v, s]" in str(err.value) and "not in the table [other]" in str(err.value), err.value
+    assert ingest_totals(ingest_conn, "strict")["n"] == 3
+
+
+def test_ingest_maps_types_both_ways(ingest_conn):
+    data = pa.table({
+        "b": pa.array([True, None]),
+        "i8": pa.array([-1, None], pa.int8()),
+        "i16": pa.array([300, None], pa.int16()),
+        "i32": pa.array([70000, None], pa.int32()),
+        "i64": pa.array([2**40, None], pa.int64()),
+        "f32": pa.array([1.5, None], pa.float32()),
+        "f64": pa.array([2.25, None], pa.float64()),
+        "dec": pa.array([decimal.Decimal("12.34"), None], pa.decimal128(10, 2)),
+        "s": pa.array(["x", None], pa.string()),
+        "ls": pa.array(["y", None], pa.large_string()),
+        "bin": pa.array([b"\x00\x01", None], pa.binary()),
+        "d": pa.array([19000, None], pa.date32()),
+        "ts": pa.array([1_700_000_000_000_000, None], pa.timestamp("us")),
+        "tstz": pa.array([1_700_000_000_000_000, None], pa.timestamp("us", tz="UTC")),
+    })
+    assert ingest(ingest_conn, "types", data, "create") == 2
+    got = query_all(ingest_conn, f"SELECT * FROM {CATALOG}.{INGEST}.types ORDER BY i64 NULLS LAST")
+    # Iceberg's types read back: small integers widen to int, strings are utf8.
+    want = {"i8": pa.int32(), "i16": pa.int32(), "ls": pa.string(), "dec": pa.decimal128(10, 2),
+            "ts": pa.timestamp("us"), "i64": pa.int64(), "d": pa.date32()}
+    for name, t in want.items():
+        assert got.schema.field(name).type == t, (name, got.schema.field(name).type)
+    assert pa.types.is_timestamp(got.schema.field("tstz").type) and got.schema.field("tstz").type.tz
+    rows = got.to_pylist()
+    expected = data.to_pylist()
+    for column in data.column_names:
+        assert [r[column] for r in rows] == [r[column] for r in expected], column

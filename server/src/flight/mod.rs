@@ -5,10 +5,12 @@
 //!                        service.rs: authorize (auth.rs, sessions.rs), one method per command
 //!                        planner.rs: SQL → Planned (GetFlightInfo); execution.rs: runs it (DoGet)
 //!                        metadata.rs / sql_info.rs: metadata commands; results.rs: Arrow → Flight
+//!                        ingest.rs: bulk ingest (DoPut CommandStatementIngest) into Iceberg tables
 //! ```
 
 pub mod auth;
 pub mod execution;
+pub mod ingest;
 pub mod metadata;
 pub mod planner;
 pub mod results;

@@ -27,7 +27,8 @@ use arrow_flight::sql::{
     CommandGetDbSchemas, CommandGetExportedKeys, CommandGetImportedKeys, CommandGetPrimaryKeys,
     CommandGetSqlInfo, CommandGetTableTypes, CommandGetTables, CommandGetXdbcTypeInfo,
     CommandPreparedStatementQuery, CommandPreparedStatementUpdate, CommandStatementQuery,
-    CommandStatementUpdate, DoPutPreparedStatementResult, ProstMessageExt, SqlInfo,
+    CommandStatementIngest, CommandStatementUpdate, DoPutPreparedStatementResult, ProstMessageExt,
+    SqlInfo,
     TicketStatementQuery,
 };
 use arrow_flight::{
@@ -42,6 +43,7 @@ use tonic::{Request, Response, Status, Streaming};
 
 use super::auth::{Users, parse_basic, parse_bearer};
 use super::execution::Execution;
+use super::ingest;
 use super::metadata;
 use super::planner::{self, Planned};
 use super::results::{self, FlightDataStream};
@@ -364,6 +366,16 @@ impl FlightSqlService for IceflightService {
         let caller = self.caller(&request)?;
         let plan = planner::logical_plan(&caller.session, &command.query).await?;
         Execution::run_update(&caller.session, plan, &command.query).await
+    }
+
+    async fn do_put_statement_ingest(
+        &self,
+        command: CommandStatementIngest,
+        request: Request<PeekableFlightDataStream>,
+    ) -> Result<i64, Status> {
+        let caller = self.caller(&request)?;
+        let catalogs = self.inner.engine.catalogs();
+        ingest::ingest(&caller.session, catalogs, command, request.into_inner()).await
     }
 
     // Prepared statements

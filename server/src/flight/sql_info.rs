@@ -24,6 +24,8 @@ fn build() -> Result<SqlInfoData, arrow_flight::error::FlightError> {
     b.append(5u32, false); // FLIGHT_SQL_SERVER_SUBSTRAIT
     b.append(8u32, 0i32); // FLIGHT_SQL_SERVER_TRANSACTION: none
     b.append(9u32, true); // FLIGHT_SQL_SERVER_CANCEL
+    b.append(10u32, true); // FLIGHT_SQL_SERVER_BULK_INGESTION (ingest.rs)
+    b.append(11u32, false); // FLIGHT_SQL_SERVER_INGEST_TRANSACTIONS_SUPPORTED
     b.append(100u32, 0i32); // FLIGHT_SQL_SERVER_STATEMENT_TIMEOUT: none
     b.append(101u32, 0i32); // FLIGHT_SQL_SERVER_TRANSACTION_TIMEOUT: none
     // SQL (500..)

@@ -156,6 +156,25 @@ public class JdbcTest {
         });
       }
 
+      // Written by the ADBC suite's bulk ingest (tests/flight/test_adbc.py), which
+      // run_clients.sh runs first.
+      check("reads the million rows ADBC ingested", () -> {
+        try (Statement st = conn.createStatement();
+            ResultSet rs = st.executeQuery("SELECT count(*), sum(id) FROM local.ingest.big")) {
+          require(rs.next(), "no row");
+          require(rs.getLong(1) == 1_000_000L && rs.getLong(2) == 499_999_500_000L,
+              "got " + rs.getObject(1) + ", " + rs.getObject(2));
+        }
+      });
+
+      check("executeUpdate INSERT returns the rows written", () -> {
+        try (Statement st = conn.createStatement()) {
+          st.executeUpdate("CREATE TABLE IF NOT EXISTS local.ingest.jdbc_rows (id BIGINT, name VARCHAR)");
+          int n = st.executeUpdate("INSERT INTO local.ingest.jdbc_rows VALUES (1, 'a'), (2, 'b'), (3, NULL)");
+          require(n == 3, "executeUpdate returned " + n);
+        }
+      });
+
       check("PreparedStatement with a parameter, executed 3 times", () -> {
         long[] bounds = {1000, 30000, 1_000_000_000L};
         long[] want = new long[bounds.length];

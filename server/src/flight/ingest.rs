@@ -1,0 +1,185 @@
+//! Flight SQL bulk ingest (`DoPut` with `CommandStatementIngest`): what ADBC's `adbc_ingest`
+//! sends, in its four modes.
+//!
+//! ```text
+//!   DoPut(CommandStatementIngest{table, schema?, catalog?, options}) + Arrow IPC stream
+//!     ──► the table by catalog, namespace (the session's defaults when not given) and name
+//!     ──► exists?   append: the rows appended          replace: a new table of the upload's
+//!                   fail:   AlreadyExists                        columns takes its place
+//!         missing?  create: a new table of the upload's columns   fail: NotFound
+//!     ──► rows streamed into iceberg's writers (bounded memory) ──► one snapshot ──► row count
+//! ```
+//!
+//! | ADBC mode | if the table exists | if it does not |
+//! |---|---|---|
+//! | `create` | `AlreadyExists` | created |
+//! | `append` | appended | `NotFound` |
+//! | `replace` | replaced | created |
+//! | `create_append` | appended | created |
+//!
+//! Unspecified options take the Flight SQL defaults (fail in both cases). A mismatch between the
+//! upload's columns and the table's (by name, any order; types cast where Arrow casts them) is
+//! `InvalidArgument` listing the columns, and commits nothing. Types map as `CREATE TABLE`'s
+//! (`catalog/src/tables.rs`); reading back gives Iceberg's types (`string` as Arrow `Utf8`,
+//! small integers as `Int32`). **Replace** writes the new table under a temporary name first,
+//! then drops the old one and renames the new one into place: a failed upload leaves the old
+//! table untouched; between the drop and the rename the name is briefly absent.
+//! Temporary tables and transactions are refused (`InvalidArgument`).
+
+use std::sync::Arc;
+
+use arrow_flight::decode::FlightRecordBatchStream;
+use arrow_flight::error::FlightError;
+use arrow_flight::sql::CommandStatementIngest;
+use arrow_flight::sql::command_statement_ingest::table_definition_options::{
+    TableExistsOption, TableNotExistOption,
+};
+use arrow_flight::sql::server::PeekableFlightDataStream;
+use datafusion::common::DataFusionError;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use futures::{StreamExt, TryStreamExt};
+use iceberg::{Catalog, ErrorKind, NamespaceIdent, TableIdent};
+use iceflight_catalog::provider::to_df_error;
+use iceflight_catalog::tables::{append, create_empty};
+use tonic::Status;
+
+use super::results::QueryLog;
+use super::sessions::Session;
+use super::status::to_status;
+
+/// Runs one bulk ingest for `session` (module docs); returns the rows written.
+///
+/// Errors: see the module docs; an upload that is not an Arrow IPC stream is `InvalidArgument`.
+pub async fn ingest(
+    session: &Session,
+    catalogs: &iceflight_catalog::Catalogs,
+    command: CommandStatementIngest,
+    data: PeekableFlightDataStream,
+) -> Result<i64, Status> {
+    let label = format!("INGEST INTO {}", command.table);
+    let log = QueryLog::start(&session.user, &label);
+    let result = run(session, catalogs, command, data).await;
+    log.finish();
+    result.inspect_err(|status| log.fail(status))
+}
+
+async fn run(
+    session: &Session,
+    catalogs: &iceflight_catalog::Catalogs,
+    command: CommandStatementIngest,
+    data: PeekableFlightDataStream,
+) -> Result<i64, Status> {
+    if command.temporary {
+        return Err(Status::invalid_argument(
+            "temporary tables are not supported: ingest into an Iceberg table",
+        ));
+    }
+    if command.transaction_id.is_some() {
+        return Err(Status::invalid_argument("transactions are not supported"));
+    }
+    let options = session.ctx.state().config().options().catalog.clone();
+    let catalog_name = command.catalog.clone().unwrap_or(options.default_catalog);
+    let schema_name = command.schema.clone().unwrap_or(options.default_schema);
+    let catalog = catalogs
+        .get(&catalog_name)
+        .map_err(|e| to_status(DataFusionError::External(Box::new(e))))?;
+    if schema_name.is_empty() {
+        return Err(Status::invalid_argument(
+            "ingest needs a schema: name it (ADBC: db_schema_name) or set the session's schema",
+        ));
+    }
+    let namespace = NamespaceIdent::from_strs(schema_name.split('.'))
+        .map_err(|e| Status::invalid_argument(format!("schema {schema_name:?}: {e}")))?;
+    let ident = TableIdent::new(namespace, command.table.clone());
+    let (if_not_exist, if_exists) = command
+        .table_definition_options
+        .map(|o| (o.if_not_exist(), o.if_exists()))
+        .unwrap_or((TableNotExistOption::Unspecified, TableExistsOption::Unspecified));
+
+    // The upload: its schema arrives first; an empty upload still has one.
+    let mut batches = FlightRecordBatchStream::new_from_flight_data(
+        data.map_err(|s| FlightError::Tonic(Box::new(s))),
+    );
+    let first = batches.next().await.transpose().map_err(upload_error)?;
+    let Some(schema) = first
+        .as_ref()
+        .map(|b| b.schema())
+        .or_else(|| batches.schema().cloned())
+    else {
+        return Err(Status::invalid_argument("the upload carries no Arrow schema"));
+    };
+    let rows = futures::stream::iter(first.map(Ok))
+        .chain(batches)
+        .map_err(|e| DataFusionError::External(Box::new(e)));
+    let rows = Box::pin(RecordBatchStreamAdapter::new(Arc::clone(&schema), rows));
+
+    let existing = match catalog.load_table(&ident).await {
+        Ok(table) => Some(table),
+        Err(e) if e.kind() == ErrorKind::TableNotFound => None,
+        Err(e) => return Err(to_status(to_df_error(e))),
+    };
+    let written = match (existing, if_exists, if_not_exist) {
+        (Some(_), TableExistsOption::Fail | TableExistsOption::Unspecified, _) => {
+            return Err(Status::already_exists(format!("table {ident} already exists")));
+        }
+        (Some(table), TableExistsOption::Append, _) => {
+            append(catalog.as_ref(), &table, rows).await
+        }
+        (Some(_), TableExistsOption::Replace, _) => {
+            replace(catalog.as_ref(), &ident, &schema, rows).await
+        }
+        (None, _, TableNotExistOption::Create) => {
+            let table = create_empty(catalog.as_ref(), &ident, &schema)
+                .await
+                .map_err(to_status)?;
+            let written = append(catalog.as_ref(), &table, rows).await;
+            if written.is_err() {
+                let _ = catalog.drop_table(&ident).await;
+            }
+            written
+        }
+        (None, _, _) => {
+            return Err(Status::not_found(format!(
+                "table {ident} does not exist (ingest mode append)"
+            )));
+        }
+    };
+    let written = written.map_err(to_status)?;
+    Ok(i64::try_from(written).unwrap_or(i64::MAX))
+}
+
+/// Replace (module docs): the new table is written under a temporary name, then takes the
+/// old one's place.
+async fn replace(
+    catalog: &dyn Catalog,
+    ident: &TableIdent,
+    schema: &arrow::datatypes::SchemaRef,
+    rows: datafusion::execution::SendableRecordBatchStream,
+) -> datafusion::common::Result<u64> {
+    let staging = TableIdent::new(
+        ident.namespace().clone(),
+        format!("{}__ingest_{}", ident.name(), uuid::Uuid::new_v4().simple()),
+    );
+    let table = create_empty(catalog, &staging, schema).await?;
+    let written = match append(catalog, &table, rows).await {
+        Ok(n) => n,
+        Err(e) => {
+            let _ = catalog.drop_table(&staging).await;
+            return Err(e);
+        }
+    };
+    catalog.drop_table(ident).await.map_err(to_df_error)?;
+    catalog
+        .rename_table(&staging, ident)
+        .await
+        .map_err(to_df_error)?;
+    Ok(written)
+}
+
+/// A broken upload (not Arrow IPC, cut off) as one line.
+fn upload_error(e: FlightError) -> Status {
+    match e {
+        FlightError::Tonic(status) => *status,
+        other => Status::invalid_argument(format!("the upload is not an Arrow IPC stream: {other}")),
+    }
+}
