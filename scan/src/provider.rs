@@ -200,6 +200,33 @@ impl TableProvider for IcebergTableProvider {
         Ok(Arc::new(DataSinkExec::new(input, Arc::new(sink), None)))
     }
 
+    /// `DELETE`: not supported yet. iceberg 0.10.1 commits only appends of data files (no
+    /// delete files, no rewrite of files), so neither position deletes nor copy-on-write can
+    /// be committed through it.
+    async fn delete_from(
+        &self,
+        _state: &dyn Session,
+        _filters: Vec<Expr>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        not_impl_err!(
+            "DELETE on Iceberg table {} is not supported yet: iceberg 0.10.1 commits appends only",
+            self.table.identifier()
+        )
+    }
+
+    /// `UPDATE`: not supported yet (see [`Self::delete_from`]).
+    async fn update(
+        &self,
+        _state: &dyn Session,
+        _assignments: Vec<(String, Expr)>,
+        _filters: Vec<Expr>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        not_impl_err!(
+            "UPDATE on Iceberg table {} is not supported yet: iceberg 0.10.1 commits appends only",
+            self.table.identifier()
+        )
+    }
+
     async fn scan(
         &self,
         state: &dyn Session,

@@ -229,3 +229,23 @@ async fn concurrent_commits_with_pyiceberg_lose_nothing() {
     assert_eq!(snapshots, [[total.to_string()]]);
     assert_eq!(pyiceberg_rows(dir.path(), "history.c").len(), total);
 }
+
+/// Statements iceflight understands and does not run yet say so, naming the table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unsupported_writes_are_not_implemented() {
+    let dir = tempfile::tempdir().unwrap();
+    catalog_with_history(dir.path());
+    let engine = common::engine(dir.path(), 2).await;
+    let ctx = engine.session(None, Some("history"), &[]).unwrap();
+    for text in [
+        "DELETE FROM events WHERE id = 1",
+        "UPDATE events SET x = 1 WHERE id = 1",
+        "INSERT OVERWRITE TABLE events VALUES (1, 'a', 1)",
+    ] {
+        let err = sql(&ctx, text).await.unwrap_err();
+        let status = iceflight::flight::status::to_status(err);
+        assert_eq!(status.code(), tonic::Code::Unimplemented, "{text}: {status}");
+        assert!(status.message().contains("history.events"), "{text}: {status}");
+    }
+    assert_eq!(ok(&ctx, "SELECT count(*) FROM events").await, [["6"]]);
+}

@@ -8,6 +8,7 @@
 //! | a worker or other peer unreachable (a connection error, `distributed/channels.rs`) | `Unavailable` |
 //! | a table or catalog a worker does not have (an I/O `NotFound`, `catalog/src/lib.rs`) | `NotFound` |
 //! | catalog refused our credentials | `Unauthenticated` |
+//! | a statement not supported yet (`DELETE`, `UPDATE`, `INSERT OVERWRITE`) | `Unimplemented` |
 //! | memory limit | `ResourceExhausted` |
 //! | anything else | `Internal`, with a log id also written to the server log |
 
@@ -45,9 +46,9 @@ pub fn to_status(e: DataFusionError) -> Status {
                 Status::invalid_argument(message(&e))
             }
         }
-        DataFusionError::Configuration(_) | DataFusionError::NotImplemented(_) => {
-            Status::invalid_argument(message(&e))
-        }
+        DataFusionError::Configuration(_) => Status::invalid_argument(message(&e)),
+        // A statement iceflight understands and does not run (`DELETE`, `INSERT OVERWRITE`).
+        DataFusionError::NotImplemented(_) => Status::unimplemented(message(&e)),
         DataFusionError::ResourcesExhausted(_) => Status::resource_exhausted(message(&e)),
         DataFusionError::IoError(io) if is_connection(io.kind()) => {
             Status::unavailable(message(&e))
