@@ -7,6 +7,7 @@
 //!                                                                         └─► IcebergTableProvider
 //! ```
 
+pub mod alter;
 pub mod cache;
 pub mod cached_storage;
 pub mod config;

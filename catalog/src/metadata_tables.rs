@@ -497,17 +497,15 @@ async fn partitions(table: &Table) -> Result<RecordBatch> {
         Arc::new(Schema::new(fields))
     };
     // Group by the partition struct's rows: one key per distinct value tuple.
-    let column = partition_column(table, &partition, &data)?;
-    let struct_array = column
-        .as_any()
-        .downcast_ref::<StructArray>()
-        .expect("partition_column builds a struct");
+    let column = match partition.is_empty() {
+        true => None,
+        false => Some(partition_column(table, &partition, &data)?),
+    };
     let mut groups: BTreeMap<String, (usize, i64, i64, i64)> = BTreeMap::new();
     for (row, (_, file)) in data.iter().enumerate() {
-        let key = if partition.is_empty() {
-            String::new()
-        } else {
-            ScalarValue::try_from_array(struct_array, row)?.to_string()
+        let key = match &column {
+            None => String::new(),
+            Some(column) => ScalarValue::try_from_array(column, row)?.to_string(),
         };
         let group = groups.entry(key).or_insert((row, 0, 0, 0));
         group.1 += file.record_count() as i64;
@@ -524,16 +522,13 @@ async fn partitions(table: &Table) -> Result<RecordBatch> {
         size.append_value(*s);
     }
     let mut columns: Vec<ArrayRef> = vec![];
-    let schema = if partition.is_empty() {
-        schema_fields(None)
-    } else {
-        let take = arrow::compute::take(
-            &column,
-            &arrow::array::UInt64Array::from(first_rows),
-            None,
-        )?;
-        columns.push(take);
-        schema_fields(Some(column.data_type()))
+    let schema = match &column {
+        None => schema_fields(None),
+        Some(column) => {
+            let indices = arrow::array::UInt64Array::from(first_rows);
+            columns.push(arrow::compute::take(column.as_ref(), &indices, None)?);
+            schema_fields(Some(column.data_type()))
+        }
     };
     columns.push(Arc::new(records.finish()));
     columns.push(Arc::new(count.finish()));

@@ -157,7 +157,7 @@ fn column_order(ident: &TableIdent, input: &SchemaRef, table: &SchemaRef) -> Res
 /// `schema` with every type Iceberg stores (module docs).
 ///
 /// Errors: a column whose type has no Iceberg counterpart.
-fn iceberg_columns(schema: &SchemaRef) -> Result<Schema> {
+pub(crate) fn iceberg_columns(schema: &SchemaRef) -> Result<Schema> {
     let fields = schema
         .fields()
         .iter()

@@ -13,6 +13,9 @@ use datafusion::execution::{SendableRecordBatchStream, SessionStateBuilder};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::parser::{DFParser, Statement};
 use iceflight_catalog::cached_storage::StorageCache;
+use datafusion::logical_expr::LogicalPlan;
+use iceflight_catalog::alter::{AlterOp, AlterTable, alter_table};
+use iceflight_catalog::provider::IcebergCatalogProvider;
 use iceflight_catalog::{CatalogError, Catalogs, NO_DEFAULT_SCHEMA};
 use iceflight_scan::block_cache::{BlockCache, BlockCacheConfig};
 use iceflight_scan::caches::ScanCaches;
@@ -270,8 +273,123 @@ pub async fn execute_statement(
     ctx: &SessionContext,
     statement: Statement,
 ) -> Result<SendableRecordBatchStream> {
-    let plan = ctx.state().statement_to_plan(statement).await?;
+    let plan = plan_statement(ctx, statement).await?;
+    if let Some(alter) = AlterTable::of(&plan) {
+        run_alter(ctx, alter).await?;
+        let empty = Arc::new(datafusion::arrow::datatypes::Schema::empty());
+        return Ok(Box::pin(
+            datafusion::physical_plan::stream::RecordBatchStreamAdapter::new(
+                empty,
+                futures::stream::empty(),
+            ),
+        ));
+    }
     ctx.execute_logical_plan(plan).await?.execute_stream().await
+}
+
+/// The logical plan of one parsed statement: DataFusion's, except `ALTER TABLE`, which
+/// DataFusion does not plan: an [`AlterTable`] node (`catalog/src/alter.rs`), run by
+/// [`run_alter`].
+///
+/// Errors: the planner's; an `ALTER TABLE` operation iceflight does not know.
+pub async fn plan_statement(ctx: &SessionContext, statement: Statement) -> Result<LogicalPlan> {
+    use datafusion::sql::sqlparser::ast::{AlterTableOperation, ColumnOption, RenameTableNameKind};
+    let Statement::Statement(inner) = &statement else {
+        return ctx.state().statement_to_plan(statement).await;
+    };
+    let datafusion::sql::sqlparser::ast::Statement::AlterTable(alter) = inner.as_ref() else {
+        return ctx.state().statement_to_plan(statement).await;
+    };
+    let options = ctx.state().config().options().clone();
+    let reference = datafusion::sql::planner::object_name_to_table_reference(
+        alter.name.clone(),
+        options.sql_parser.enable_ident_normalization,
+    )?
+    .resolve(
+        &options.catalog.default_catalog,
+        &options.catalog.default_schema,
+    );
+    let normalize = |ident: &datafusion::sql::sqlparser::ast::Ident| match ident.quote_style {
+        None if options.sql_parser.enable_ident_normalization => ident.value.to_lowercase(),
+        _ => ident.value.clone(),
+    };
+    let mut ops = vec![];
+    for op in &alter.operations {
+        ops.push(match op {
+            AlterTableOperation::AddColumn {
+                if_not_exists,
+                column_def,
+                ..
+            } => {
+                if column_def
+                    .options
+                    .iter()
+                    .any(|o| matches!(o.option, ColumnOption::NotNull))
+                {
+                    return plan_err!(
+                        "column {} cannot be added NOT NULL: the rows already written have no value for it",
+                        column_def.name
+                    );
+                }
+                let typed = ctx
+                    .sql(&format!("SELECT CAST(NULL AS {})", column_def.data_type))
+                    .await?;
+                AlterOp::AddColumn {
+                    name: normalize(&column_def.name),
+                    data_type: typed.schema().field(0).data_type().clone(),
+                    if_not_exists: *if_not_exists,
+                }
+            }
+            AlterTableOperation::DropColumn {
+                column_names,
+                if_exists,
+                ..
+            } => AlterOp::DropColumns {
+                names: column_names.iter().map(normalize).collect(),
+                if_exists: *if_exists,
+            },
+            AlterTableOperation::RenameColumn {
+                old_column_name,
+                new_column_name,
+            } => AlterOp::RenameColumn(normalize(old_column_name), normalize(new_column_name)),
+            AlterTableOperation::RenameTable {
+                table_name: RenameTableNameKind::To(name) | RenameTableNameKind::As(name),
+            } => match name.0.last().and_then(|p| p.as_ident()) {
+                Some(ident) if name.0.len() == 1 => AlterOp::RenameTo(normalize(ident)),
+                _ => {
+                    return plan_err!(
+                        "ALTER TABLE … RENAME TO takes a table name in the same schema, not {name}"
+                    );
+                }
+            },
+            other => {
+                return datafusion::common::not_impl_err!(
+                    "ALTER TABLE … {other} is not supported (ADD COLUMN, DROP COLUMN and RENAME TO are)"
+                );
+            }
+        });
+    }
+    Ok(AlterTable {
+        catalog: reference.catalog.to_string(),
+        namespace: reference.schema.to_string(),
+        table: reference.table.to_string(),
+        if_exists: alter.if_exists,
+        ops,
+    }
+    .into_plan())
+}
+
+/// Runs an `ALTER TABLE` node against its catalog (`catalog/src/alter.rs`).
+///
+/// Errors: the catalog is not an Iceberg catalog of this engine (`system`); the alteration's.
+pub async fn run_alter(ctx: &SessionContext, alter: &AlterTable) -> Result<()> {
+    let Some(provider) = ctx.catalog(&alter.catalog) else {
+        return plan_err!("unknown catalog {}", alter.catalog);
+    };
+    let Some(iceberg) = provider.downcast_ref::<IcebergCatalogProvider>() else {
+        return plan_err!("tables of catalog {} cannot be altered", alter.catalog);
+    };
+    alter_table(iceberg.catalog().as_ref(), alter).await
 }
 
 /// A physical optimizer rule, as DataFusion's session builder takes them.

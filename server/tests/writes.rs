@@ -249,3 +249,41 @@ async fn unsupported_writes_are_not_implemented() {
     }
     assert_eq!(ok(&ctx, "SELECT count(*) FROM events").await, [["6"]]);
 }
+
+/// `ALTER TABLE` adds and drops columns (older rows read NULL for an added one) and renames the
+/// table; pyiceberg reads the evolved table alike; what iceberg 0.10.1 cannot do is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn alter_table_evolves_the_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    catalog_with_history(dir.path());
+    let engine = common::engine(dir.path(), 2).await;
+    let ctx = engine.session(None, Some("history"), &[]).unwrap();
+    ok(&ctx, "CREATE TABLE a (id BIGINT, name VARCHAR)").await;
+    ok(&ctx, "INSERT INTO a VALUES (1, 'x')").await;
+    ok(&ctx, "ALTER TABLE a ADD COLUMN score DOUBLE").await;
+    ok(&ctx, "INSERT INTO a VALUES (2, 'y', 2.5)").await;
+    let want = [["1", "x", "NULL"], ["2", "y", "2.5"]];
+    assert_eq!(sorted(&ctx, "SELECT * FROM a").await, want);
+    assert_eq!(pyiceberg_rows(dir.path(), "history.a"), want);
+
+    ok(&ctx, "ALTER TABLE a DROP COLUMN name").await;
+    assert_eq!(sorted(&ctx, "SELECT * FROM a").await, [["1", "NULL"], ["2", "2.5"]]);
+    ok(&ctx, "ALTER TABLE a ADD COLUMN IF NOT EXISTS score DOUBLE").await;
+    assert!(sql(&ctx, "ALTER TABLE a ADD COLUMN score DOUBLE").await.is_err());
+    assert!(sql(&ctx, "ALTER TABLE a ADD COLUMN must INT NOT NULL").await.is_err());
+
+    let err = sql(&ctx, "ALTER TABLE a RENAME COLUMN score TO points")
+        .await
+        .unwrap_err();
+    let status = iceflight::flight::status::to_status(err);
+    assert_eq!(status.code(), tonic::Code::Unimplemented, "{status}");
+
+    ok(&ctx, "ALTER TABLE a RENAME TO b").await;
+    assert_eq!(ok(&ctx, "SELECT count(*) FROM b").await, [["2"]]);
+    let err = sql(&ctx, "SELECT * FROM a").await.unwrap_err();
+    assert_eq!(
+        iceflight::flight::status::to_status(err).code(),
+        tonic::Code::NotFound
+    );
+    ok(&ctx, "ALTER TABLE IF EXISTS a ADD COLUMN z INT").await;
+}

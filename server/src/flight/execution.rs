@@ -188,6 +188,10 @@ impl Execution {
             _ => None,
         };
         let result = async {
+            if let Some(alter) = iceflight_catalog::alter::AlterTable::of(&plan) {
+                crate::session::run_alter(&session.ctx, alter).await?;
+                return Ok(vec![]);
+            }
             session
                 .ctx
                 .execute_logical_plan(plan)

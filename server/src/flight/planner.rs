@@ -71,13 +71,16 @@ pub async fn plan_sql(session: &Session, sql: &str) -> Result<Planned, Status> {
 }
 
 /// The logical plan of SQL text (placeholders unbound), not optimized.
-/// Trino's time-travel clauses are rewritten first (`table_versions.rs`).
+/// Trino's time-travel clauses are rewritten first (`table_versions.rs`); `ALTER TABLE` is
+/// planned by iceflight (`session::plan_statement`).
 pub async fn logical_plan(session: &Session, sql: &str) -> Result<LogicalPlan, Status> {
-    let plan = match crate::table_versions::rewrite(sql) {
-        Ok(text) => session.ctx.state().create_logical_plan(&text).await,
-        Err(e) => Err(e),
+    let plan = async {
+        let text = crate::table_versions::rewrite(sql)?;
+        let state = session.ctx.state();
+        let statement = state.sql_to_statement(&text, &state.config().options().sql_parser.dialect)?;
+        crate::session::plan_statement(&session.ctx, statement).await
     };
-    plan.map_err(|e| failed(session, sql, to_status(e)))
+    plan.await.map_err(|e| failed(session, sql, to_status(e)))
 }
 
 /// A prepared statement with its bound parameters as a [`Planned`] statement.
@@ -104,7 +107,8 @@ fn failed(session: &Session, sql: &str, status: Status) -> Status {
     status
 }
 
-/// Whether the plan changes state (DDL, `SET`, DML, `COPY`) rather than returning rows.
+/// Whether the plan changes state (DDL, `SET`, DML, `COPY`, `ALTER TABLE`) rather than
+/// returning rows.
 pub fn is_state_change(plan: &LogicalPlan) -> bool {
     matches!(
         plan,
@@ -112,7 +116,7 @@ pub fn is_state_change(plan: &LogicalPlan) -> bool {
             | LogicalPlan::Statement(_)
             | LogicalPlan::Dml(_)
             | LogicalPlan::Copy(_)
-    )
+    ) || iceflight_catalog::alter::AlterTable::of(plan).is_some()
 }
 
 /// The prepared statement's plan with its parameters bound.
