@@ -148,7 +148,8 @@ pub async fn alter_table(catalog: &dyn Catalog, node: &AlterTable) -> Result<()>
                     }
                     return plan_err!("table {ident} already has a column {name}");
                 }
-                update = update.add_column(AddColumn::optional(name, iceberg_type(name, data_type)?));
+                update =
+                    update.add_column(AddColumn::optional(name, iceberg_type(name, data_type)?));
                 changes += 1;
             }
             AlterOp::DropColumns { names, if_exists } => {
@@ -196,8 +197,8 @@ fn iceberg_type(name: &str, data_type: &DataType) -> Result<Type> {
         data_type.clone(),
         true,
     )])))?;
-    let schema = iceberg::arrow::arrow_schema_to_schema_auto_assign_ids(&schema)
-        .map_err(to_df_error)?;
+    let schema =
+        iceberg::arrow::arrow_schema_to_schema_auto_assign_ids(&schema).map_err(to_df_error)?;
     match schema.as_struct().fields().first() {
         Some(field) => Ok(field.field_type.as_ref().clone()),
         None => plan_err!("column {name} of type {data_type} has no Iceberg type"),

@@ -22,7 +22,9 @@
 //! `partition` is a struct of every partition field any spec of the table ever had (Iceberg's
 //! `Partitioning.partitionType`), NULL where a file's spec lacks the field; it is absent from
 //! an unpartitioned table's `$files` and `$partitions` (as in Trino). Bounds are rendered as
-//! text (Trino's `map(integer, varchar)`).
+//! text (Trino's `map(integer, varchar)`). The maps' field-id keys are 64-bit (Trino's are
+//! `integer`) so that `value_counts[3]` works: DataFusion 54 does not coerce a literal to a
+//! map's key type.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -144,7 +146,10 @@ fn mem_table(batches: Vec<RecordBatch>) -> Result<Arc<dyn TableProvider>> {
 
 /// A timestamp with time zone in microseconds, as iceberg's `timestamptz` maps to Arrow.
 fn timestamptz() -> DataType {
-    DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, Some("+00:00".into()))
+    DataType::Timestamp(
+        arrow::datatypes::TimeUnit::Microsecond,
+        Some("+00:00".into()),
+    )
 }
 
 fn history(table: &Table) -> Result<RecordBatch> {
@@ -301,10 +306,7 @@ fn partition_fields(table: &Table) -> Result<Vec<(i32, Field)>> {
             let Some(source) = source else {
                 continue;
             };
-            let result: Type = field
-                .transform
-                .result_type(&source)
-                .map_err(to_df_error)?;
+            let result: Type = field.transform.result_type(&source).map_err(to_df_error)?;
             let arrow = iceberg::arrow::type_to_arrow_type(&result).map_err(to_df_error)?;
             out.push((field.field_id, Field::new(&field.name, arrow, true)));
         }
@@ -338,18 +340,22 @@ fn partition_column(
         });
     }
     let struct_fields: Fields = fields.iter().map(|(_, f)| f.clone()).collect();
-    Ok(Arc::new(StructArray::try_new(struct_fields, columns, None)?))
+    Ok(Arc::new(StructArray::try_new(
+        struct_fields,
+        columns,
+        None,
+    )?))
 }
 
 fn int_long_map(
     files: &[(i32, &DataFile)],
     get: impl Fn(&DataFile) -> &std::collections::HashMap<i32, u64>,
 ) -> ArrayRef {
-    let mut map = MapBuilder::new(None, Int32Builder::new(), Int64Builder::new());
-    for (_, file) in files {
+    let mut map = MapBuilder::new(None, Int64Builder::new(), Int64Builder::new());
+    for &(_, file) in files {
         let sorted: BTreeMap<i32, u64> = get(file).iter().map(|(k, v)| (*k, *v)).collect();
         for (k, v) in sorted {
-            map.keys().append_value(k);
+            map.keys().append_value(i64::from(k));
             map.values().append_value(v as i64);
         }
         map.append(true).expect("keys and values appended together");
@@ -361,12 +367,12 @@ fn bounds_map(
     files: &[(i32, &DataFile)],
     get: impl Fn(&DataFile) -> &std::collections::HashMap<i32, iceberg::spec::Datum>,
 ) -> ArrayRef {
-    let mut map = MapBuilder::new(None, Int32Builder::new(), StringBuilder::new());
-    for (_, file) in files {
+    let mut map = MapBuilder::new(None, Int64Builder::new(), StringBuilder::new());
+    for &(_, file) in files {
         let sorted: BTreeMap<i32, String> =
             get(file).iter().map(|(k, v)| (*k, v.to_string())).collect();
         for (k, v) in sorted {
-            map.keys().append_value(k);
+            map.keys().append_value(i64::from(k));
             map.values().append_value(v);
         }
         map.append(true).expect("keys and values appended together");
@@ -473,7 +479,10 @@ async fn files(table: &Table) -> Result<RecordBatch> {
         fields.push(Field::new(name, column.data_type().clone(), true));
         columns.push(column);
     }
-    Ok(RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?)
+    Ok(RecordBatch::try_new(
+        Arc::new(Schema::new(fields)),
+        columns,
+    )?)
 }
 
 async fn partitions(table: &Table) -> Result<RecordBatch> {
@@ -512,8 +521,11 @@ async fn partitions(table: &Table) -> Result<RecordBatch> {
         group.2 += 1;
         group.3 += file.file_size_in_bytes() as i64;
     }
-    let (mut records, mut count, mut size) =
-        (Int64Builder::new(), Int64Builder::new(), Int64Builder::new());
+    let (mut records, mut count, mut size) = (
+        Int64Builder::new(),
+        Int64Builder::new(),
+        Int64Builder::new(),
+    );
     let mut first_rows = vec![];
     for (first, r, c, s) in groups.values() {
         first_rows.push(*first as u64);

@@ -42,7 +42,9 @@ pub enum TableRefError {
         kind: String,
     },
     /// `@` followed by nothing, or by `ts:` without milliseconds.
-    #[error("malformed version in table name {0} (expected @<snapshot id>, @<branch or tag> or @ts:<epoch ms>)")]
+    #[error(
+        "malformed version in table name {0} (expected @<snapshot id>, @<branch or tag> or @ts:<epoch ms>)"
+    )]
     MalformedVersion(String),
 }
 
@@ -120,12 +122,18 @@ mod tests {
     fn metadata_tables_by_name() {
         assert_eq!(
             split("orders$snapshots"),
-            Some(Ok(("orders", TableSuffix::Metadata(MetadataTable::Snapshots))))
+            Some(Ok((
+                "orders",
+                TableSuffix::Metadata(MetadataTable::Snapshots)
+            )))
         );
         let err = split("orders$nope").unwrap().unwrap_err().to_string();
         assert!(err.starts_with("table orders has no metadata table $nope; there are $snapshots"));
         assert_eq!(split("orders"), None);
         assert_eq!(split("$files"), None);
-        assert!(matches!(split("orders@"), Some(Err(TableRefError::MalformedVersion(_)))));
+        assert!(matches!(
+            split("orders@"),
+            Some(Err(TableRefError::MalformedVersion(_)))
+        ));
     }
 }

@@ -114,7 +114,10 @@ pub async fn append(
                 .map(|&i| batch.schema().field(i).clone())
                 .collect();
             let columns = order.iter().map(|&i| Arc::clone(batch.column(i))).collect();
-            Ok(RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?)
+            Ok(RecordBatch::try_new(
+                Arc::new(Schema::new(fields)),
+                columns,
+            )?)
         }),
     );
     let (files, rows) = write_data_files(table, &table_schema, Box::pin(reordered)).await?;

@@ -185,6 +185,7 @@ impl IcebergScanCodec {
                 .metadata_location(node.metadata_location.clone())
                 .identifier(ident.clone())
                 .file_io(loaded.file_io().clone())
+                .runtime(iceberg::Runtime::try_current().map_err(external)?)
                 .build()
                 .map_err(external)?
         };

@@ -18,16 +18,16 @@ use async_trait::async_trait;
 use datafusion::catalog::Session;
 use datafusion::common::{DataFusionError, Result, Statistics, not_impl_err, plan_err};
 use datafusion::datasource::sink::DataSinkExec;
-use datafusion::logical_expr::dml::InsertOp;
 use datafusion::datasource::{TableProvider, TableType};
+use datafusion::logical_expr::dml::InsertOp;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
 use futures::TryStreamExt;
+use iceberg::Catalog;
 use iceberg::expr::Predicate;
 use iceberg::scan::FileScanTask;
 use iceberg::spec::PartitionSpec;
 use iceberg::table::Table;
-use iceberg::Catalog;
 use parquet::arrow::PARQUET_FIELD_ID_META_KEY;
 
 use crate::caches::ScanCaches;

@@ -27,6 +27,7 @@ use datafusion::datasource::sink::DataSink;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType};
 use futures::StreamExt;
+use iceberg::Catalog;
 use iceberg::arrow::RecordBatchPartitionSplitter;
 use iceberg::spec::{DataFile, DataFileFormat, TableProperties};
 use iceberg::table::Table;
@@ -40,7 +41,6 @@ use iceberg::writer::file_writer::rolling_writer::RollingFileWriterBuilder;
 use iceberg::writer::partitioning::PartitioningWriter;
 use iceberg::writer::partitioning::fanout_writer::FanoutWriter;
 use iceberg::writer::{IcebergWriter, IcebergWriterBuilder};
-use iceberg::Catalog;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 
@@ -114,7 +114,9 @@ pub async fn write_data_files(
 ) -> Result<(Vec<DataFile>, u64)> {
     let metadata = table.metadata();
     let props = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).map_err(ext_parquet)?))
+        .set_compression(Compression::ZSTD(
+            ZstdLevel::try_new(1).map_err(ext_parquet)?,
+        ))
         .set_statistics_enabled(EnabledStatistics::Page)
         .build();
     let target_file_size = metadata
@@ -165,7 +167,11 @@ pub async fn write_data_files(
 /// Commits `files` to `table` in one fast append, retried on conflict (module docs).
 ///
 /// Errors: the catalog refused the commit after its retries, or could not be reached.
-pub async fn commit_append(catalog: &dyn Catalog, table: &Table, files: Vec<DataFile>) -> Result<Table> {
+pub async fn commit_append(
+    catalog: &dyn Catalog,
+    table: &Table,
+    files: Vec<DataFile>,
+) -> Result<Table> {
     let tx = Transaction::new(table);
     let tx = tx
         .fast_append()

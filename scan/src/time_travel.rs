@@ -109,7 +109,8 @@ pub fn resolve(table: &Table, version: &TableVersion) -> Result<(i64, i32)> {
 /// that bind to the older schema, so that a spec over a column added later does not make the
 /// metadata invalid.
 ///
-/// Errors: `DataInvalid` when the snapshot or schema does not exist.
+/// Errors: `DataInvalid` when the snapshot or schema does not exist, or when called outside a
+/// tokio runtime (the table's tasks run on the caller's).
 pub fn at_snapshot(table: &Table, snapshot_id: i64, schema_id: i32) -> Result<Table> {
     let metadata = table.metadata();
     if metadata.current_snapshot_id() == Some(snapshot_id)
@@ -123,7 +124,8 @@ pub fn at_snapshot(table: &Table, snapshot_id: i64, schema_id: i32) -> Result<Ta
             format!("table {} has no schema {schema_id}", table.identifier()),
         )
     })?;
-    let reference = SnapshotReference::new(snapshot_id, SnapshotRetention::branch(None, None, None));
+    let reference =
+        SnapshotReference::new(snapshot_id, SnapshotRetention::branch(None, None, None));
     let mut builder = TableMetadataBuilder::new_from_metadata(metadata.clone(), None)
         .set_ref(MAIN_BRANCH, reference)?;
     if schema_id != metadata.current_schema_id() {
@@ -157,6 +159,7 @@ pub fn at_snapshot(table: &Table, snapshot_id: i64, schema_id: i32) -> Result<Ta
         .metadata(Arc::new(rewritten))
         .identifier(table.identifier().clone())
         .file_io(table.file_io().clone())
+        .runtime(iceberg::Runtime::try_current()?)
         .readonly(true);
     if let Some(location) = table.metadata_location() {
         out = out.metadata_location(location);
@@ -170,7 +173,11 @@ pub fn at_snapshot(table: &Table, snapshot_id: i64, schema_id: i32) -> Result<Ta
 /// Errors: the metadata does not serialize (not expected).
 pub fn refs(table: &Table) -> Result<Vec<(String, SnapshotReference)>> {
     let invalid = |e: serde_json::Error| {
-        Error::new(ErrorKind::DataInvalid, "table metadata refs do not serialize").with_source(e)
+        Error::new(
+            ErrorKind::DataInvalid,
+            "table metadata refs do not serialize",
+        )
+        .with_source(e)
     };
     let json = serde_json::to_value(table.metadata()).map_err(invalid)?;
     let Some(refs) = json.get("refs") else {

@@ -60,7 +60,13 @@ pub fn rewrite(sql: &str) -> Result<String> {
         };
         let start = offsets.at(tokens[i - 1].span.start);
         let end = offsets.at(tokens[i + 3 + used].span.end);
-        let name = versioned_name(&table.value, &version).replace('"', "\"\"");
+        // The name is quoted in its new form: an unquoted one is lowercased first, as
+        // DataFusion normalizes unquoted identifiers.
+        let base = match table.quote_style {
+            None => table.value.to_lowercase(),
+            Some(_) => table.value.clone(),
+        };
+        let name = versioned_name(&base, &version).replace('"', "\"\"");
         out.push_str(&sql[copied..start]);
         out.push('"');
         out.push_str(&name);
@@ -155,7 +161,11 @@ fn parse_instant(text: &str, date_only: bool) -> Option<i64> {
             return Some(t.timestamp_millis());
         }
     }
-    for format in ["%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%d %H:%M"] {
+    for format in [
+        "%Y-%m-%d %H:%M:%S%.f",
+        "%Y-%m-%dT%H:%M:%S%.f",
+        "%Y-%m-%d %H:%M",
+    ] {
         if let Ok(t) = NaiveDateTime::parse_from_str(text, format) {
             return Some(t.and_utc().timestamp_millis());
         }
@@ -196,8 +206,10 @@ mod tests {
     #[test]
     fn clauses_become_names() {
         assert_eq!(
-            rewrite("SELECT * FROM tpch.orders FOR VERSION AS OF 42 o WHERE x = 'FOR VERSION AS OF 1'")
-                .unwrap(),
+            rewrite(
+                "SELECT * FROM tpch.Orders FOR VERSION AS OF 42 o WHERE x = 'FOR VERSION AS OF 1'"
+            )
+            .unwrap(),
             "SELECT * FROM tpch.\"orders@42\" o WHERE x = 'FOR VERSION AS OF 1'"
         );
         assert_eq!(
@@ -206,7 +218,8 @@ mod tests {
             "select 1 from \"Orders@audit\" join \"t@ref:7\" on true"
         );
         assert_eq!(
-            rewrite("SELECT * FROM t FOR TIMESTAMP AS OF TIMESTAMP '2026-12-01 10:00:00 UTC'").unwrap(),
+            rewrite("SELECT * FROM t FOR TIMESTAMP AS OF TIMESTAMP '2026-12-01 10:00:00 UTC'")
+                .unwrap(),
             "SELECT * FROM \"t@ts:1796119200000\""
         );
         assert_eq!(

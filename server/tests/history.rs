@@ -174,7 +174,9 @@ async fn timestamp_as_of_reads_the_snapshot_current_then() {
             let literal = t.format("%Y-%m-%d %H:%M:%S%.3f UTC");
             let got = ok(
                 &ctx,
-                &format!("SELECT id FROM events FOR TIMESTAMP AS OF TIMESTAMP '{literal}' ORDER BY id"),
+                &format!(
+                    "SELECT id FROM events FOR TIMESTAMP AS OF TIMESTAMP '{literal}' ORDER BY id"
+                ),
             )
             .await;
             assert_eq!(got, ids_at(oracle, *id), "at {literal}");
@@ -191,7 +193,10 @@ async fn timestamp_as_of_reads_the_snapshot_current_then() {
     .await
     .unwrap_err();
     assert!(is_not_found(&err), "{err}");
-    assert!(err.to_string().contains("has no snapshot at or before"), "{err}");
+    assert!(
+        err.to_string().contains("has no snapshot at or before"),
+        "{err}"
+    );
 }
 
 /// A tag reads with the schema of its snapshot (no `x`, added later, even though the current
@@ -204,7 +209,12 @@ async fn tags_and_branches_read_with_their_schema() {
             .sql(&format!("SELECT * FROM \"events@{reference}\""))
             .await
             .unwrap();
-        let names: Vec<String> = df.schema().fields().iter().map(|f| f.name().clone()).collect();
+        let names: Vec<String> = df
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
         let want: Vec<String> = oracle["columns_at"][reference]
             .as_array()
             .unwrap()
@@ -213,9 +223,17 @@ async fn tags_and_branches_read_with_their_schema() {
             .collect();
         assert_eq!(names, want, "{reference}");
     }
-    let tag = ok(&ctx, "SELECT * FROM events FOR VERSION AS OF 'v1' ORDER BY id").await;
+    let tag = ok(
+        &ctx,
+        "SELECT * FROM events FOR VERSION AS OF 'v1' ORDER BY id",
+    )
+    .await;
     assert_eq!(tag, [["1", "a"], ["2", "b"], ["3", "a"]]);
-    let branch = ok(&ctx, "SELECT id, x FROM events FOR VERSION AS OF 'dev' WHERE x > 40").await;
+    let branch = ok(
+        &ctx,
+        "SELECT id, x FROM events FOR VERSION AS OF 'dev' WHERE x > 40",
+    )
+    .await;
     assert_eq!(branch, [["5", "50"]]);
 }
 
@@ -225,9 +243,18 @@ async fn tags_and_branches_read_with_their_schema() {
 async fn bad_versions_are_one_clear_line() {
     let (ctx, _) = session().await;
     for (text, says) in [
-        ("SELECT * FROM events FOR VERSION AS OF 42", "has no snapshot 42"),
-        ("SELECT * FROM events FOR VERSION AS OF 'nope'", "has no branch or tag 'nope'"),
-        ("SELECT * FROM \"events$nope\"", "has no metadata table $nope"),
+        (
+            "SELECT * FROM events FOR VERSION AS OF 42",
+            "has no snapshot 42",
+        ),
+        (
+            "SELECT * FROM events FOR VERSION AS OF 'nope'",
+            "has no branch or tag 'nope'",
+        ),
+        (
+            "SELECT * FROM \"events$nope\"",
+            "has no metadata table $nope",
+        ),
     ] {
         let err = sql(&ctx, text).await.unwrap_err();
         assert!(is_not_found(&err), "{text}: {err}");
@@ -272,7 +299,13 @@ async fn snapshots_history_and_refs_match_pyiceberg() {
     let want = oracle_rows(
         oracle,
         "snapshots",
-        &["committed_at", "snapshot_id", "parent_id", "operation", "manifest_list"],
+        &[
+            "committed_at",
+            "snapshot_id",
+            "parent_id",
+            "operation",
+            "manifest_list",
+        ],
     );
     assert_eq!(got, want);
 
@@ -285,11 +318,20 @@ async fn snapshots_history_and_refs_match_pyiceberg() {
     let want = oracle_rows(
         oracle,
         "history",
-        &["made_current_at", "snapshot_id", "parent_id", "is_current_ancestor"],
+        &[
+            "made_current_at",
+            "snapshot_id",
+            "parent_id",
+            "is_current_ancestor",
+        ],
     );
     assert_eq!(got, want);
 
-    let got = sorted(&ctx, "SELECT * FROM \"events$refs\" ORDER BY 1, 2, 3, 4, 5, 6").await;
+    let got = sorted(
+        &ctx,
+        "SELECT * FROM \"events$refs\" ORDER BY 1, 2, 3, 4, 5, 6",
+    )
+    .await;
     let want = oracle_rows(
         oracle,
         "refs",
@@ -400,7 +442,11 @@ async fn files_manifests_and_partitions_match_pyiceberg() {
         .filter(|r| r[1] == "history")
         .map(|r| (r[2].clone(), 1))
         .collect();
-    assert_eq!(listed.keys().collect::<Vec<_>>(), ["events"], "metadata tables are not listed");
+    assert_eq!(
+        listed.keys().collect::<Vec<_>>(),
+        ["events"],
+        "metadata tables are not listed"
+    );
 }
 
 /// A time-travel scan sent to a worker reads the planned snapshot with the planned schema: the

@@ -125,11 +125,21 @@ async fn create_insert_and_drop() {
     assert_eq!(sorted(&ctx, "SELECT * FROM t").await, want);
     assert_eq!(pyiceberg_rows(dir.path(), "history.t"), want);
 
-    let err = sql(&ctx, "INSERT INTO t VALUES (NULL, 'x')").await.unwrap_err();
+    let err = sql(&ctx, "INSERT INTO t VALUES (NULL, 'x')")
+        .await
+        .unwrap_err();
     assert!(!err.to_string().contains('\n'), "{err}");
-    assert_eq!(sorted(&ctx, "SELECT * FROM t").await, want, "nothing committed");
+    assert_eq!(
+        sorted(&ctx, "SELECT * FROM t").await,
+        want,
+        "nothing committed"
+    );
 
-    let err = sql(&ctx, "INSERT INTO events FOR VERSION AS OF 'v1' VALUES (9, 'a')").await;
+    let err = sql(
+        &ctx,
+        "INSERT INTO events FOR VERSION AS OF 'v1' VALUES (9, 'a')",
+    )
+    .await;
     assert!(err.is_err(), "a table at another snapshot takes no rows");
 
     ok(&ctx, "DROP TABLE t").await;
@@ -148,7 +158,11 @@ async fn insert_into_a_partitioned_table() {
     let ctx = engine.session(None, Some("history"), &[]).unwrap();
     let before = ok(&ctx, "SELECT count(*) FROM \"events$files\"").await;
     assert_eq!(
-        ok(&ctx, "INSERT INTO events VALUES (7, 'c', 70), (8, 'c', 70), (9, 'a', 60)").await,
+        ok(
+            &ctx,
+            "INSERT INTO events VALUES (7, 'c', 70), (8, 'c', 70), (9, 'a', 60)"
+        )
+        .await,
         [["3"]]
     );
     let after = ok(&ctx, "SELECT count(*) FROM \"events$files\"").await;
@@ -181,8 +195,8 @@ async fn create_table_as_a_tpch_query() {
     let engine = common::engine(dir.path(), 2).await;
     common::load_tpch_local(&engine, 0.01).await;
     let ctx = engine.session(None, Some("tpch"), &[]).unwrap();
-    let q01 = std::fs::read_to_string(common::repo_root().join("bench/queries/tpch/q01.sql"))
-        .unwrap();
+    let q01 =
+        std::fs::read_to_string(common::repo_root().join("bench/queries/tpch/q01.sql")).unwrap();
     let expected = sorted(&ctx, &q01).await;
     assert_eq!(expected.len(), 4);
     ok(&ctx, &format!("CREATE TABLE q01_result AS {q01}")).await;
@@ -191,7 +205,11 @@ async fn create_table_as_a_tpch_query() {
         .await
         .unwrap_err();
     assert!(err.to_string().contains("already exists"), "{err}");
-    ok(&ctx, &format!("CREATE TABLE IF NOT EXISTS q01_result AS {q01}")).await;
+    ok(
+        &ctx,
+        &format!("CREATE TABLE IF NOT EXISTS q01_result AS {q01}"),
+    )
+    .await;
     assert_eq!(ok(&ctx, "SELECT count(*) FROM q01_result").await, [["4"]]);
 }
 
@@ -205,7 +223,8 @@ async fn concurrent_commits_with_pyiceberg_lose_nothing() {
     let ctx = engine.session(None, Some("history"), &[]).unwrap();
     ok(&ctx, "CREATE TABLE c (id BIGINT, who VARCHAR)").await;
     let path = dir.path().to_path_buf();
-    let python = std::thread::spawn(move || pyiceberg(&path, &["append", "history.c", "1000", "15"]));
+    let python =
+        std::thread::spawn(move || pyiceberg(&path, &["append", "history.c", "1000", "15"]));
     // Insert until pyiceberg is done (at least 15), so that the two overlap.
     let mut ours = 0;
     while ours < 15 || !python.is_finished() {
@@ -228,6 +247,31 @@ async fn concurrent_commits_with_pyiceberg_lose_nothing() {
     let total = ours.parse::<usize>().unwrap() + 15;
     assert_eq!(snapshots, [[total.to_string()]]);
     assert_eq!(pyiceberg_rows(dir.path(), "history.c").len(), total);
+    // The commits interleaved: walking the snapshots in commit order (each adds one row), the
+    // writer changes at least twice (iceflight, pyiceberg, iceflight, … or the reverse).
+    let order = ok(
+        &ctx,
+        "SELECT snapshot_id FROM \"c$history\" ORDER BY made_current_at, snapshot_id",
+    )
+    .await;
+    let mut writers = vec![];
+    let mut pyiceberg_before = 0;
+    for row in &order {
+        let at = ok(
+            &ctx,
+            &format!(
+                "SELECT count(*) FILTER (WHERE who = 'pyiceberg') FROM c FOR VERSION AS OF {}",
+                row[0]
+            ),
+        )
+        .await;
+        let pyiceberg_now: usize = at[0][0].parse().unwrap();
+        writers.push(if pyiceberg_now > pyiceberg_before { "pyiceberg" } else { "iceflight" });
+        pyiceberg_before = pyiceberg_now;
+    }
+    let switches = writers.windows(2).filter(|w| w[0] != w[1]).count();
+    eprintln!("iceflight inserts {ours}, pyiceberg retries {retries:?}, switches {switches}");
+    assert!(switches >= 2, "the two writers did not overlap: {writers:?}");
 }
 
 /// Statements iceflight understands and does not run yet say so, naming the table.
@@ -244,8 +288,15 @@ async fn unsupported_writes_are_not_implemented() {
     ] {
         let err = sql(&ctx, text).await.unwrap_err();
         let status = iceflight::flight::status::to_status(err);
-        assert_eq!(status.code(), tonic::Code::Unimplemented, "{text}: {status}");
-        assert!(status.message().contains("history.events"), "{text}: {status}");
+        assert_eq!(
+            status.code(),
+            tonic::Code::Unimplemented,
+            "{text}: {status}"
+        );
+        assert!(
+            status.message().contains("history.events"),
+            "{text}: {status}"
+        );
     }
     assert_eq!(ok(&ctx, "SELECT count(*) FROM events").await, [["6"]]);
 }
@@ -267,10 +318,21 @@ async fn alter_table_evolves_the_schema() {
     assert_eq!(pyiceberg_rows(dir.path(), "history.a"), want);
 
     ok(&ctx, "ALTER TABLE a DROP COLUMN name").await;
-    assert_eq!(sorted(&ctx, "SELECT * FROM a").await, [["1", "NULL"], ["2", "2.5"]]);
+    assert_eq!(
+        sorted(&ctx, "SELECT * FROM a").await,
+        [["1", "NULL"], ["2", "2.5"]]
+    );
     ok(&ctx, "ALTER TABLE a ADD COLUMN IF NOT EXISTS score DOUBLE").await;
-    assert!(sql(&ctx, "ALTER TABLE a ADD COLUMN score DOUBLE").await.is_err());
-    assert!(sql(&ctx, "ALTER TABLE a ADD COLUMN must INT NOT NULL").await.is_err());
+    assert!(
+        sql(&ctx, "ALTER TABLE a ADD COLUMN score DOUBLE")
+            .await
+            .is_err()
+    );
+    assert!(
+        sql(&ctx, "ALTER TABLE a ADD COLUMN must INT NOT NULL")
+            .await
+            .is_err()
+    );
 
     let err = sql(&ctx, "ALTER TABLE a RENAME COLUMN score TO points")
         .await

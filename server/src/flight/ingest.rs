@@ -31,9 +31,6 @@ use std::sync::Arc;
 use arrow_flight::decode::FlightRecordBatchStream;
 use arrow_flight::error::FlightError;
 use arrow_flight::sql::CommandStatementIngest;
-use arrow_flight::sql::command_statement_ingest::table_definition_options::{
-    TableExistsOption, TableNotExistOption,
-};
 use arrow_flight::sql::server::PeekableFlightDataStream;
 use datafusion::common::DataFusionError;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
@@ -91,11 +88,13 @@ async fn run(
     let namespace = NamespaceIdent::from_strs(schema_name.split('.'))
         .map_err(|e| Status::invalid_argument(format!("schema {schema_name:?}: {e}")))?;
     let ident = TableIdent::new(namespace, command.table.clone());
-    let (if_not_exist, if_exists) = command
-        .table_definition_options
-        .map(|o| (o.if_not_exist(), o.if_exists()))
-        .unwrap_or((TableNotExistOption::Unspecified, TableExistsOption::Unspecified));
-
+    // FlightSql.proto's `TableDefinitionOptions` values (arrow-flight 58 does not export the
+    // enums): if_not_exist 1 create, 2 fail; if_exists 1 fail, 2 append, 3 replace; 0 for
+    // unspecified, which fails in both cases.
+    let (create_missing, on_existing) = match &command.table_definition_options {
+        Some(o) => (o.if_not_exist == 1, o.if_exists),
+        None => (false, 0),
+    };
     // The upload: its schema arrives first; an empty upload still has one.
     let mut batches = FlightRecordBatchStream::new_from_flight_data(
         data.map_err(|s| FlightError::Tonic(Box::new(s))),
@@ -106,7 +105,9 @@ async fn run(
         .map(|b| b.schema())
         .or_else(|| batches.schema().cloned())
     else {
-        return Err(Status::invalid_argument("the upload carries no Arrow schema"));
+        return Err(Status::invalid_argument(
+            "the upload carries no Arrow schema",
+        ));
     };
     let rows = futures::stream::iter(first.map(Ok))
         .chain(batches)
@@ -118,17 +119,15 @@ async fn run(
         Err(e) if e.kind() == ErrorKind::TableNotFound => None,
         Err(e) => return Err(to_status(to_df_error(e))),
     };
-    let written = match (existing, if_exists, if_not_exist) {
-        (Some(_), TableExistsOption::Fail | TableExistsOption::Unspecified, _) => {
-            return Err(Status::already_exists(format!("table {ident} already exists")));
+    let written = match existing {
+        Some(table) if on_existing == 2 => append(catalog.as_ref(), &table, rows).await,
+        Some(_) if on_existing == 3 => replace(catalog.as_ref(), &ident, &schema, rows).await,
+        Some(_) => {
+            return Err(Status::already_exists(format!(
+                "table {ident} already exists"
+            )));
         }
-        (Some(table), TableExistsOption::Append, _) => {
-            append(catalog.as_ref(), &table, rows).await
-        }
-        (Some(_), TableExistsOption::Replace, _) => {
-            replace(catalog.as_ref(), &ident, &schema, rows).await
-        }
-        (None, _, TableNotExistOption::Create) => {
+        None if create_missing => {
             let table = create_empty(catalog.as_ref(), &ident, &schema)
                 .await
                 .map_err(to_status)?;
@@ -138,7 +137,7 @@ async fn run(
             }
             written
         }
-        (None, _, _) => {
+        None => {
             return Err(Status::not_found(format!(
                 "table {ident} does not exist (ingest mode append)"
             )));
@@ -180,6 +179,8 @@ async fn replace(
 fn upload_error(e: FlightError) -> Status {
     match e {
         FlightError::Tonic(status) => *status,
-        other => Status::invalid_argument(format!("the upload is not an Arrow IPC stream: {other}")),
+        other => {
+            Status::invalid_argument(format!("the upload is not an Arrow IPC stream: {other}"))
+        }
     }
 }

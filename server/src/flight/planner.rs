@@ -77,7 +77,8 @@ pub async fn logical_plan(session: &Session, sql: &str) -> Result<LogicalPlan, S
     let plan = async {
         let text = crate::table_versions::rewrite(sql)?;
         let state = session.ctx.state();
-        let statement = state.sql_to_statement(&text, &state.config().options().sql_parser.dialect)?;
+        let statement =
+            state.sql_to_statement(&text, &state.config().options().sql_parser.dialect)?;
         crate::session::plan_statement(&session.ctx, statement).await
     };
     plan.await.map_err(|e| failed(session, sql, to_status(e)))
