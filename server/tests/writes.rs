@@ -266,12 +266,19 @@ async fn concurrent_commits_with_pyiceberg_lose_nothing() {
         )
         .await;
         let pyiceberg_now: usize = at[0][0].parse().unwrap();
-        writers.push(if pyiceberg_now > pyiceberg_before { "pyiceberg" } else { "iceflight" });
+        writers.push(if pyiceberg_now > pyiceberg_before {
+            "pyiceberg"
+        } else {
+            "iceflight"
+        });
         pyiceberg_before = pyiceberg_now;
     }
     let switches = writers.windows(2).filter(|w| w[0] != w[1]).count();
     eprintln!("iceflight inserts {ours}, pyiceberg retries {retries:?}, switches {switches}");
-    assert!(switches >= 2, "the two writers did not overlap: {writers:?}");
+    assert!(
+        switches >= 2,
+        "the two writers did not overlap: {writers:?}"
+    );
 }
 
 /// Statements iceflight understands and does not run yet say so, naming the table.

@@ -464,8 +464,11 @@ def big_table(first=0, rows=BIG_ROWS):
 
 
 def ingest(conn, table, data, mode):
+    # Sent as a stream of 128 Ki-row batches: the Go driver refuses to send one gRPC message
+    # over 16 MiB, and a million rows in one batch is 22 MB.
+    reader = data.to_reader(max_chunksize=128 * 1024)
     with contextlib.closing(conn.cursor()) as cur:
-        return cur.adbc_ingest(table, data, mode=mode, catalog_name=CATALOG, db_schema_name=INGEST)
+        return cur.adbc_ingest(table, reader, mode=mode, catalog_name=CATALOG, db_schema_name=INGEST)
 
 
 @pytest.fixture(scope="module")

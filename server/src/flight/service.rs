@@ -387,7 +387,12 @@ impl FlightSqlService for IceflightService {
         let caller = self.caller(&request)?;
         let sql = planner::number_placeholders(&query.query);
         let plan = planner::logical_plan(&caller.session, &sql).await?;
-        let dataset_schema = results::flight_schema(&Arc::new(plan.schema().as_arrow().clone()));
+        // A state change (DDL, SET, INSERT) announces no columns, as its statement does: the
+        // JDBC driver then runs it as an update (DoPut), which answers the rows it wrote.
+        let dataset_schema = match planner::is_state_change(&plan) {
+            true => Arc::new(Schema::empty()),
+            false => results::flight_schema(&Arc::new(plan.schema().as_arrow().clone())),
+        };
         let parameter_schema = planner::parameter_schema(&plan)?;
         let result = ActionCreatePreparedStatementResult {
             prepared_statement_handle: Default::default(),
