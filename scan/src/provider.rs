@@ -129,6 +129,25 @@ impl IcebergTableProvider {
         PredicateConverter::new(current, binding, &self.schema)
     }
 
+    /// Whether every partition spec's source columns are in the schema iceberg binds the scan's
+    /// filter to (the snapshot's). iceberg 0.10.1 projects the filter onto every spec while it
+    /// plans and fails when a spec's source column was dropped since (case c10): then the scan
+    /// is planned without the filter (no manifest or partition pruning), and the files are still
+    /// pruned by their column bounds here and the rows filtered above.
+    fn specs_bind_to_snapshot_schema(&self) -> bool {
+        let metadata = self.table.metadata();
+        let schema = metadata
+            .current_snapshot()
+            .and_then(|s| s.schema_id())
+            .and_then(|id| metadata.schema_by_id(id))
+            .unwrap_or(metadata.current_schema());
+        metadata.partition_specs_iter().all(|spec| {
+            spec.fields()
+                .iter()
+                .all(|f| schema.field_by_id(f.source_id).is_some())
+        })
+    }
+
     /// The partition spec a planned task's `partition` tuple belongs to. iceberg 0.10.1's
     /// `plan_files` leaves `FileScanTask.partition_spec` unset, so identity-partition constants
     /// (case c05) are only filled when we can name the spec: the table has a single spec, or
@@ -266,7 +285,9 @@ impl TableProvider for IcebergTableProvider {
                 .scan()
                 .snapshot_id(snapshot.snapshot_id())
                 .select_empty();
-            if let Some(p) = &predicate {
+            if let Some(p) = &predicate
+                && self.specs_bind_to_snapshot_schema()
+            {
                 builder = builder.with_filter(p.clone());
             }
             let scan = builder.build().map_err(external)?;
