@@ -1,5 +1,6 @@
-//! Tables created and appended to from Arrow: `CREATE TABLE [AS SELECT]` and Flight SQL bulk
-//! ingest (`server/src/flight/ingest.rs`).
+//! Tables created and appended to from Arrow: `CREATE TABLE [AS SELECT]`, `CREATE TABLE …
+//! WITH (partitioning = …, sorted_by = …)` ([`CreateTableWith`], [`TableLayout`]) and Flight SQL
+//! bulk ingest (`server/src/flight/ingest.rs`).
 //!
 //! ```text
 //!   CREATE TABLE t AS SELECT … ──► DataFusion: rows collected into a MemTable ──► register_table
@@ -45,7 +46,7 @@ pub async fn create_from(
     let Some(memory) = source.downcast_ref::<MemTable>() else {
         return plan_err!("table {ident} cannot be created from this kind of table");
     };
-    let table = create_empty(catalog, ident, &source.schema()).await?;
+    let table = create_empty(catalog, ident, &source.schema(), &TableLayout::default()).await?;
     let mut batches = vec![];
     for partition in &memory.batches {
         batches.extend(partition.read().await.iter().cloned());
@@ -66,22 +67,27 @@ pub async fn create_from(
     Ok(())
 }
 
-/// Creates Iceberg table `ident` (format v2, unpartitioned) with the columns of `schema`
-/// (module docs: column types; field ids assigned in column order).
+/// Creates Iceberg table `ident` (format v2) with the columns of `schema` (module docs: column
+/// types; field ids assigned in column order), partitioned and sorted as `layout` says.
 ///
-/// Errors: a column type Iceberg cannot store; the catalog's (the table exists, the namespace
-/// does not).
+/// Errors: a column type Iceberg cannot store; a partitioning or sort entry that does not
+/// parse or names no column; the catalog's (the table exists, the namespace does not).
 pub async fn create_empty(
     catalog: &dyn Catalog,
     ident: &TableIdent,
     schema: &SchemaRef,
+    layout: &TableLayout,
 ) -> Result<Table> {
     let schema = iceberg_columns(schema)?;
     let iceberg_schema = iceberg::arrow::arrow_schema_to_schema_auto_assign_ids(&schema)
         .map_err(|e| DataFusionError::Plan(format!("table {ident}: {}", e.message())))?;
+    let spec = layout.partition_spec(&iceberg_schema)?;
+    let order = layout.sort_order(&iceberg_schema)?;
     let creation = TableCreation::builder()
         .name(ident.name().to_string())
         .schema(iceberg_schema)
+        .partition_spec_opt(spec)
+        .sort_order_opt(order)
         .build();
     catalog
         .create_table(ident.namespace(), creation)
@@ -202,4 +208,281 @@ fn storable(data_type: &DataType) -> Option<DataType> {
         }
         _ => return None,
     })
+}
+
+/// Trino's table properties for partitioning and sorting, as `CREATE TABLE … WITH
+/// (partitioning = ARRAY['p', 'day(ts)', 'bucket(id, 16)'], sorted_by = ARRAY['id DESC'])`
+/// takes them (Trino's Iceberg connector documents the forms).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd)]
+pub struct TableLayout {
+    /// Partition fields: `col` (identity), `year(col)`, `month(col)`, `day(col)`, `hour(col)`,
+    /// `bucket(col, n)`, `truncate(col, width)`, `void(col)`.
+    pub partitioning: Vec<String>,
+    /// Sort fields: `col [ASC|DESC] [NULLS FIRST|NULLS LAST]` (ascending, nulls first by
+    /// default, as Iceberg's).
+    pub sorted_by: Vec<String>,
+}
+
+impl TableLayout {
+    /// The unbound partition spec over `schema`; `None` when unpartitioned. Field names follow
+    /// Iceberg's defaults (`ts_day`, `id_bucket`, `s_trunc`).
+    ///
+    /// Errors: an entry that does not parse or names no column of `schema`.
+    pub fn partition_spec(
+        &self,
+        schema: &iceberg::spec::Schema,
+    ) -> Result<Option<iceberg::spec::UnboundPartitionSpec>> {
+        use iceberg::spec::{Transform, UnboundPartitionSpec};
+        if self.partitioning.is_empty() {
+            return Ok(None);
+        }
+        let mut builder = UnboundPartitionSpec::builder();
+        for entry in &self.partitioning {
+            let (function, args) = call(entry);
+            let (column, transform, suffix) = match (function.as_deref(), args.as_slice()) {
+                (None, [column]) => (column.as_str(), Transform::Identity, None),
+                (Some(f @ ("year" | "month" | "day" | "hour")), [column]) => {
+                    let t = f.parse::<Transform>().map_err(|e| plan_error(entry, &e))?;
+                    (column.as_str(), t, Some(f.to_string()))
+                }
+                (Some("void"), [column]) => (column.as_str(), Transform::Void, Some("null".into())),
+                (Some("bucket"), [column, n]) => {
+                    let n = n.parse().map_err(|_| bad(entry))?;
+                    (column.as_str(), Transform::Bucket(n), Some("bucket".into()))
+                }
+                (Some("truncate"), [column, width]) => {
+                    let width = width.parse().map_err(|_| bad(entry))?;
+                    (
+                        column.as_str(),
+                        Transform::Truncate(width),
+                        Some("trunc".into()),
+                    )
+                }
+                _ => return Err(bad(entry)),
+            };
+            let field = schema.field_by_name(column).ok_or_else(|| {
+                DataFusionError::Plan(format!("partitioning '{entry}': no column {column}"))
+            })?;
+            let name = match suffix {
+                None => column.to_string(),
+                Some(suffix) => format!("{column}_{suffix}"),
+            };
+            builder = builder
+                .add_partition_field(field.id, name, transform)
+                .map_err(|e| plan_error(entry, &e))?;
+        }
+        Ok(Some(builder.build()))
+    }
+
+    /// The sort order over `schema`; `None` when unsorted.
+    ///
+    /// Errors: an entry that does not parse or names no column of `schema`.
+    pub fn sort_order(
+        &self,
+        schema: &iceberg::spec::Schema,
+    ) -> Result<Option<iceberg::spec::SortOrder>> {
+        use iceberg::spec::{NullOrder, SortDirection, SortField, SortOrder, Transform};
+        if self.sorted_by.is_empty() {
+            return Ok(None);
+        }
+        let mut fields = vec![];
+        for entry in &self.sorted_by {
+            let words: Vec<String> = entry.split_whitespace().map(str::to_lowercase).collect();
+            let (column, rest) = match entry.split_whitespace().next() {
+                Some(column) => (column, &words[1..]),
+                None => return Err(bad(entry)),
+            };
+            let (direction, rest) = match rest.first().map(String::as_str) {
+                Some("desc") => (SortDirection::Descending, &rest[1..]),
+                Some("asc") => (SortDirection::Ascending, &rest[1..]),
+                _ => (SortDirection::Ascending, rest),
+            };
+            let null_order = match rest.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+                [] => NullOrder::First,
+                ["nulls", "first"] => NullOrder::First,
+                ["nulls", "last"] => NullOrder::Last,
+                _ => return Err(bad(entry)),
+            };
+            let field = schema.field_by_name(column).ok_or_else(|| {
+                DataFusionError::Plan(format!("sorted_by '{entry}': no column {column}"))
+            })?;
+            fields.push(SortField {
+                source_id: field.id,
+                transform: Transform::Identity,
+                direction,
+                null_order,
+            });
+        }
+        SortOrder::builder()
+            .with_order_id(1)
+            .with_fields(fields)
+            .build(schema)
+            .map(Some)
+            .map_err(|e| DataFusionError::Plan(format!("sorted_by: {}", e.message())))
+    }
+}
+
+/// `f(a, b)` as (`Some("f")`, `[a, b]`); a bare `a` as (`None`, `[a]`). Lowercased function.
+fn call(entry: &str) -> (Option<String>, Vec<String>) {
+    let entry = entry.trim();
+    match (entry.find('('), entry.strip_suffix(')')) {
+        (Some(open), Some(inner)) => (
+            Some(entry[..open].trim().to_lowercase()),
+            inner[open + 1..]
+                .split(',')
+                .map(|a| a.trim().to_string())
+                .collect(),
+        ),
+        _ => (None, vec![entry.to_string()]),
+    }
+}
+
+fn bad(entry: &str) -> DataFusionError {
+    DataFusionError::Plan(format!(
+        "'{entry}' is not a partition or sort entry iceflight reads (col, year(col), month(col), \
+         day(col), hour(col), bucket(col, n), truncate(col, width), void(col); col [ASC|DESC] \
+         [NULLS FIRST|LAST])"
+    ))
+}
+
+fn plan_error(entry: &str, e: &iceberg::Error) -> DataFusionError {
+    DataFusionError::Plan(format!("'{entry}': {}", e.message()))
+}
+
+/// `CREATE TABLE … WITH (partitioning = …, sorted_by = …) [AS SELECT …]`, which DataFusion 54
+/// does not plan (it takes no table options): a carrier node made by the SQL front end
+/// (`server/src/session.rs`, `plan_statement`) and run by [`create_table_with`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd)]
+pub struct CreateTableWith {
+    /// The configured catalog's name.
+    pub catalog: String,
+    /// The namespace, dotted.
+    pub namespace: String,
+    /// The new table's name.
+    pub table: String,
+    /// `IF NOT EXISTS`: an existing table is no error (and receives no rows).
+    pub if_not_exists: bool,
+    /// Columns: name, Arrow type, nullable.
+    pub columns: Vec<(String, DataType, bool)>,
+    /// Partitioning and sort order.
+    pub layout: TableLayout,
+    /// `AS SELECT …`: its plan, whose rows fill the table sorted by the sort order.
+    pub query: Option<datafusion::logical_expr::LogicalPlan>,
+}
+
+impl CreateTableWith {
+    /// The node as a logical plan.
+    pub fn into_plan(self) -> datafusion::logical_expr::LogicalPlan {
+        datafusion::logical_expr::LogicalPlan::Extension(datafusion::logical_expr::Extension {
+            node: Arc::new(self),
+        })
+    }
+
+    /// The node inside `plan`, when `plan` is one.
+    pub fn of(plan: &datafusion::logical_expr::LogicalPlan) -> Option<&CreateTableWith> {
+        match plan {
+            datafusion::logical_expr::LogicalPlan::Extension(e) => e.node.as_any().downcast_ref(),
+            _ => None,
+        }
+    }
+}
+
+static NO_COLUMNS: std::sync::LazyLock<datafusion::common::DFSchemaRef> =
+    std::sync::LazyLock::new(|| Arc::new(datafusion::common::DFSchema::empty()));
+
+impl datafusion::logical_expr::UserDefinedLogicalNodeCore for CreateTableWith {
+    fn name(&self) -> &str {
+        "CreateTableWith"
+    }
+
+    fn inputs(&self) -> Vec<&datafusion::logical_expr::LogicalPlan> {
+        self.query.iter().collect()
+    }
+
+    fn schema(&self) -> &datafusion::common::DFSchemaRef {
+        &NO_COLUMNS
+    }
+
+    fn expressions(&self) -> Vec<datafusion::logical_expr::Expr> {
+        vec![]
+    }
+
+    fn fmt_for_explain(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(
+            f,
+            "CreateTableWith: {}.{}.{} {:?}",
+            self.catalog, self.namespace, self.table, self.layout
+        )
+    }
+
+    fn with_exprs_and_inputs(
+        &self,
+        _exprs: Vec<datafusion::logical_expr::Expr>,
+        inputs: Vec<datafusion::logical_expr::LogicalPlan>,
+    ) -> Result<Self> {
+        Ok(Self {
+            query: inputs.into_iter().next(),
+            ..self.clone()
+        })
+    }
+}
+
+/// Runs `node` (see [`CreateTableWith`]) in `ctx` against `catalog`: creates the table, then
+/// appends the query's rows, sorted by the table's sort order, in one snapshot; a failed write
+/// drops the new table again.
+///
+/// Errors: the table exists (unless `IF NOT EXISTS`); see [`create_empty`] and [`append`].
+pub async fn create_table_with(
+    ctx: &datafusion::prelude::SessionContext,
+    catalog: &dyn Catalog,
+    node: &CreateTableWith,
+) -> Result<()> {
+    let namespace =
+        iceberg::NamespaceIdent::from_strs(node.namespace.split('.')).map_err(to_df_error)?;
+    let ident = TableIdent::new(namespace, node.table.clone());
+    if catalog.table_exists(&ident).await.map_err(to_df_error)? {
+        if node.if_not_exists {
+            return Ok(());
+        }
+        return plan_err!("table {ident} already exists");
+    }
+    let schema = Arc::new(Schema::new(
+        node.columns
+            .iter()
+            .map(|(name, data_type, nullable)| Field::new(name, data_type.clone(), *nullable))
+            .collect::<Vec<_>>(),
+    ));
+    let table = create_empty(catalog, &ident, &schema, &node.layout).await?;
+    let Some(query) = &node.query else {
+        return Ok(());
+    };
+    let written = async {
+        let mut df = ctx.execute_logical_plan(query.clone()).await?;
+        if !node.layout.sorted_by.is_empty() {
+            let order = table.metadata().default_sort_order();
+            let current = table.metadata().current_schema();
+            let mut sort = vec![];
+            for field in &order.fields {
+                let Some(column) = current.field_by_id(field.source_id) else {
+                    continue;
+                };
+                sort.push(
+                    datafusion::prelude::col(format!("\"{}\"", column.name)).sort(
+                        field.direction == iceberg::spec::SortDirection::Ascending,
+                        field.null_order == iceberg::spec::NullOrder::First,
+                    ),
+                );
+            }
+            df = df.sort(sort)?;
+        }
+        append(catalog, &table, df.execute_stream().await?).await
+    }
+    .await;
+    if let Err(e) = written {
+        if let Err(drop) = catalog.drop_table(&ident).await {
+            tracing::warn!(table = %ident, error = %drop, "dropping a table whose rows failed to write");
+        }
+        return Err(e);
+    }
+    Ok(())
 }

@@ -16,6 +16,7 @@ use datafusion::sql::parser::{DFParser, Statement};
 use iceflight_catalog::alter::{AlterOp, AlterTable, alter_table};
 use iceflight_catalog::cached_storage::StorageCache;
 use iceflight_catalog::provider::IcebergCatalogProvider;
+use iceflight_catalog::tables::{CreateTableWith, TableLayout, create_table_with};
 use iceflight_catalog::{CatalogError, Catalogs, NO_DEFAULT_SCHEMA};
 use iceflight_scan::block_cache::{BlockCache, BlockCacheConfig};
 use iceflight_scan::caches::ScanCaches;
@@ -274,8 +275,8 @@ pub async fn execute_statement(
     statement: Statement,
 ) -> Result<SendableRecordBatchStream> {
     let plan = plan_statement(ctx, statement).await?;
-    if let Some(alter) = AlterTable::of(&plan) {
-        run_alter(ctx, alter).await?;
+    if let Some(ran) = run_own_statement(ctx, &plan).await {
+        ran?;
         let empty = Arc::new(datafusion::arrow::datatypes::Schema::empty());
         return Ok(Box::pin(
             datafusion::physical_plan::stream::RecordBatchStreamAdapter::new(
@@ -287,18 +288,24 @@ pub async fn execute_statement(
     ctx.execute_logical_plan(plan).await?.execute_stream().await
 }
 
-/// The logical plan of one parsed statement: DataFusion's, except `ALTER TABLE`, which
-/// DataFusion does not plan: an [`AlterTable`] node (`catalog/src/alter.rs`), run by
-/// [`run_alter`].
+/// The logical plan of one parsed statement: DataFusion's, except for what DataFusion does not
+/// plan: `ALTER TABLE` (an [`AlterTable`] node, `catalog/src/alter.rs`) and `CREATE TABLE …
+/// WITH (…)` (a [`CreateTableWith`] node, `catalog/src/tables.rs`), both run by
+/// [`run_own_statement`].
 ///
-/// Errors: the planner's; an `ALTER TABLE` operation iceflight does not know.
+/// Errors: the planner's; an `ALTER TABLE` operation or table option iceflight does not know.
 pub async fn plan_statement(ctx: &SessionContext, statement: Statement) -> Result<LogicalPlan> {
     use datafusion::sql::sqlparser::ast::{AlterTableOperation, ColumnOption, RenameTableNameKind};
+    use datafusion::sql::sqlparser::ast::{CreateTableOptions, Statement as Sql};
     let Statement::Statement(inner) = &statement else {
         return ctx.state().statement_to_plan(statement).await;
     };
-    let datafusion::sql::sqlparser::ast::Statement::AlterTable(alter) = inner.as_ref() else {
-        return ctx.state().statement_to_plan(statement).await;
+    let alter = match inner.as_ref() {
+        Sql::AlterTable(alter) => alter,
+        Sql::CreateTable(create) if matches!(create.table_options, CreateTableOptions::With(_)) => {
+            return plan_create_with(ctx, create).await;
+        }
+        _ => return ctx.state().statement_to_plan(statement).await,
     };
     let options = ctx.state().config().options().clone();
     let reference = datafusion::sql::planner::object_name_to_table_reference(
@@ -379,17 +386,142 @@ pub async fn plan_statement(ctx: &SessionContext, statement: Statement) -> Resul
     .into_plan())
 }
 
-/// Runs an `ALTER TABLE` node against its catalog (`catalog/src/alter.rs`).
+/// `CREATE TABLE … WITH (partitioning = ARRAY[…], sorted_by = ARRAY[…]) [AS SELECT …]` as a
+/// [`CreateTableWith`] node: columns from the column list or the query's plan.
 ///
-/// Errors: the catalog is not an Iceberg catalog of this engine (`system`); the alteration's.
-pub async fn run_alter(ctx: &SessionContext, alter: &AlterTable) -> Result<()> {
-    let Some(provider) = ctx.catalog(&alter.catalog) else {
-        return plan_err!("unknown catalog {}", alter.catalog);
+/// Errors: an option other than `partitioning` and `sorted_by`, or one that is not an array
+/// of strings; a column type DataFusion does not know.
+async fn plan_create_with(
+    ctx: &SessionContext,
+    create: &datafusion::sql::sqlparser::ast::CreateTable,
+) -> Result<LogicalPlan> {
+    use datafusion::sql::sqlparser::ast::{
+        ColumnOption, CreateTableOptions, Expr as SqlExpr, SqlOption, Statement as Sql, Value,
     };
-    let Some(iceberg) = provider.downcast_ref::<IcebergCatalogProvider>() else {
-        return plan_err!("tables of catalog {} cannot be altered", alter.catalog);
+    let CreateTableOptions::With(options) = &create.table_options else {
+        return plan_err!("CREATE TABLE without WITH options is DataFusion's");
     };
-    alter_table(iceberg.catalog().as_ref(), alter).await
+    let strings = |key: &str, value: &SqlExpr| -> Result<Vec<String>> {
+        let SqlExpr::Array(array) = value else {
+            return plan_err!("table property {key} takes ARRAY['…', …], not {value}");
+        };
+        array
+            .elem
+            .iter()
+            .map(|e| match e {
+                SqlExpr::Value(v) => match &v.value {
+                    Value::SingleQuotedString(s) => Ok(s.clone()),
+                    other => plan_err!("table property {key}: {other} is not a string"),
+                },
+                other => plan_err!("table property {key}: {other} is not a string"),
+            })
+            .collect()
+    };
+    let mut layout = TableLayout::default();
+    for option in options {
+        let SqlOption::KeyValue { key, value } = option else {
+            return plan_err!("table option {option} is not supported");
+        };
+        match key.value.to_lowercase().as_str() {
+            "partitioning" => layout.partitioning = strings("partitioning", value)?,
+            "sorted_by" => layout.sorted_by = strings("sorted_by", value)?,
+            other => {
+                return plan_err!(
+                    "table property {other} is not supported (partitioning and sorted_by are)"
+                );
+            }
+        }
+    }
+    let options_now = ctx.state().config().options().clone();
+    let reference = datafusion::sql::planner::object_name_to_table_reference(
+        create.name.clone(),
+        options_now.sql_parser.enable_ident_normalization,
+    )?
+    .resolve(
+        &options_now.catalog.default_catalog,
+        &options_now.catalog.default_schema,
+    );
+    let (columns, query) = match &create.query {
+        Some(query) => {
+            let plan = ctx
+                .state()
+                .statement_to_plan(Statement::Statement(Box::new(Sql::Query(query.clone()))))
+                .await?;
+            let columns = plan
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| (f.name().clone(), f.data_type().clone(), f.is_nullable()))
+                .collect();
+            (columns, Some(plan))
+        }
+        None => {
+            let mut columns = vec![];
+            for column in &create.columns {
+                let typed = ctx
+                    .sql(&format!("SELECT CAST(NULL AS {})", column.data_type))
+                    .await?;
+                let not_null = column
+                    .options
+                    .iter()
+                    .any(|o| matches!(o.option, ColumnOption::NotNull));
+                let name = match column.name.quote_style {
+                    None if options_now.sql_parser.enable_ident_normalization => {
+                        column.name.value.to_lowercase()
+                    }
+                    _ => column.name.value.clone(),
+                };
+                columns.push((name, typed.schema().field(0).data_type().clone(), !not_null));
+            }
+            (columns, None)
+        }
+    };
+    Ok(CreateTableWith {
+        catalog: reference.catalog.to_string(),
+        namespace: reference.schema.to_string(),
+        table: reference.table.to_string(),
+        if_not_exists: create.if_not_exists,
+        columns,
+        layout,
+        query,
+    }
+    .into_plan())
+}
+
+/// Whether `plan` is one of the statements iceflight runs itself ([`plan_statement`]).
+pub fn is_own_statement(plan: &LogicalPlan) -> bool {
+    AlterTable::of(plan).is_some() || CreateTableWith::of(plan).is_some()
+}
+
+/// Runs `plan` when it is one of the statements iceflight runs itself ([`plan_statement`]);
+/// `None` for any other plan.
+///
+/// Errors: the catalog is not an Iceberg catalog of this engine (`system`); the statement's.
+pub async fn run_own_statement(ctx: &SessionContext, plan: &LogicalPlan) -> Option<Result<()>> {
+    if let Some(alter) = AlterTable::of(plan) {
+        return Some(match iceberg_catalog(ctx, &alter.catalog) {
+            Ok(catalog) => alter_table(catalog.as_ref(), alter).await,
+            Err(e) => Err(e),
+        });
+    }
+    let create = CreateTableWith::of(plan)?;
+    Some(match iceberg_catalog(ctx, &create.catalog) {
+        Ok(catalog) => create_table_with(ctx, catalog.as_ref(), create).await,
+        Err(e) => Err(e),
+    })
+}
+
+/// The iceberg catalog behind catalog `name` of `ctx`.
+///
+/// Errors: no such catalog, or not an Iceberg one (`system`).
+fn iceberg_catalog(ctx: &SessionContext, name: &str) -> Result<Arc<dyn iceberg::Catalog>> {
+    let Some(provider) = ctx.catalog(name) else {
+        return plan_err!("unknown catalog {name}");
+    };
+    match provider.downcast_ref::<IcebergCatalogProvider>() {
+        Some(iceberg) => Ok(Arc::clone(iceberg.catalog())),
+        None => plan_err!("tables of catalog {name} cannot be changed"),
+    }
 }
 
 /// A physical optimizer rule, as DataFusion's session builder takes them.

@@ -356,3 +356,79 @@ async fn alter_table_evolves_the_schema() {
     );
     ok(&ctx, "ALTER TABLE IF EXISTS a ADD COLUMN z INT").await;
 }
+
+/// `CREATE TABLE … WITH (partitioning = …, sorted_by = …)` (Trino's table properties): the
+/// spec and sort order are the table's, rows are written one file per partition and sorted,
+/// and pyiceberg reads them back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_table_with_partitioning_and_sort_order() {
+    let dir = tempfile::tempdir().unwrap();
+    catalog_with_history(dir.path());
+    let engine = common::engine(dir.path(), 2).await;
+    let ctx = engine.session(None, Some("history"), &[]).unwrap();
+    ok(
+        &ctx,
+        "CREATE TABLE parted WITH (partitioning = ARRAY['p', 'bucket(id, 4)'], \
+         sorted_by = ARRAY['id DESC']) AS SELECT * FROM events",
+    )
+    .await;
+    let want = sorted(&ctx, "SELECT * FROM events").await;
+    assert_eq!(sorted(&ctx, "SELECT * FROM parted").await, want);
+    assert_eq!(pyiceberg_rows(dir.path(), "history.parted"), want);
+    let partitions = ok(
+        &ctx,
+        "SELECT DISTINCT partition['p'] IS NOT NULL, partition['id_bucket'] IS NOT NULL \
+         FROM \"parted$files\"",
+    )
+    .await;
+    assert_eq!(partitions, [["true", "true"]]);
+    let files = ok(
+        &ctx,
+        "SELECT count(*), sum(record_count) FROM \"parted$files\"",
+    )
+    .await;
+    let buckets = ok(
+        &ctx,
+        "SELECT count(*) FROM (SELECT DISTINCT partition FROM \"parted$files\")",
+    )
+    .await;
+    assert_eq!(files[0][0], buckets[0][0], "one file per partition");
+    assert_eq!(files[0][1], "6");
+
+    ok(
+        &ctx,
+        "CREATE TABLE days (ts TIMESTAMP, v INT NOT NULL) WITH (partitioning = ARRAY['day(ts)'])",
+    )
+    .await;
+    ok(
+        &ctx,
+        "INSERT INTO days VALUES (TIMESTAMP '2026-12-01 10:00:00', 1), \
+         (TIMESTAMP '2026-12-01 11:00:00', 2), (TIMESTAMP '2026-12-02 09:00:00', 3)",
+    )
+    .await;
+    assert_eq!(
+        ok(&ctx, "SELECT count(*) FROM \"days$files\"").await,
+        [["2"]]
+    );
+    assert_eq!(
+        ok(
+            &ctx,
+            "SELECT sum(v) FROM days WHERE ts >= TIMESTAMP '2026-12-02 00:00:00'"
+        )
+        .await,
+        [["3"]]
+    );
+    for bad in [
+        "CREATE TABLE b1 (a INT) WITH (partitioning = ARRAY['nope'])",
+        "CREATE TABLE b2 (a INT) WITH (partitioning = ARRAY['bucket(a)'])",
+        "CREATE TABLE b3 (a INT) WITH (format = 'ORC')",
+    ] {
+        let err = sql(&ctx, bad).await.unwrap_err();
+        let status = iceflight::flight::status::to_status(err);
+        assert_eq!(
+            status.code(),
+            tonic::Code::InvalidArgument,
+            "{bad}: {status}"
+        );
+    }
+}

@@ -188,8 +188,8 @@ impl Execution {
             _ => None,
         };
         let result = async {
-            if let Some(alter) = iceflight_catalog::alter::AlterTable::of(&plan) {
-                crate::session::run_alter(&session.ctx, alter).await?;
+            if let Some(ran) = crate::session::run_own_statement(&session.ctx, &plan).await {
+                ran?;
                 return Ok(vec![]);
             }
             session

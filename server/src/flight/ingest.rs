@@ -37,7 +37,7 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use futures::{StreamExt, TryStreamExt};
 use iceberg::{Catalog, ErrorKind, NamespaceIdent, TableIdent};
 use iceflight_catalog::provider::to_df_error;
-use iceflight_catalog::tables::{append, create_empty};
+use iceflight_catalog::tables::{TableLayout, append, create_empty};
 use tonic::Status;
 
 use super::results::QueryLog;
@@ -128,7 +128,7 @@ async fn run(
             )));
         }
         None if create_missing => {
-            let table = create_empty(catalog.as_ref(), &ident, &schema)
+            let table = create_empty(catalog.as_ref(), &ident, &schema, &TableLayout::default())
                 .await
                 .map_err(to_status)?;
             let written = append(catalog.as_ref(), &table, rows).await;
@@ -159,7 +159,7 @@ async fn replace(
         ident.namespace().clone(),
         format!("{}__ingest_{}", ident.name(), uuid::Uuid::new_v4().simple()),
     );
-    let table = create_empty(catalog, &staging, schema).await?;
+    let table = create_empty(catalog, &staging, schema, &TableLayout::default()).await?;
     let written = match append(catalog, &table, rows).await {
         Ok(n) => n,
         Err(e) => {

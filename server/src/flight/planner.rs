@@ -108,8 +108,8 @@ fn failed(session: &Session, sql: &str, status: Status) -> Status {
     status
 }
 
-/// Whether the plan changes state (DDL, `SET`, DML, `COPY`, `ALTER TABLE`) rather than
-/// returning rows.
+/// Whether the plan changes state (DDL, `SET`, DML, `COPY`, iceflight's own `ALTER TABLE` and
+/// `CREATE TABLE … WITH`) rather than returning rows.
 pub fn is_state_change(plan: &LogicalPlan) -> bool {
     matches!(
         plan,
@@ -117,7 +117,7 @@ pub fn is_state_change(plan: &LogicalPlan) -> bool {
             | LogicalPlan::Statement(_)
             | LogicalPlan::Dml(_)
             | LogicalPlan::Copy(_)
-    ) || iceflight_catalog::alter::AlterTable::of(plan).is_some()
+    ) || crate::session::is_own_statement(plan)
 }
 
 /// The prepared statement's plan with its parameters bound.
