@@ -11,15 +11,16 @@
 //!   ALTER TABLE t RENAME COLUMN a TO b    ──► not supported: iceberg 0.10.1 has no rename
 //! ```
 //!
-//! Every schema change is one commit (iceberg's `Transaction::commit`, retried on conflict);
-//! several operations in one statement commit together. A column added with `NOT NULL` is
-//! refused: rows already written have no value for it.
+//! The schema changes of one statement are one commit (iceberg's `Transaction::commit`, retried
+//! on conflict); a `RENAME TO` in the same statement runs after it, so a failed rename leaves
+//! the schema change committed. A column added with `NOT NULL` is refused: rows already
+//! written have no value for it.
 
 use std::fmt;
 use std::sync::{Arc, LazyLock};
 
 use arrow::datatypes::{DataType, Field, Schema};
-use datafusion::common::{DFSchema, DFSchemaRef, Result, not_impl_err, plan_err};
+use datafusion::common::{DFSchema, DFSchemaRef, DataFusionError, Result, not_impl_err, plan_err};
 use datafusion::logical_expr::{Expr, LogicalPlan, UserDefinedLogicalNodeCore};
 use iceberg::spec::Type;
 use iceberg::transaction::{AddColumn, ApplyTransactionAction, Transaction};
@@ -174,9 +175,17 @@ pub async fn alter_table(catalog: &dyn Catalog, node: &AlterTable) -> Result<()>
         }
     }
     if changes > 0 {
+        // iceberg refuses a change the table cannot take (a partition or sort source dropped)
+        // as invalid data: the statement's mistake.
+        let refused = |e: iceberg::Error| match e.kind() {
+            iceberg::ErrorKind::DataInvalid | iceberg::ErrorKind::FeatureUnsupported => {
+                DataFusionError::Plan(format!("ALTER TABLE {ident}: {}", e.message()))
+            }
+            _ => to_df_error(e),
+        };
         let tx = Transaction::new(&table);
-        let tx = update.apply(tx).map_err(to_df_error)?;
-        tx.commit(catalog).await.map_err(to_df_error)?;
+        let tx = update.apply(tx).map_err(refused)?;
+        tx.commit(catalog).await.map_err(refused)?;
     }
     if let Some(name) = rename {
         let to = TableIdent::new(namespace, name);

@@ -141,7 +141,36 @@ fn mem_table(batches: Vec<RecordBatch>) -> Result<Arc<dyn TableProvider>> {
     let Some(schema) = batches.first().map(|b| b.schema()) else {
         return plan_err!("metadata table without a schema");
     };
-    Ok(Arc::new(MemTable::try_new(schema, vec![batches])?))
+    Ok(Arc::new(ReadOnly(MemTable::try_new(
+        schema,
+        vec![batches],
+    )?)))
+}
+
+/// A metadata table: its rows read like a `MemTable`'s, and nothing writes to it (a
+/// `MemTable` would take `INSERT` and forget it).
+#[derive(Debug)]
+struct ReadOnly(MemTable);
+
+#[async_trait::async_trait]
+impl TableProvider for ReadOnly {
+    fn schema(&self) -> arrow::datatypes::SchemaRef {
+        self.0.schema()
+    }
+
+    fn table_type(&self) -> datafusion::datasource::TableType {
+        datafusion::datasource::TableType::Base
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn datafusion::catalog::Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[datafusion::logical_expr::Expr],
+        limit: Option<usize>,
+    ) -> Result<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
+        self.0.scan(state, projection, filters, limit).await
+    }
 }
 
 /// A timestamp with time zone in microseconds, as iceberg's `timestamptz` maps to Arrow.
@@ -369,8 +398,17 @@ fn bounds_map(
 ) -> ArrayRef {
     let mut map = MapBuilder::new(None, Int64Builder::new(), StringBuilder::new());
     for &(_, file) in files {
-        let sorted: BTreeMap<i32, String> =
-            get(file).iter().map(|(k, v)| (*k, v.to_string())).collect();
+        let sorted: BTreeMap<i32, String> = get(file)
+            .iter()
+            .map(|(k, v)| {
+                let text = match v.literal() {
+                    // Trino's rendering: the text itself (iceberg's Display quotes it).
+                    iceberg::spec::PrimitiveLiteral::String(s) => s.clone(),
+                    _ => v.to_string(),
+                };
+                (*k, text)
+            })
+            .collect();
         for (k, v) in sorted {
             map.keys().append_value(i64::from(k));
             map.values().append_value(v);
@@ -510,13 +548,20 @@ async fn partitions(table: &Table) -> Result<RecordBatch> {
         true => None,
         false => Some(partition_column(table, &partition, &data)?),
     };
-    let mut groups: BTreeMap<String, (usize, i64, i64, i64)> = BTreeMap::new();
+    // Keyed by the partition value itself (NULL and the string 'NULL' stay apart), in order
+    // of first appearance.
+    let mut index: std::collections::HashMap<Option<ScalarValue>, usize> = Default::default();
+    let mut groups: Vec<(usize, i64, i64, i64)> = vec![];
     for (row, (_, file)) in data.iter().enumerate() {
         let key = match &column {
-            None => String::new(),
-            Some(column) => ScalarValue::try_from_array(column, row)?.to_string(),
+            None => None,
+            Some(column) => Some(ScalarValue::try_from_array(column, row)?),
         };
-        let group = groups.entry(key).or_insert((row, 0, 0, 0));
+        let at = *index.entry(key).or_insert_with(|| {
+            groups.push((row, 0, 0, 0));
+            groups.len() - 1
+        });
+        let group = &mut groups[at];
         group.1 += file.record_count() as i64;
         group.2 += 1;
         group.3 += file.file_size_in_bytes() as i64;
@@ -527,7 +572,7 @@ async fn partitions(table: &Table) -> Result<RecordBatch> {
         Int64Builder::new(),
     );
     let mut first_rows = vec![];
-    for (first, r, c, s) in groups.values() {
+    for (first, r, c, s) in &groups {
         first_rows.push(*first as u64);
         records.append_value(*r);
         count.append_value(*c);

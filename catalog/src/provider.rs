@@ -41,6 +41,9 @@ pub fn to_df_error(e: iceberg::Error) -> DataFusionError {
         ErrorKind::NamespaceNotFound | ErrorKind::TableNotFound => {
             CatalogError::NotFound(e.to_string())
         }
+        ErrorKind::NamespaceAlreadyExists | ErrorKind::TableAlreadyExists => {
+            CatalogError::AlreadyExists(e.to_string())
+        }
         _ => CatalogError::Iceberg(e),
     };
     DataFusionError::External(Box::new(e))
@@ -372,6 +375,11 @@ impl SchemaProvider for IcebergSchemaProvider {
     /// catalogs' drop leaves them; `purge` is not requested).
     fn deregister_table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
         let Some(table) = block_on(self.load(name))? else {
+            if let Some(Ok((base, _))) = table_ref::split(name) {
+                return datafusion::common::plan_err!(
+                    "{name} is a version or metadata table of {base}, not a table to drop"
+                );
+            }
             return Ok(None);
         };
         block_on(self.catalog.drop_table(table.identifier())).map_err(to_df_error)?;

@@ -12,7 +12,8 @@
 //! names ([`versioned_name`]); they can also be written directly, quoted (`"orders@audit"`), as
 //! Trino's Iceberg connector once accepted `"orders@<snapshot id>"`. A table whose own name
 //! contains `@` or `$` is found by that name first: a suffix is only split off when no table
-//! of the whole name exists.
+//! of the whole name exists. The first `@` starts a version, so a branch or tag name may hold
+//! `@` and `$`.
 
 use iceflight_scan::time_travel::TableVersion;
 
@@ -53,7 +54,12 @@ pub enum TableRefError {
 ///
 /// Errors: [`TableRefError`] for an unknown metadata table or an empty version.
 pub fn split(name: &str) -> Option<Result<(&str, TableSuffix), TableRefError>> {
-    let at = name.rfind(['@', '$']).filter(|&i| i > 0)?;
+    // The first `@` starts a version (whose branch or tag name may hold `@` or `$`); else the
+    // last `$` starts a metadata table.
+    let at = name
+        .find('@')
+        .or_else(|| name.rfind('$'))
+        .filter(|&i| i > 0)?;
     let (base, rest) = (&name[..at], &name[at + 1..]);
     Some(if name[at..].starts_with('$') {
         MetadataTable::parse(rest)
@@ -89,7 +95,11 @@ fn parse_version(text: &str) -> Option<TableVersion> {
 pub fn versioned_name(base: &str, version: &TableVersion) -> String {
     match version {
         TableVersion::Snapshot(id) => format!("{base}@{id}"),
-        TableVersion::Ref(name) if name.parse::<i64>().is_ok() || name.starts_with("ts:") => {
+        TableVersion::Ref(name)
+            if name.parse::<i64>().is_ok()
+                || name.starts_with("ts:")
+                || name.starts_with("ref:") =>
+        {
             format!("{base}@ref:{name}")
         }
         TableVersion::Ref(name) => format!("{base}@{name}"),
@@ -110,6 +120,8 @@ mod tests {
             TableVersion::Ref("audit".into()),
             TableVersion::Ref("2024".into()),
             TableVersion::Ref("ts:x".into()),
+            TableVersion::Ref("ref:x".into()),
+            TableVersion::Ref("a@b$c".into()),
             TableVersion::Timestamp(1_796_119_200_000),
         ] {
             let name = versioned_name("orders", &v);

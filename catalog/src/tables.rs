@@ -247,11 +247,11 @@ impl TableLayout {
                 }
                 (Some("void"), [column]) => (column.as_str(), Transform::Void, Some("null".into())),
                 (Some("bucket"), [column, n]) => {
-                    let n = n.parse().map_err(|_| bad(entry))?;
+                    let n = positive(entry, n)?;
                     (column.as_str(), Transform::Bucket(n), Some("bucket".into()))
                 }
                 (Some("truncate"), [column, width]) => {
-                    let width = width.parse().map_err(|_| bad(entry))?;
+                    let width = positive(entry, width)?;
                     (
                         column.as_str(),
                         Transform::Truncate(width),
@@ -334,6 +334,15 @@ fn call(entry: &str) -> (Option<String>, Vec<String>) {
                 .collect(),
         ),
         _ => (None, vec![entry.to_string()]),
+    }
+}
+
+/// A bucket count or truncation width: 1 to `i32::MAX` (0 would divide by zero when rows are
+/// written, a larger one overflow Iceberg's 32-bit partition values).
+fn positive(entry: &str, text: &str) -> Result<u32> {
+    match text.parse::<u32>() {
+        Ok(n) if n >= 1 && n <= i32::MAX as u32 => Ok(n),
+        _ => plan_err!("'{entry}': {text} is not a count from 1 to {}", i32::MAX),
     }
 }
 

@@ -19,7 +19,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use arrow::array::RecordBatch;
-use arrow::compute::cast;
+use arrow::compute::{CastOptions, cast_with_options};
 use arrow::datatypes::SchemaRef;
 use async_trait::async_trait;
 use datafusion::common::{DataFusionError, Result};
@@ -201,7 +201,15 @@ fn conform(schema: &SchemaRef, batch: RecordBatch) -> Result<RecordBatch> {
             if column.data_type() == field.data_type() {
                 Ok(Arc::clone(column))
             } else {
-                cast(column, field.data_type()).map_err(DataFusionError::from)
+                // A value that does not fit fails the statement (Arrow's default cast would
+                // write NULL instead).
+                let options = CastOptions {
+                    safe: false,
+                    ..Default::default()
+                };
+                cast_with_options(column, field.data_type(), &options).map_err(|e| {
+                    DataFusionError::Execution(format!("column {}: {e}", field.name()))
+                })
             }
         })
         .collect::<Result<Vec<_>>>()?;

@@ -302,6 +302,13 @@ pub async fn plan_statement(ctx: &SessionContext, statement: Statement) -> Resul
     };
     let alter = match inner.as_ref() {
         Sql::AlterTable(alter) => alter,
+        // DataFusion replaces a table by dropping it first: a replacement that then fails
+        // would lose the table.
+        Sql::CreateTable(create) if create.or_replace => {
+            return datafusion::common::not_impl_err!(
+                "CREATE OR REPLACE TABLE is not supported: DROP TABLE, then CREATE TABLE"
+            );
+        }
         Sql::CreateTable(create) if matches!(create.table_options, CreateTableOptions::With(_)) => {
             return plan_create_with(ctx, create).await;
         }
@@ -441,6 +448,12 @@ async fn plan_create_with(
         &options_now.catalog.default_catalog,
         &options_now.catalog.default_schema,
     );
+    if create.query.is_some() && !create.columns.is_empty() {
+        return plan_err!(
+            "CREATE TABLE … WITH (…) AS SELECT takes its columns from the query: leave out the \
+             column list (name and cast them in the SELECT)"
+        );
+    }
     let (columns, query) = match &create.query {
         Some(query) => {
             let plan = ctx

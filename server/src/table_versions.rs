@@ -54,6 +54,13 @@ pub fn rewrite(sql: &str) -> Result<String> {
         let Some(Token::Word(table)) = i.checked_sub(1).map(|p| &tokens[p].token) else {
             return plan_err!("FOR {kind} AS OF must follow a table name");
         };
+        if !follows_table_keyword(&tokens, i - 1) {
+            // `FROM orders o FOR VERSION AS OF 1`: the word before the clause is an alias.
+            return plan_err!(
+                "FOR {kind} AS OF must follow the table name directly, before any alias \
+                 (FROM orders FOR {kind} AS OF … o)"
+            );
+        }
         let (version, used) = match kind {
             Keyword::VERSION => version_value(&tokens[i + 4..])?,
             _ => timestamp_value(&tokens[i + 4..])?,
@@ -76,6 +83,29 @@ pub fn rewrite(sql: &str) -> Result<String> {
     }
     out.push_str(&sql[copied..]);
     Ok(out)
+}
+
+/// Whether the (possibly dotted) name ending at token `last` directly follows `FROM`, `JOIN`,
+/// `INTO`, `TABLE` or a comma: a table name, not an alias.
+fn follows_table_keyword(tokens: &[&TokenWithSpan], last: usize) -> bool {
+    let mut at = last;
+    while at >= 2
+        && matches!(tokens[at - 1].token, Token::Period)
+        && matches!(tokens[at - 2].token, Token::Word(_))
+    {
+        at -= 2;
+    }
+    let Some(before) = at.checked_sub(1).map(|b| &tokens[b].token) else {
+        return false;
+    };
+    match before {
+        Token::Comma => true,
+        Token::Word(w) if w.quote_style.is_none() => matches!(
+            w.keyword,
+            Keyword::FROM | Keyword::JOIN | Keyword::INTO | Keyword::TABLE
+        ),
+        _ => false,
+    }
 }
 
 /// `VERSION` or `TIMESTAMP` when the tokens at `i` are `FOR VERSION|TIMESTAMP AS OF`.
@@ -245,5 +275,7 @@ mod tests {
         );
         assert!(err("SELECT * FROM t FOR VERSION AS OF x").contains("snapshot id"));
         assert!(err("SELECT 1 FOR VERSION AS OF 3").contains("must follow a table name"));
+        assert!(err("SELECT * FROM orders o FOR VERSION AS OF 3").contains("before any alias"));
+        assert!(err("SELECT * FROM orders AS o FOR VERSION AS OF 3").contains("before any alias"));
     }
 }

@@ -135,12 +135,31 @@ async fn create_insert_and_drop() {
         "nothing committed"
     );
 
-    let err = sql(
-        &ctx,
-        "INSERT INTO events FOR VERSION AS OF 'v1' VALUES (9, 'a')",
-    )
-    .await;
-    assert!(err.is_err(), "a table at another snapshot takes no rows");
+    let events = ok(&ctx, "SELECT count(*) FROM events").await;
+    for (text, says) in [
+        (
+            "INSERT INTO events FOR VERSION AS OF 'v1' VALUES (9, 'a')",
+            "other than its current one",
+        ),
+        (
+            "INSERT INTO \"events$files\" SELECT * FROM \"events$files\"",
+            "not implemented",
+        ),
+        ("DROP TABLE \"events@v1\"", "doesn't exist"),
+        ("DROP TABLE \"events$files\"", "doesn't exist"),
+        (
+            "CREATE OR REPLACE TABLE events AS SELECT 1 AS a",
+            "DROP TABLE, then CREATE TABLE",
+        ),
+    ] {
+        let err = sql(&ctx, text).await.unwrap_err();
+        assert!(err.to_string().contains(says), "{text}: {err}");
+    }
+    assert_eq!(
+        ok(&ctx, "SELECT count(*) FROM events").await,
+        events,
+        "nothing written or dropped"
+    );
 
     ok(&ctx, "DROP TABLE t").await;
     let tables = ok(&ctx, "SHOW TABLES").await;
@@ -330,16 +349,25 @@ async fn alter_table_evolves_the_schema() {
         [["1", "NULL"], ["2", "2.5"]]
     );
     ok(&ctx, "ALTER TABLE a ADD COLUMN IF NOT EXISTS score DOUBLE").await;
-    assert!(
-        sql(&ctx, "ALTER TABLE a ADD COLUMN score DOUBLE")
+    for text in [
+        "ALTER TABLE a ADD COLUMN score DOUBLE",
+        "ALTER TABLE a ADD COLUMN must INT NOT NULL",
+        "ALTER TABLE a DROP COLUMN nope",
+    ] {
+        let status = iceflight::flight::status::to_status(sql(&ctx, text).await.unwrap_err());
+        assert_eq!(
+            status.code(),
+            tonic::Code::InvalidArgument,
+            "{text}: {status}"
+        );
+    }
+    ok(&ctx, "CREATE TABLE taken (id BIGINT)").await;
+    let status = iceflight::flight::status::to_status(
+        sql(&ctx, "ALTER TABLE a RENAME TO taken")
             .await
-            .is_err()
+            .unwrap_err(),
     );
-    assert!(
-        sql(&ctx, "ALTER TABLE a ADD COLUMN must INT NOT NULL")
-            .await
-            .is_err()
-    );
+    assert_eq!(status.code(), tonic::Code::AlreadyExists, "{status}");
 
     let err = sql(&ctx, "ALTER TABLE a RENAME COLUMN score TO points")
         .await
@@ -382,6 +410,14 @@ async fn create_table_with_partitioning_and_sort_order() {
     )
     .await;
     assert_eq!(partitions, [["true", "true"]]);
+    // Each file's identity partition value is the one its rows hold (column p is field 2).
+    let mismatched = ok(
+        &ctx,
+        "SELECT count(*) FROM \"parted$files\" WHERE lower_bounds[2] <> partition['p'] \
+         OR upper_bounds[2] <> partition['p']",
+    )
+    .await;
+    assert_eq!(mismatched, [["0"]]);
     let files = ok(
         &ctx,
         "SELECT count(*), sum(record_count) FROM \"parted$files\"",
@@ -418,10 +454,33 @@ async fn create_table_with_partitioning_and_sort_order() {
         .await,
         [["3"]]
     );
+    // AS SELECT writes its rows in the sort order: one file, read back in file order.
+    ok(
+        &ctx,
+        "CREATE TABLE desc_ids WITH (sorted_by = ARRAY['id DESC']) AS SELECT * FROM events",
+    )
+    .await;
+    let one_partition = engine
+        .session(
+            None,
+            Some("history"),
+            &[("datafusion.execution.target_partitions".into(), "1".into())],
+        )
+        .unwrap();
+    let ids: Vec<String> = ok(&one_partition, "SELECT id FROM desc_ids")
+        .await
+        .into_iter()
+        .map(|r| r[0].clone())
+        .collect();
+    assert_eq!(ids, ["6", "5", "4", "3", "2", "1"]);
     for bad in [
         "CREATE TABLE b1 (a INT) WITH (partitioning = ARRAY['nope'])",
         "CREATE TABLE b2 (a INT) WITH (partitioning = ARRAY['bucket(a)'])",
         "CREATE TABLE b3 (a INT) WITH (format = 'ORC')",
+        "CREATE TABLE b4 (a INT) WITH (partitioning = ARRAY['bucket(a, 0)'])",
+        "CREATE TABLE b5 (a INT) WITH (partitioning = ARRAY['truncate(a, 99999999999)'])",
+        "CREATE TABLE b6 (a INT) WITH (sorted_by = ARRAY['a SIDEWAYS'])",
+        "CREATE TABLE b7 (a BIGINT) WITH (sorted_by = ARRAY['a']) AS SELECT 1 AS a",
     ] {
         let err = sql(&ctx, bad).await.unwrap_err();
         let status = iceflight::flight::status::to_status(err);

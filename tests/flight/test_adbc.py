@@ -523,6 +523,14 @@ def test_ingest_errors_are_clear_and_commit_nothing(ingest_conn):
     assert err.value.status_code == AdbcStatusCode.INVALID_ARGUMENT, err.value
     assert "missing [v, s]" in str(err.value) and "not in the table [other]" in str(err.value), err.value
     assert ingest_totals(ingest_conn, "strict")["n"] == 3
+    # A value that does not fit the column fails the upload; it is never written as NULL.
+    narrow = pa.table({"n": pa.array([1], pa.int32())})
+    ingest(ingest_conn, "narrow", narrow, "create")
+    too_big = pa.table({"n": pa.array([2**40], pa.int64())})
+    with pytest.raises(adbc_driver_manager.Error) as err:
+        ingest(ingest_conn, "narrow", too_big, "append")
+    assert err.value.status_code == AdbcStatusCode.INVALID_ARGUMENT, err.value
+    assert query_all(ingest_conn, f"SELECT n FROM {CATALOG}.{INGEST}.narrow").to_pylist() == [{"n": 1}]
 
 
 def test_ingest_maps_types_both_ways(ingest_conn):

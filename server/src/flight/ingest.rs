@@ -22,8 +22,9 @@
 //! `InvalidArgument` listing the columns, and commits nothing. Types map as `CREATE TABLE`'s
 //! (`catalog/src/tables.rs`); reading back gives Iceberg's types (`string` as Arrow `Utf8`,
 //! small integers as `Int32`). **Replace** writes the new table under a temporary name first,
-//! then drops the old one and renames the new one into place: a failed upload leaves the old
-//! table untouched; between the drop and the rename the name is briefly absent.
+//! then renames the old one aside, the new one into place and drops the old one: a failed
+//! upload or rename leaves the old table under its name. A client that disconnects mid-upload
+//! can leave the new (or staging) table behind, empty.
 //! Temporary tables and transactions are refused (`InvalidArgument`).
 
 use std::sync::Arc;
@@ -167,11 +168,28 @@ async fn replace(
             return Err(e);
         }
     };
-    catalog.drop_table(ident).await.map_err(to_df_error)?;
+    // Swap: the old table steps aside under a backup name, the new one takes its name, the
+    // backup goes. A failed rename puts the old table back; the name is never without one.
+    let backup = TableIdent::new(
+        ident.namespace().clone(),
+        format!(
+            "{}__replaced_{}",
+            ident.name(),
+            uuid::Uuid::new_v4().simple()
+        ),
+    );
     catalog
-        .rename_table(&staging, ident)
+        .rename_table(ident, &backup)
         .await
         .map_err(to_df_error)?;
+    if let Err(e) = catalog.rename_table(&staging, ident).await {
+        let _ = catalog.rename_table(&backup, ident).await;
+        let _ = catalog.drop_table(&staging).await;
+        return Err(to_df_error(e));
+    }
+    if let Err(e) = catalog.drop_table(&backup).await {
+        tracing::warn!(table = %backup, error = %e, "dropping the replaced table");
+    }
     Ok(written)
 }
 
