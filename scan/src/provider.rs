@@ -17,7 +17,10 @@ use arrow::datatypes::{DataType, SchemaRef};
 use async_trait::async_trait;
 use datafusion::catalog::Session;
 use datafusion::common::{DataFusionError, Result, Statistics, not_impl_err, plan_err};
+use arrow::compute::SortOptions;
 use datafusion::datasource::sink::DataSinkExec;
+use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_expr::{LexRequirement, PhysicalSortRequirement};
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::logical_expr::dml::InsertOp;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
@@ -26,7 +29,7 @@ use futures::TryStreamExt;
 use iceberg::Catalog;
 use iceberg::expr::Predicate;
 use iceberg::scan::FileScanTask;
-use iceberg::spec::PartitionSpec;
+use iceberg::spec::{NullOrder, PartitionSpec, SortDirection, Transform};
 use iceberg::table::Table;
 use parquet::arrow::PARQUET_FIELD_ID_META_KEY;
 
@@ -148,6 +151,32 @@ impl IcebergTableProvider {
         })
     }
 
+    /// The table's sort order as a requirement on the rows an `INSERT` writes (DataFusion sorts
+    /// them before the sink, as Trino sorts on write); `None` when unsorted. Fields with a
+    /// transform other than identity, or on a column not in `input`, end the requirement there.
+    fn write_order(&self, input: &SchemaRef) -> Option<LexRequirement> {
+        let metadata = self.table.metadata();
+        let schema = metadata.current_schema();
+        let mut requirements = vec![];
+        for field in &metadata.default_sort_order().fields {
+            let name = match (field.transform, schema.field_by_id(field.source_id)) {
+                (Transform::Identity, Some(column)) => column.name.clone(),
+                _ => break,
+            };
+            let Ok(index) = input.index_of(&name) else {
+                break;
+            };
+            requirements.push(PhysicalSortRequirement::new(
+                Arc::new(Column::new(&name, index)),
+                Some(SortOptions {
+                    descending: field.direction == SortDirection::Descending,
+                    nulls_first: field.null_order == NullOrder::First,
+                }),
+            ));
+        }
+        LexRequirement::new(requirements)
+    }
+
     /// The partition spec a planned task's `partition` tuple belongs to. iceberg 0.10.1's
     /// `plan_files` leaves `FileScanTask.partition_spec` unset, so identity-partition constants
     /// (case c05) are only filled when we can name the spec: the table has a single spec, or
@@ -196,7 +225,8 @@ impl TableProvider for IcebergTableProvider {
             .collect())
     }
 
-    /// `INSERT INTO`: appends (`sink.rs`). `INSERT OVERWRITE` is not supported.
+    /// `INSERT INTO`: appends (`sink.rs`), its rows sorted by the table's sort order. `INSERT
+    /// OVERWRITE` is not supported.
     async fn insert_into(
         &self,
         _state: &dyn Session,
@@ -216,7 +246,8 @@ impl TableProvider for IcebergTableProvider {
             );
         };
         let sink = IcebergSink::try_new(Arc::clone(catalog), self.table.clone())?;
-        Ok(Arc::new(DataSinkExec::new(input, Arc::new(sink), None)))
+        let order = self.write_order(&input.schema());
+        Ok(Arc::new(DataSinkExec::new(input, Arc::new(sink), order)))
     }
 
     /// `DELETE`: not supported yet. iceberg 0.10.1 commits only appends of data files (no

@@ -314,19 +314,9 @@ pub async fn plan_statement(ctx: &SessionContext, statement: Statement) -> Resul
         }
         _ => return ctx.state().statement_to_plan(statement).await,
     };
-    let options = ctx.state().config().options().clone();
-    let reference = datafusion::sql::planner::object_name_to_table_reference(
-        alter.name.clone(),
-        options.sql_parser.enable_ident_normalization,
-    )?
-    .resolve(
-        &options.catalog.default_catalog,
-        &options.catalog.default_schema,
-    );
-    let normalize = |ident: &datafusion::sql::sqlparser::ast::Ident| match ident.quote_style {
-        None if options.sql_parser.enable_ident_normalization => ident.value.to_lowercase(),
-        _ => ident.value.clone(),
-    };
+    let names = Names::of(ctx);
+    let reference = names.table(&alter.name)?;
+    let normalize = |ident: &datafusion::sql::sqlparser::ast::Ident| names.ident(ident);
     let mut ops = vec![];
     for op in &alter.operations {
         ops.push(match op {
@@ -439,15 +429,8 @@ async fn plan_create_with(
             }
         }
     }
-    let options_now = ctx.state().config().options().clone();
-    let reference = datafusion::sql::planner::object_name_to_table_reference(
-        create.name.clone(),
-        options_now.sql_parser.enable_ident_normalization,
-    )?
-    .resolve(
-        &options_now.catalog.default_catalog,
-        &options_now.catalog.default_schema,
-    );
+    let names = Names::of(ctx);
+    let reference = names.table(&create.name)?;
     if create.query.is_some() && !create.columns.is_empty() {
         return plan_err!(
             "CREATE TABLE … WITH (…) AS SELECT takes its columns from the query: leave out the \
@@ -478,12 +461,7 @@ async fn plan_create_with(
                     .options
                     .iter()
                     .any(|o| matches!(o.option, ColumnOption::NotNull));
-                let name = match column.name.quote_style {
-                    None if options_now.sql_parser.enable_ident_normalization => {
-                        column.name.value.to_lowercase()
-                    }
-                    _ => column.name.value.clone(),
-                };
+                let name = names.ident(&column.name);
                 columns.push((name, typed.schema().field(0).data_type().clone(), !not_null));
             }
             (columns, None)
@@ -499,6 +477,45 @@ async fn plan_create_with(
         query,
     }
     .into_plan())
+}
+
+/// How a session resolves the names in statements iceflight plans itself: as DataFusion does
+/// (unquoted identifiers lowercased when normalization is on; the default catalog and schema).
+struct Names {
+    options: datafusion::config::ConfigOptions,
+}
+
+impl Names {
+    fn of(ctx: &SessionContext) -> Self {
+        Self {
+            options: ctx.state().config().options().as_ref().clone(),
+        }
+    }
+
+    /// A table name, resolved to catalog, schema and table.
+    fn table(
+        &self,
+        name: &datafusion::sql::sqlparser::ast::ObjectName,
+    ) -> Result<datafusion::common::ResolvedTableReference> {
+        Ok(datafusion::sql::planner::object_name_to_table_reference(
+            name.clone(),
+            self.options.sql_parser.enable_ident_normalization,
+        )?
+        .resolve(
+            &self.options.catalog.default_catalog,
+            &self.options.catalog.default_schema,
+        ))
+    }
+
+    /// A column name.
+    fn ident(&self, ident: &datafusion::sql::sqlparser::ast::Ident) -> String {
+        match ident.quote_style {
+            None if self.options.sql_parser.enable_ident_normalization => {
+                ident.value.to_lowercase()
+            }
+            _ => ident.value.clone(),
+        }
+    }
 }
 
 /// Whether `plan` is one of the statements iceflight runs itself ([`plan_statement`]).

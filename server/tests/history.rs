@@ -5,14 +5,12 @@
 
 mod common;
 
+use common::{statement_ok as ok, statement_rows as sql, statement_sorted as sorted};
+
 use std::collections::BTreeMap;
-use std::path::Path;
-use std::process::Command;
 
 use datafusion::common::DataFusionError;
 use datafusion::prelude::SessionContext;
-use futures::TryStreamExt;
-use iceflight::session::{execute_statement, parse_statements};
 use iceflight_catalog::CatalogError;
 use serde_json::Value;
 use tokio::sync::OnceCell;
@@ -31,7 +29,7 @@ async fn fixture() -> &'static Fixture {
         .get_or_init(|| async {
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().to_path_buf();
-            let oracle = make_history(&path);
+            let oracle = common::make_history(&path);
             Fixture {
                 _dir: dir,
                 path,
@@ -41,52 +39,11 @@ async fn fixture() -> &'static Fixture {
         .await
 }
 
-fn make_history(dir: &Path) -> Value {
-    let out = Command::new(common::python())
-        .arg(common::repo_root().join("tests/fixtures/make_history.py"))
-        .arg("--catalog-db")
-        .arg(dir.join("catalog.db"))
-        .arg("--warehouse")
-        .arg(dir.join("warehouse"))
-        .output()
-        .expect("run make_history.py");
-    assert!(
-        out.status.success(),
-        "make_history.py failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("make_history.py prints JSON")
-}
-
 async fn session() -> (SessionContext, &'static Value) {
     let fixture = fixture().await;
     let engine = common::engine(&fixture.path, 2).await;
     let ctx = engine.session(None, Some("history"), &[]).unwrap();
     (ctx, &fixture.oracle)
-}
-
-/// Runs SQL as a client's statement is run; rows as text.
-async fn sql(ctx: &SessionContext, text: &str) -> datafusion::common::Result<Vec<Vec<String>>> {
-    let mut rows = vec![];
-    for statement in parse_statements(text)? {
-        let stream = execute_statement(ctx, statement).await?;
-        let batches: Vec<_> = stream.try_collect().await?;
-        rows.extend(common::rows(&batches));
-    }
-    Ok(rows)
-}
-
-async fn ok(ctx: &SessionContext, text: &str) -> Vec<Vec<String>> {
-    sql(ctx, text)
-        .await
-        .unwrap_or_else(|e| panic!("{text}: {e}"))
-}
-
-/// Rows as text, sorted as text (the oracle's order).
-async fn sorted(ctx: &SessionContext, text: &str) -> Vec<Vec<String>> {
-    let mut rows = ok(ctx, text).await;
-    rows.sort();
-    rows
 }
 
 /// The oracle's rows of `table`, each as the text of `columns` (JSON null as NULL).

@@ -5,30 +5,18 @@
 
 mod common;
 
+use common::{statement_ok as ok, statement_rows as sql, statement_sorted as sorted};
+
 use std::path::Path;
 use std::process::Command;
 
 use datafusion::prelude::SessionContext;
-use futures::TryStreamExt;
-use iceflight::session::{execute_statement, parse_statements};
 use serde_json::Value;
 
 /// A catalog with namespace `history` (table `events`, partitioned by `p` and `x`), built by
 /// `make_history.py`.
 fn catalog_with_history(dir: &Path) {
-    let out = Command::new(common::python())
-        .arg(common::repo_root().join("tests/fixtures/make_history.py"))
-        .arg("--catalog-db")
-        .arg(dir.join("catalog.db"))
-        .arg("--warehouse")
-        .arg(dir.join("warehouse"))
-        .output()
-        .expect("run make_history.py");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::make_history(dir);
 }
 
 /// pyiceberg's command `args` on the catalog in `dir`; its stdout lines.
@@ -74,29 +62,6 @@ fn pyiceberg_rows(dir: &Path, table: &str) -> Vec<Vec<String>> {
                 .collect()
         })
         .collect();
-    rows.sort();
-    rows
-}
-
-/// Runs SQL as a client's statement is run; rows as text.
-async fn sql(ctx: &SessionContext, text: &str) -> datafusion::common::Result<Vec<Vec<String>>> {
-    let mut rows = vec![];
-    for statement in parse_statements(text)? {
-        let stream = execute_statement(ctx, statement).await?;
-        let batches: Vec<_> = stream.try_collect().await?;
-        rows.extend(common::rows(&batches));
-    }
-    Ok(rows)
-}
-
-async fn ok(ctx: &SessionContext, text: &str) -> Vec<Vec<String>> {
-    sql(ctx, text)
-        .await
-        .unwrap_or_else(|e| panic!("{text}: {e}"))
-}
-
-async fn sorted(ctx: &SessionContext, text: &str) -> Vec<Vec<String>> {
-    let mut rows = ok(ctx, text).await;
     rows.sort();
     rows
 }
@@ -473,6 +438,17 @@ async fn create_table_with_partitioning_and_sort_order() {
         .map(|r| r[0].clone())
         .collect();
     assert_eq!(ids, ["6", "5", "4", "3", "2", "1"]);
+    // INSERT writes in the table's sort order too: its new file reads back descending.
+    ok(&ctx, "INSERT INTO desc_ids SELECT id + 100, p, x FROM events").await;
+    let newest: Vec<String> = ok(
+        &one_partition,
+        "SELECT id FROM desc_ids WHERE id > 100",
+    )
+    .await
+    .into_iter()
+    .map(|r| r[0].clone())
+    .collect();
+    assert_eq!(newest, ["106", "105", "104", "103", "102", "101"]);
     for bad in [
         "CREATE TABLE b1 (a INT) WITH (partitioning = ARRAY['nope'])",
         "CREATE TABLE b2 (a INT) WITH (partitioning = ARRAY['bucket(a)'])",

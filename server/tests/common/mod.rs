@@ -283,3 +283,53 @@ pub fn plan_text(plan: &Arc<dyn ExecutionPlan>) -> String {
         .indent(true)
         .to_string()
 }
+
+/// Runs SQL text as a client's statement runs (iceflight's front end: `FOR … AS OF` rewritten,
+/// `ALTER TABLE` and `CREATE TABLE … WITH` planned by iceflight); rows as text.
+pub async fn statement_rows(
+    ctx: &SessionContext,
+    text: &str,
+) -> datafusion::common::Result<Vec<Vec<String>>> {
+    use futures::TryStreamExt;
+    let mut out = vec![];
+    for statement in iceflight::session::parse_statements(text)? {
+        let stream = iceflight::session::execute_statement(ctx, statement).await?;
+        let batches: Vec<RecordBatch> = stream.try_collect().await?;
+        out.extend(rows(&batches));
+    }
+    Ok(out)
+}
+
+/// [`statement_rows`] that must succeed.
+pub async fn statement_ok(ctx: &SessionContext, text: &str) -> Vec<Vec<String>> {
+    statement_rows(ctx, text)
+        .await
+        .unwrap_or_else(|e| panic!("{text}: {e}"))
+}
+
+/// [`statement_ok`]'s rows sorted as text.
+pub async fn statement_sorted(ctx: &SessionContext, text: &str) -> Vec<Vec<String>> {
+    let mut out = statement_ok(ctx, text).await;
+    out.sort();
+    out
+}
+
+/// Builds `history.events` with pyiceberg (`tests/fixtures/make_history.py`: snapshots, a tag,
+/// a branch, a column and a partition field added) into `dir`; returns what pyiceberg reads of
+/// it.
+pub fn make_history(dir: &Path) -> serde_json::Value {
+    let out = Command::new(python())
+        .arg(repo_root().join("tests/fixtures/make_history.py"))
+        .arg("--catalog-db")
+        .arg(dir.join("catalog.db"))
+        .arg("--warehouse")
+        .arg(dir.join("warehouse"))
+        .output()
+        .expect("run make_history.py");
+    assert!(
+        out.status.success(),
+        "make_history.py failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("make_history.py prints JSON")
+}
