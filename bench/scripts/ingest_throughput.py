@@ -9,7 +9,7 @@ same Arrow data into the same embedded catalog, alternating rounds.
 
 The source table is read once through ADBC into memory. Each round writes it as a new table in
 namespace `ingest_bench` (dropped afterwards): once with `adbc_ingest(mode="create")` (batches of
-128 Ki rows, under the Go driver's 16 MiB message limit), once with pyiceberg (`create_table`
+32 Ki rows, about 5 MB of lineitem, under the Go driver's 16 MiB message limit), once with pyiceberg (`create_table`
 then `append`). Reported per engine: seconds per round, rows/s and MB/s, where MB is the
 Arrow data's in-memory size (`Table.nbytes`), and the written Parquet bytes (`$files`).
 """
@@ -65,7 +65,7 @@ def main() -> None:
 
     def adbc(round_: int) -> tuple[float, int]:
         name = f"adbc_{round_}"
-        reader = data.to_reader(max_chunksize=128 * 1024)
+        reader = data.to_reader(max_chunksize=32 * 1024)
         started = time.perf_counter()
         with contextlib.closing(conn.cursor()) as cur:
             written = cur.adbc_ingest(name, reader, mode="create", catalog_name="local",

@@ -6,6 +6,8 @@
 //!     ──► partitioned:   RecordBatchPartitionSplitter │ statistics), files rolled at the table's
 //!                        ──► FanoutWriter per key    ─┘ `write.target-file-size-bytes`
 //!     ──► data files ──► one fast append (Transaction::commit) ──► rows written
+//!   (the rows are pulled up to 4 batches ahead on a task of their own, so producing them
+//!   overlaps encoding them)
 //! ```
 //!
 //! **Concurrency.** iceberg's `Transaction::commit` loads the table again before it commits,
@@ -25,6 +27,7 @@ use async_trait::async_trait;
 use datafusion::common::{DataFusionError, Result};
 use datafusion::datasource::sink::DataSink;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_plan::stream::RecordBatchReceiverStream;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType};
 use futures::StreamExt;
 use iceberg::Catalog;
@@ -110,7 +113,7 @@ impl DataSink for IcebergSink {
 pub async fn write_data_files(
     table: &Table,
     schema: &SchemaRef,
-    mut data: SendableRecordBatchStream,
+    data: SendableRecordBatchStream,
 ) -> Result<(Vec<DataFile>, u64)> {
     let metadata = table.metadata();
     let props = WriterProperties::builder()
@@ -137,6 +140,7 @@ pub async fn write_data_files(
     ));
     let spec = metadata.default_partition_spec();
     let mut rows = 0u64;
+    let mut data = prefetched(data);
     let files = if spec.is_unpartitioned() {
         let mut writer = builder.build(None).await.map_err(external)?;
         while let Some(batch) = data.next().await {
@@ -162,6 +166,24 @@ pub async fn write_data_files(
         writer.close().await.map_err(external)?
     };
     Ok((files, rows))
+}
+
+/// `data` pulled on a task of its own, up to 4 batches ahead: the next batches are produced
+/// (a query run, Arrow IPC decoded from a client's upload) while this one is encoded and
+/// compressed. The task ends when the returned stream is dropped.
+fn prefetched(data: SendableRecordBatchStream) -> SendableRecordBatchStream {
+    let mut builder = RecordBatchReceiverStream::builder(data.schema(), 4);
+    let tx = builder.tx();
+    builder.spawn(async move {
+        let mut data = data;
+        while let Some(batch) = data.next().await {
+            if tx.send(batch).await.is_err() {
+                break;
+            }
+        }
+        Ok(())
+    });
+    builder.build()
 }
 
 /// Commits `files` to `table` in one fast append, retried on conflict (module docs).

@@ -439,15 +439,16 @@ async fn create_table_with_partitioning_and_sort_order() {
         .collect();
     assert_eq!(ids, ["6", "5", "4", "3", "2", "1"]);
     // INSERT writes in the table's sort order too: its new file reads back descending.
-    ok(&ctx, "INSERT INTO desc_ids SELECT id + 100, p, x FROM events").await;
-    let newest: Vec<String> = ok(
-        &one_partition,
-        "SELECT id FROM desc_ids WHERE id > 100",
+    ok(
+        &ctx,
+        "INSERT INTO desc_ids SELECT id + 100, p, x FROM events",
     )
-    .await
-    .into_iter()
-    .map(|r| r[0].clone())
-    .collect();
+    .await;
+    let newest: Vec<String> = ok(&one_partition, "SELECT id FROM desc_ids WHERE id > 100")
+        .await
+        .into_iter()
+        .map(|r| r[0].clone())
+        .collect();
     assert_eq!(newest, ["106", "105", "104", "103", "102", "101"]);
     for bad in [
         "CREATE TABLE b1 (a INT) WITH (partitioning = ARRAY['nope'])",
