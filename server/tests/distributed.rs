@@ -14,12 +14,10 @@ use std::time::{Duration, Instant};
 
 use common::{execute, query, repo_root, rows};
 use datafusion::prelude::SessionContext;
-use datafusion_proto::physical_plan::PhysicalExtensionCodec;
 use futures::StreamExt;
 use iceflight::config::Config;
 use iceflight::distributed::Role;
 use iceflight::session::Engine;
-use iceflight_scan::IcebergScanExec;
 use iceflight_scan::codec::IcebergScanCodec;
 
 /// A worker process (`iceflight serve --role worker`), killed when dropped.
@@ -148,25 +146,9 @@ async fn codec_and_split_keep_every_row_of_every_fixture() {
         let sql = format!("SELECT * FROM {table}");
         let mut expected = query(&ctx, &sql).await;
         expected.sort();
-        let plan = ctx
-            .sql(&sql)
+        let mut got = common::rows_through_codec(&ctx, &codec, &sql, 2)
             .await
-            .unwrap()
-            .create_physical_plan()
-            .await
-            .unwrap();
-        let scan = common::scans(&plan).pop().expect("a scan");
-        let scan = scan.downcast_ref::<IcebergScanExec>().unwrap();
-        let mut got = vec![];
-        for part in scan.split_for_tasks(2) {
-            let mut bytes = vec![];
-            codec.try_encode(Arc::new(part), &mut bytes).unwrap();
-            let decoded = codec.try_decode(&bytes, &[], &ctx.task_ctx()).unwrap();
-            let batches = datafusion::physical_plan::collect(decoded, ctx.task_ctx())
-                .await
-                .unwrap_or_else(|e| panic!("{table}: {e}"));
-            got.extend(rows(&batches));
-        }
+            .unwrap_or_else(|e| panic!("{table}: {e}"));
         got.sort();
         assert_eq!(got, expected, "{table}");
     }

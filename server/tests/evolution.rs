@@ -10,6 +10,7 @@ mod common;
 
 use std::process::Command;
 
+use common::json_text as text;
 use datafusion::prelude::SessionContext;
 use serde_json::Value;
 
@@ -20,14 +21,6 @@ async fn rows(ctx: &SessionContext, sql: &str) -> Result<Vec<Vec<String>>, Strin
     let mut rows = common::rows(&batches);
     rows.sort();
     Ok(rows)
-}
-
-fn text(v: &Value) -> String {
-    match v {
-        Value::Null => "NULL".to_string(),
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
 }
 
 fn literal(v: &Value) -> String {

@@ -60,11 +60,7 @@ fn oracle_rows(oracle: &Value, table: &str, columns: &[&str]) -> Vec<Vec<String>
                     for part in c.split('.') {
                         v = &v[part];
                     }
-                    match v {
-                        Value::Null => "NULL".to_string(),
-                        Value::String(s) => s.clone(),
-                        other => other.to_string(),
-                    }
+                    common::json_text(v)
                 })
                 .collect()
         })
@@ -412,9 +408,7 @@ async fn files_manifests_and_partitions_match_pyiceberg() {
 async fn codec_keeps_the_planned_snapshot() {
     use std::sync::Arc;
 
-    use datafusion_proto::physical_plan::PhysicalExtensionCodec;
     use iceflight_scan::codec::IcebergScanCodec;
-    use iceflight_scan::exec::IcebergScanExec;
 
     let fixture = fixture().await;
     let engine = common::engine(&fixture.path, 2).await;
@@ -424,25 +418,10 @@ async fn codec_keeps_the_planned_snapshot() {
         Arc::clone(engine.caches()),
     );
     for (_, id) in snapshot_ids(&fixture.oracle) {
-        let plan = ctx
-            .sql(&format!("SELECT id FROM \"events@{id}\""))
-            .await
-            .unwrap()
-            .create_physical_plan()
-            .await
-            .unwrap();
-        let scan = common::scans(&plan).pop().expect("a scan");
-        let scan = scan.downcast_ref::<IcebergScanExec>().unwrap();
-        let mut got = vec![];
-        for part in scan.split_for_tasks(2) {
-            let mut bytes = vec![];
-            codec.try_encode(Arc::new(part), &mut bytes).unwrap();
-            let decoded = codec.try_decode(&bytes, &[], &ctx.task_ctx()).unwrap();
-            let batches = datafusion::physical_plan::collect(decoded, ctx.task_ctx())
+        let mut got =
+            common::rows_through_codec(&ctx, &codec, &format!("SELECT id FROM \"events@{id}\""), 2)
                 .await
                 .unwrap();
-            got.extend(common::rows(&batches));
-        }
         got.sort_by_key(|r| r[0].parse::<i64>().unwrap());
         assert_eq!(got, ids_at(&fixture.oracle, id), "snapshot {id}");
     }

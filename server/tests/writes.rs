@@ -10,7 +10,6 @@ use common::{statement_ok as ok, statement_rows as sql, statement_sorted as sort
 use std::path::Path;
 use std::process::Command;
 
-use datafusion::prelude::SessionContext;
 use serde_json::Value;
 
 /// A catalog with namespace `history` (table `events`, partitioned by `p` and `x`), built by
@@ -54,11 +53,7 @@ fn pyiceberg_rows(dir: &Path, table: &str) -> Vec<Vec<String>> {
             r.as_array()
                 .unwrap()
                 .iter()
-                .map(|v| match v {
-                    Value::Null => "NULL".to_string(),
-                    Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                })
+                .map(common::json_text)
                 .collect()
         })
         .collect();

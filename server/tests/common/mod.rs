@@ -333,3 +333,36 @@ pub fn make_history(dir: &Path) -> serde_json::Value {
     );
     serde_json::from_slice(&out.stdout).expect("make_history.py prints JSON")
 }
+
+/// A JSON value of a Python oracle as the text [`rows`] prints (`NULL`, strings unquoted).
+pub fn json_text(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::Null => "NULL".to_string(),
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The rows of `sql`'s (single) Iceberg scan, split into `tasks` worker tasks, each encoded
+/// with `codec`, decoded and run as a worker would; unsorted.
+pub async fn rows_through_codec(
+    ctx: &SessionContext,
+    codec: &iceflight_scan::codec::IcebergScanCodec,
+    sql: &str,
+    tasks: usize,
+) -> datafusion::common::Result<Vec<Vec<String>>> {
+    use datafusion_proto::physical_plan::PhysicalExtensionCodec;
+    let plan = ctx.sql(sql).await?.create_physical_plan().await?;
+    let scan = scans(&plan).pop().expect("a scan");
+    let scan = scan
+        .downcast_ref::<iceflight_scan::IcebergScanExec>()
+        .expect("an Iceberg scan");
+    let mut out = vec![];
+    for part in scan.split_for_tasks(tasks) {
+        let mut bytes = vec![];
+        codec.try_encode(Arc::new(part), &mut bytes)?;
+        let decoded = codec.try_decode(&bytes, &[], &ctx.task_ctx())?;
+        out.extend(rows(&collect(decoded, ctx.task_ctx()).await?));
+    }
+    Ok(out)
+}
