@@ -26,6 +26,7 @@ use iceberg::spec::Type;
 use iceberg::transaction::{AddColumn, ApplyTransactionAction, Transaction};
 use iceberg::{Catalog, NamespaceIdent, TableIdent};
 
+use crate::error::CatalogError;
 use crate::provider::to_df_error;
 
 /// One operation of an `ALTER TABLE` statement (module docs).
@@ -130,6 +131,11 @@ pub async fn alter_table(catalog: &dyn Catalog, node: &AlterTable) -> Result<()>
         Err(e) if e.kind() == iceberg::ErrorKind::TableNotFound && node.if_exists => {
             return Ok(());
         }
+        Err(e) if e.kind() == iceberg::ErrorKind::TableNotFound => {
+            return Err(DataFusionError::External(Box::new(CatalogError::NotFound(
+                format!("table {ident} not found"),
+            ))));
+        }
         Err(e) => return Err(to_df_error(e)),
     };
     let schema = table.metadata().current_schema();
@@ -189,10 +195,15 @@ pub async fn alter_table(catalog: &dyn Catalog, node: &AlterTable) -> Result<()>
     }
     if let Some(name) = rename {
         let to = TableIdent::new(namespace, name);
-        catalog
-            .rename_table(&ident, &to)
-            .await
-            .map_err(to_df_error)?;
+        catalog.rename_table(&ident, &to).await.map_err(|e| {
+            if e.kind() == iceberg::ErrorKind::TableAlreadyExists {
+                DataFusionError::External(Box::new(CatalogError::AlreadyExists(format!(
+                    "table {to} already exists"
+                ))))
+            } else {
+                to_df_error(e)
+            }
+        })?;
     }
     Ok(())
 }

@@ -7,12 +7,14 @@
 //!                      ──► one RecordBatch ──► MemTable (read-only)
 //! ```
 //!
-//! `$snapshots` and `$manifests` are iceberg's own (`Table::inspect`: the columns of Iceberg's
-//! Java `SnapshotsTable` and `ManifestsTable`, which Trino and pyiceberg share); the others are
-//! built here from the metadata and the current snapshot's manifests, with Trino's columns:
+//! `$snapshots` is iceberg's own (`Table::inspect`: the columns of Iceberg's Java
+//! `SnapshotsTable`, which Trino and pyiceberg share); the others are built here from the
+//! metadata and the current snapshot's manifest list and manifests, with Trino's columns
+//! (`$manifests`: Iceberg Java's and pyiceberg's, then Trino's row counts):
 //!
 //! | table | columns |
 //! |---|---|
+//! | `$manifests` | content, path, length, partition_spec_id, added_snapshot_id, {added, existing, deleted}_{data, delete}_files_count, partition_summaries, {added, existing, deleted}_rows_count |
 //! | `$history` | made_current_at, snapshot_id, parent_id, is_current_ancestor |
 //! | `$refs` | name, type (`BRANCH`/`TAG`), snapshot_id, max_reference_age_in_ms, min_snapshots_to_keep, max_snapshot_age_in_ms |
 //! | `$files` | content, file_path, file_format, spec_id, partition, record_count, file_size_in_bytes, column_sizes, value_counts, null_value_counts, nan_value_counts, lower_bounds, upper_bounds, key_metadata, split_offsets, equality_ids, sort_order_id |
@@ -33,7 +35,7 @@ use arrow::array::builder::{
     BinaryBuilder, BooleanBuilder, Int32Builder, Int64Builder, ListBuilder, MapBuilder,
     StringBuilder, TimestampMicrosecondBuilder,
 };
-use arrow::array::{ArrayRef, RecordBatch, StructArray};
+use arrow::array::{Array, ArrayRef, RecordBatch, StructArray};
 use arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef};
 use datafusion::catalog::TableProvider;
 use datafusion::common::{Result, ScalarValue, plan_err};
@@ -115,18 +117,7 @@ impl MetadataTable {
                     .map_err(to_df_error)?;
                 return mem_table(batches);
             }
-            Self::Manifests => {
-                let batches: Vec<RecordBatch> = table
-                    .inspect()
-                    .manifests()
-                    .scan()
-                    .await
-                    .map_err(to_df_error)?
-                    .try_collect()
-                    .await
-                    .map_err(to_df_error)?;
-                return mem_table(batches);
-            }
+            Self::Manifests => manifests(table).await?,
             Self::History => history(table)?,
             Self::Refs => refs_table(table)?,
             Self::Files => files(table).await?,
@@ -222,6 +213,168 @@ fn history(table: &Table) -> Result<RecordBatch> {
         Arc::new(ancestor.finish()),
     ];
     Ok(RecordBatch::try_new(Arc::new(schema), columns)?)
+}
+
+/// `$manifests`, built here rather than by iceberg's `inspect`, which (0.10.1) counts a data
+/// manifest's files also as delete files and panics on a spec whose source column was dropped
+/// (case c10). Columns: Iceberg Java's (pyiceberg's) and Trino's row counts.
+async fn manifests(table: &Table) -> Result<RecordBatch> {
+    use iceberg::spec::ManifestContentType;
+    let metadata = table.metadata();
+    let entries = match metadata.current_snapshot() {
+        Some(snapshot) => table
+            .manifest_list_reader(snapshot)
+            .load()
+            .await
+            .map_err(to_df_error)?
+            .consume_entries()
+            .into_iter()
+            .collect(),
+        None => vec![],
+    };
+    let (mut content, mut path, mut length, mut spec_id, mut added_snapshot) = (
+        Int32Builder::new(),
+        StringBuilder::new(),
+        Int64Builder::new(),
+        Int32Builder::new(),
+        Int64Builder::new(),
+    );
+    let mut counts: Vec<Int32Builder> = (0..6).map(|_| Int32Builder::new()).collect();
+    let mut rows: Vec<Int64Builder> = (0..3).map(|_| Int64Builder::new()).collect();
+    let summary_fields = Fields::from(vec![
+        Field::new("contains_null", DataType::Boolean, false),
+        Field::new("contains_nan", DataType::Boolean, true),
+        Field::new("lower_bound", DataType::Utf8, true),
+        Field::new("upper_bound", DataType::Utf8, true),
+    ]);
+    let mut summaries = ListBuilder::new(arrow::array::builder::StructBuilder::from_fields(
+        summary_fields.clone(),
+        0,
+    ));
+    for m in &entries {
+        let is_data = m.content == ManifestContentType::Data;
+        content.append_value(if is_data { 0 } else { 1 });
+        path.append_value(&m.manifest_path);
+        length.append_value(m.manifest_length);
+        spec_id.append_value(m.partition_spec_id);
+        added_snapshot.append_value(m.added_snapshot_id);
+        let files = [
+            m.added_files_count,
+            m.existing_files_count,
+            m.deleted_files_count,
+        ];
+        for (k, n) in files.iter().enumerate() {
+            let n = n.map_or(0, |n| n as i32);
+            counts[k].append_value(if is_data { n } else { 0 });
+            counts[k + 3].append_value(if is_data { 0 } else { n });
+        }
+        let row_counts = [
+            m.added_rows_count,
+            m.existing_rows_count,
+            m.deleted_rows_count,
+        ];
+        for (k, n) in row_counts.iter().enumerate() {
+            rows[k].append_option(n.map(|n| n as i64));
+        }
+        let types = spec_result_types(table, m.partition_spec_id);
+        for (k, summary) in m.partitions.iter().flatten().enumerate() {
+            let render = |bytes: Option<&[u8]>| -> Option<String> {
+                let bytes = bytes?;
+                match types.get(k).cloned().flatten() {
+                    Some(Type::Primitive(p)) => iceberg::spec::Datum::try_from_bytes(bytes, p)
+                        .ok()
+                        .map(|d| match d.literal() {
+                            iceberg::spec::PrimitiveLiteral::String(s) => s.clone(),
+                            _ => d.to_string(),
+                        }),
+                    _ => None,
+                }
+            };
+            let fields = summaries.values();
+            fields
+                .field_builder::<BooleanBuilder>(0)
+                .expect("contains_null")
+                .append_value(summary.contains_null);
+            fields
+                .field_builder::<BooleanBuilder>(1)
+                .expect("contains_nan")
+                .append_option(summary.contains_nan);
+            fields
+                .field_builder::<StringBuilder>(2)
+                .expect("lower_bound")
+                .append_option(render(summary.lower_bound.as_ref().map(|b| b.as_slice())));
+            fields
+                .field_builder::<StringBuilder>(3)
+                .expect("upper_bound")
+                .append_option(render(summary.upper_bound.as_ref().map(|b| b.as_slice())));
+            fields.append(true);
+        }
+        summaries.append(true);
+    }
+    let mut fields = vec![
+        Field::new("content", DataType::Int32, false),
+        Field::new("path", DataType::Utf8, false),
+        Field::new("length", DataType::Int64, false),
+        Field::new("partition_spec_id", DataType::Int32, false),
+        Field::new("added_snapshot_id", DataType::Int64, false),
+    ];
+    let mut columns: Vec<ArrayRef> = vec![
+        Arc::new(content.finish()),
+        Arc::new(path.finish()),
+        Arc::new(length.finish()),
+        Arc::new(spec_id.finish()),
+        Arc::new(added_snapshot.finish()),
+    ];
+    let count_names = [
+        "added_data_files_count",
+        "existing_data_files_count",
+        "deleted_data_files_count",
+        "added_delete_files_count",
+        "existing_delete_files_count",
+        "deleted_delete_files_count",
+    ];
+    for (name, mut builder) in count_names.into_iter().zip(counts) {
+        fields.push(Field::new(name, DataType::Int32, false));
+        columns.push(Arc::new(builder.finish()));
+    }
+    let summaries = summaries.finish();
+    fields.push(Field::new(
+        "partition_summaries",
+        summaries.data_type().clone(),
+        true,
+    ));
+    columns.push(Arc::new(summaries));
+    let row_names = [
+        "added_rows_count",
+        "existing_rows_count",
+        "deleted_rows_count",
+    ];
+    for (name, mut builder) in row_names.into_iter().zip(rows) {
+        fields.push(Field::new(name, DataType::Int64, true));
+        columns.push(Arc::new(builder.finish()));
+    }
+    Ok(RecordBatch::try_new(
+        Arc::new(Schema::new(fields)),
+        columns,
+    )?)
+}
+
+/// The result type of each field of spec `spec_id`, from any schema that holds its source
+/// (`None` where none does).
+fn spec_result_types(table: &Table, spec_id: i32) -> Vec<Option<Type>> {
+    let metadata = table.metadata();
+    let Some(spec) = metadata.partition_spec_by_id(spec_id) else {
+        return vec![];
+    };
+    spec.fields()
+        .iter()
+        .map(|field| {
+            let source = metadata
+                .schemas_iter()
+                .find_map(|s| s.field_by_id(field.source_id).map(|f| f.field_type.clone()))?;
+            field.transform.result_type(&source).ok()
+        })
+        .collect()
 }
 
 fn refs_table(table: &Table) -> Result<RecordBatch> {

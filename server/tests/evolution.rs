@@ -112,6 +112,13 @@ async fn check(ctx: &SessionContext, name: &str, table: &Value) -> Vec<String> {
         )),
     }
 
+    // Metadata tables read on every evolution (a dropped partition source included, case c10).
+    for kind in ["snapshots", "history", "manifests", "files", "partitions"] {
+        if let Err(e) = rows(ctx, &format!("SELECT count(*) FROM \"{name}${kind}\"")).await {
+            problems.push(format!("{name}: ${kind} failed: {e}"));
+        }
+    }
+
     for gone in table["gone"].as_array().unwrap() {
         let gone = gone.as_str().unwrap();
         match rows(
