@@ -201,8 +201,11 @@ fn storable(data_type: &DataType) -> Option<DataType> {
         | DataType::Binary
         | DataType::Date32
         | DataType::Decimal128(_, _)
-        | DataType::FixedSizeBinary(_)
-        | DataType::Time64(_) => data_type.clone(),
+        | DataType::FixedSizeBinary(_) => data_type.clone(),
+        // Iceberg's `time` is microseconds (DataFusion's TIME is nanoseconds).
+        DataType::Time32(_) | DataType::Time64(_) => {
+            DataType::Time64(arrow::datatypes::TimeUnit::Microsecond)
+        }
         DataType::Timestamp(_, zone) => {
             DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, zone.clone())
         }

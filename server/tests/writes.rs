@@ -295,6 +295,29 @@ async fn alter_table_evolves_the_schema() {
     catalog_with_history(dir.path());
     let engine = common::engine(dir.path(), 2).await;
     let ctx = engine.session(None, Some("history"), &[]).unwrap();
+    // Column types as Trino and DuckDB users write them.
+    ok(
+        &ctx,
+        "CREATE TABLE typed (t TIME, d DATE, ts TIMESTAMP, n DECIMAL(10, 2), b BOOLEAN, f REAL)",
+    )
+    .await;
+    ok(
+        &ctx,
+        "INSERT INTO typed VALUES (TIME '10:11:12.5', DATE '2026-12-02', \
+         TIMESTAMP '2026-12-02 10:11:12', 12.34, true, 1.5)",
+    )
+    .await;
+    assert_eq!(
+        ok(&ctx, "SELECT * FROM typed").await,
+        [[
+            "10:11:12.500",
+            "2026-12-02",
+            "2026-12-02T10:11:12",
+            "12.34",
+            "true",
+            "1.5"
+        ]]
+    );
     ok(&ctx, "CREATE TABLE a (id BIGINT, name VARCHAR)").await;
     ok(&ctx, "INSERT INTO a VALUES (1, 'x')").await;
     ok(&ctx, "ALTER TABLE a ADD COLUMN score DOUBLE").await;
