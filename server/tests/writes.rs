@@ -8,14 +8,21 @@ mod common;
 use common::{statement_ok as ok, statement_rows as sql, statement_sorted as sorted};
 
 use std::path::Path;
+
+use datafusion::prelude::SessionContext;
+use iceflight::session::Engine;
 use std::process::Command;
 
 use serde_json::Value;
 
-/// A catalog with namespace `history` (table `events`, partitioned by `p` and `x`), built by
-/// `make_history.py`.
-fn catalog_with_history(dir: &Path) {
-    common::make_history(dir);
+/// A fresh embedded catalog with namespace `history` (table `events`, partitioned by `p` and
+/// `x`, built by `make_history.py`), an engine on it and a session in `history`.
+async fn history_session() -> (tempfile::TempDir, Engine, SessionContext) {
+    let dir = tempfile::tempdir().unwrap();
+    common::make_history(dir.path());
+    let engine = common::engine(dir.path(), 2).await;
+    let ctx = engine.session(None, Some("history"), &[]).unwrap();
+    (dir, engine, ctx)
 }
 
 /// pyiceberg's command `args` on the catalog in `dir`; its stdout lines.
@@ -66,10 +73,7 @@ fn pyiceberg_rows(dir: &Path, table: &str) -> Vec<Vec<String>> {
 /// table.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_insert_and_drop() {
-    let dir = tempfile::tempdir().unwrap();
-    catalog_with_history(dir.path());
-    let engine = common::engine(dir.path(), 2).await;
-    let ctx = engine.session(None, Some("history"), &[]).unwrap();
+    let (dir, _engine, ctx) = history_session().await;
 
     ok(&ctx, "CREATE TABLE t (id BIGINT NOT NULL, name VARCHAR)").await;
     assert_eq!(ok(&ctx, "SELECT count(*) FROM t").await, [["0"]]);
@@ -131,10 +135,7 @@ async fn create_insert_and_drop() {
 /// directory, which pyiceberg reads back with the rest of the table.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn insert_into_a_partitioned_table() {
-    let dir = tempfile::tempdir().unwrap();
-    catalog_with_history(dir.path());
-    let engine = common::engine(dir.path(), 2).await;
-    let ctx = engine.session(None, Some("history"), &[]).unwrap();
+    let (dir, _engine, ctx) = history_session().await;
     let before = ok(&ctx, "SELECT count(*) FROM \"events$files\"").await;
     assert_eq!(
         ok(
@@ -169,9 +170,7 @@ async fn insert_into_a_partitioned_table() {
 /// `CREATE TABLE … AS SELECT` of TPC-H q01 holds the query's rows.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_table_as_a_tpch_query() {
-    let dir = tempfile::tempdir().unwrap();
-    catalog_with_history(dir.path());
-    let engine = common::engine(dir.path(), 2).await;
+    let (_dir, engine, _) = history_session().await;
     common::load_tpch_local(&engine, 0.01).await;
     let ctx = engine.session(None, Some("tpch"), &[]).unwrap();
     let q01 =
@@ -196,10 +195,7 @@ async fn create_table_as_a_tpch_query() {
 /// kept once (a conflicting commit is retried on the new metadata).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_commits_with_pyiceberg_lose_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    catalog_with_history(dir.path());
-    let engine = common::engine(dir.path(), 2).await;
-    let ctx = engine.session(None, Some("history"), &[]).unwrap();
+    let (dir, _engine, ctx) = history_session().await;
     ok(&ctx, "CREATE TABLE c (id BIGINT, who VARCHAR)").await;
     let path = dir.path().to_path_buf();
     let python =
@@ -263,10 +259,7 @@ async fn concurrent_commits_with_pyiceberg_lose_nothing() {
 /// Statements iceflight understands and does not run yet say so, naming the table.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unsupported_writes_are_not_implemented() {
-    let dir = tempfile::tempdir().unwrap();
-    catalog_with_history(dir.path());
-    let engine = common::engine(dir.path(), 2).await;
-    let ctx = engine.session(None, Some("history"), &[]).unwrap();
+    let (_dir, _engine, ctx) = history_session().await;
     for text in [
         "DELETE FROM events WHERE id = 1",
         "UPDATE events SET x = 1 WHERE id = 1",
@@ -291,10 +284,7 @@ async fn unsupported_writes_are_not_implemented() {
 /// table; pyiceberg reads the evolved table alike; what iceberg 0.10.1 cannot do is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn alter_table_evolves_the_schema() {
-    let dir = tempfile::tempdir().unwrap();
-    catalog_with_history(dir.path());
-    let engine = common::engine(dir.path(), 2).await;
-    let ctx = engine.session(None, Some("history"), &[]).unwrap();
+    let (dir, _engine, ctx) = history_session().await;
     // Column types as Trino and DuckDB users write them.
     ok(
         &ctx,
@@ -373,10 +363,7 @@ async fn alter_table_evolves_the_schema() {
 /// and pyiceberg reads them back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_table_with_partitioning_and_sort_order() {
-    let dir = tempfile::tempdir().unwrap();
-    catalog_with_history(dir.path());
-    let engine = common::engine(dir.path(), 2).await;
-    let ctx = engine.session(None, Some("history"), &[]).unwrap();
+    let (dir, engine, ctx) = history_session().await;
     ok(
         &ctx,
         "CREATE TABLE parted WITH (partitioning = ARRAY['p', 'bucket(id, 4)'], \
