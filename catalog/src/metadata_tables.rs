@@ -369,12 +369,19 @@ fn spec_result_types(table: &Table, spec_id: i32) -> Vec<Option<Type>> {
     spec.fields()
         .iter()
         .map(|field| {
-            let source = metadata
-                .schemas_iter()
-                .find_map(|s| s.field_by_id(field.source_id).map(|f| f.field_type.clone()))?;
+            let source = source_type(table, field.source_id)?;
             field.transform.result_type(&source).ok()
         })
         .collect()
+}
+
+/// The type of column `source_id` in any schema of the table: a partition source may have been
+/// dropped since (case c10).
+fn source_type(table: &Table, source_id: i32) -> Option<Type> {
+    table.metadata().schemas_iter().find_map(|s| {
+        s.field_by_id(source_id)
+            .map(|f| f.field_type.as_ref().clone())
+    })
 }
 
 fn refs_table(table: &Table) -> Result<RecordBatch> {
@@ -481,11 +488,7 @@ fn partition_fields(table: &Table) -> Result<Vec<(i32, Field)>> {
             if out.iter().any(|(id, _)| *id == field.field_id) {
                 continue;
             }
-            // The source column may have been dropped since: any schema that had it.
-            let source = metadata
-                .schemas_iter()
-                .find_map(|s| s.field_by_id(field.source_id).map(|f| f.field_type.clone()));
-            let Some(source) = source else {
+            let Some(source) = source_type(table, field.source_id) else {
                 continue;
             };
             let result: Type = field.transform.result_type(&source).map_err(to_df_error)?;

@@ -26,7 +26,7 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use futures::StreamExt;
 use iceberg::table::Table;
 use iceberg::{Catalog, TableCreation, TableIdent};
-use iceflight_scan::sink::{commit_append, write_data_files};
+use iceflight_scan::sink::append_rows;
 
 use crate::provider::to_df_error;
 
@@ -46,24 +46,16 @@ pub async fn create_from(
     let Some(memory) = source.downcast_ref::<MemTable>() else {
         return plan_err!("table {ident} cannot be created from this kind of table");
     };
-    let table = create_empty(catalog, ident, &source.schema(), &TableLayout::default()).await?;
     let mut batches = vec![];
     for partition in &memory.batches {
         batches.extend(partition.read().await.iter().cloned());
-    }
-    if batches.iter().all(|b| b.num_rows() == 0) {
-        return Ok(());
     }
     let stream = RecordBatchStreamAdapter::new(
         source.schema(),
         futures::stream::iter(batches.into_iter().map(Ok)),
     );
-    if let Err(e) = append(catalog, &table, Box::pin(stream)).await {
-        if let Err(drop) = catalog.drop_table(ident).await {
-            tracing::warn!(table = %ident, error = %drop, "dropping a table whose rows failed to write");
-        }
-        return Err(e);
-    }
+    let layout = TableLayout::default();
+    create_filled(catalog, ident, &source.schema(), &layout, Box::pin(stream)).await?;
     Ok(())
 }
 
@@ -126,11 +118,28 @@ pub async fn append(
             )?)
         }),
     );
-    let (files, rows) = write_data_files(table, &table_schema, Box::pin(reordered)).await?;
-    if rows > 0 {
-        commit_append(catalog, table, files).await?;
+    append_rows(catalog, table, Box::pin(reordered)).await
+}
+
+/// Creates table `ident` (see [`create_empty`]) and appends `data` (see [`append`]); when the
+/// rows fail to write, the new table is dropped again, so a failed statement leaves no table.
+///
+/// Errors: those of [`create_empty`] and [`append`].
+pub async fn create_filled(
+    catalog: &dyn Catalog,
+    ident: &TableIdent,
+    schema: &SchemaRef,
+    layout: &TableLayout,
+    data: SendableRecordBatchStream,
+) -> Result<u64> {
+    let table = create_empty(catalog, ident, schema, layout).await?;
+    let written = append(catalog, &table, data).await;
+    if written.is_err()
+        && let Err(drop) = catalog.drop_table(ident).await
+    {
+        tracing::warn!(table = %ident, error = %drop, "dropping a table whose rows failed to write");
     }
-    Ok(rows)
+    written
 }
 
 /// For each column of `table`, the index of the column of `input` with its name.
@@ -284,29 +293,14 @@ impl TableLayout {
         &self,
         schema: &iceberg::spec::Schema,
     ) -> Result<Option<iceberg::spec::SortOrder>> {
-        use iceberg::spec::{NullOrder, SortDirection, SortField, SortOrder, Transform};
+        use iceberg::spec::{SortField, SortOrder, Transform};
         if self.sorted_by.is_empty() {
             return Ok(None);
         }
         let mut fields = vec![];
-        for entry in &self.sorted_by {
-            let words: Vec<String> = entry.split_whitespace().map(str::to_lowercase).collect();
-            let (column, rest) = match entry.split_whitespace().next() {
-                Some(column) => (column, &words[1..]),
-                None => return Err(bad(entry)),
-            };
-            let (direction, rest) = match rest.first().map(String::as_str) {
-                Some("desc") => (SortDirection::Descending, &rest[1..]),
-                Some("asc") => (SortDirection::Ascending, &rest[1..]),
-                _ => (SortDirection::Ascending, rest),
-            };
-            let null_order = match rest.iter().map(String::as_str).collect::<Vec<_>>()[..] {
-                [] => NullOrder::First,
-                ["nulls", "first"] => NullOrder::First,
-                ["nulls", "last"] => NullOrder::Last,
-                _ => return Err(bad(entry)),
-            };
-            let field = schema.field_by_name(column).ok_or_else(|| {
+        for (entry, (column, direction, null_order)) in self.sorted_by.iter().zip(self.sort_keys()?)
+        {
+            let field = schema.field_by_name(&column).ok_or_else(|| {
                 DataFusionError::Plan(format!("sorted_by '{entry}': no column {column}"))
             })?;
             fields.push(SortField {
@@ -322,6 +316,63 @@ impl TableLayout {
             .build(schema)
             .map(Some)
             .map_err(|e| DataFusionError::Plan(format!("sorted_by: {}", e.message())))
+    }
+}
+
+impl TableLayout {
+    /// The `sorted_by` entries parsed: column, direction, null order (module docs of
+    /// [`TableLayout`]).
+    ///
+    /// Errors: an entry that does not parse.
+    fn sort_keys(
+        &self,
+    ) -> Result<
+        Vec<(
+            String,
+            iceberg::spec::SortDirection,
+            iceberg::spec::NullOrder,
+        )>,
+    > {
+        use iceberg::spec::{NullOrder, SortDirection};
+        self.sorted_by
+            .iter()
+            .map(|entry| {
+                let words: Vec<String> = entry.split_whitespace().map(str::to_lowercase).collect();
+                let (column, rest) = match entry.split_whitespace().next() {
+                    Some(column) => (column.to_string(), &words[1..]),
+                    None => return Err(bad(entry)),
+                };
+                let (direction, rest) = match rest.first().map(String::as_str) {
+                    Some("desc") => (SortDirection::Descending, &rest[1..]),
+                    Some("asc") => (SortDirection::Ascending, &rest[1..]),
+                    _ => (SortDirection::Ascending, rest),
+                };
+                let null_order = match rest.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+                    [] => NullOrder::First,
+                    ["nulls", "first"] => NullOrder::First,
+                    ["nulls", "last"] => NullOrder::Last,
+                    _ => return Err(bad(entry)),
+                };
+                Ok((column, direction, null_order))
+            })
+            .collect()
+    }
+
+    /// The sort order as DataFusion sort expressions over the table's columns (empty when
+    /// unsorted).
+    ///
+    /// Errors: an entry that does not parse.
+    pub fn sort_exprs(&self) -> Result<Vec<datafusion::logical_expr::SortExpr>> {
+        Ok(self
+            .sort_keys()?
+            .into_iter()
+            .map(|(column, direction, null_order)| {
+                datafusion::prelude::col(format!("\"{column}\"")).sort(
+                    direction == iceberg::spec::SortDirection::Ascending,
+                    null_order == iceberg::spec::NullOrder::First,
+                )
+            })
+            .collect())
     }
 }
 
@@ -464,37 +515,16 @@ pub async fn create_table_with(
             .map(|(name, data_type, nullable)| Field::new(name, data_type.clone(), *nullable))
             .collect::<Vec<_>>(),
     ));
-    let table = create_empty(catalog, &ident, &schema, &node.layout).await?;
     let Some(query) = &node.query else {
+        create_empty(catalog, &ident, &schema, &node.layout).await?;
         return Ok(());
     };
-    let written = async {
-        let mut df = ctx.execute_logical_plan(query.clone()).await?;
-        if !node.layout.sorted_by.is_empty() {
-            let order = table.metadata().default_sort_order();
-            let current = table.metadata().current_schema();
-            let mut sort = vec![];
-            for field in &order.fields {
-                let Some(column) = current.field_by_id(field.source_id) else {
-                    continue;
-                };
-                sort.push(
-                    datafusion::prelude::col(format!("\"{}\"", column.name)).sort(
-                        field.direction == iceberg::spec::SortDirection::Ascending,
-                        field.null_order == iceberg::spec::NullOrder::First,
-                    ),
-                );
-            }
-            df = df.sort(sort)?;
-        }
-        append(catalog, &table, df.execute_stream().await?).await
+    let mut df = ctx.execute_logical_plan(query.clone()).await?;
+    let sort = node.layout.sort_exprs()?;
+    if !sort.is_empty() {
+        df = df.sort(sort)?;
     }
-    .await;
-    if let Err(e) = written {
-        if let Err(drop) = catalog.drop_table(&ident).await {
-            tracing::warn!(table = %ident, error = %drop, "dropping a table whose rows failed to write");
-        }
-        return Err(e);
-    }
+    let rows = df.execute_stream().await?;
+    create_filled(catalog, &ident, &schema, &node.layout, rows).await?;
     Ok(())
 }

@@ -122,14 +122,19 @@ impl IcebergTableProvider {
     /// Converter for filters on this table: columns by name in the current schema, bound by field
     /// id to the current snapshot's schema (what `TableScanBuilder::build` binds to).
     fn predicate_converter(&self) -> PredicateConverter<'_> {
+        let current = self.table.metadata().current_schema();
+        PredicateConverter::new(current, self.snapshot_schema(), &self.schema)
+    }
+
+    /// The schema the current snapshot was written with (else the current one): what
+    /// `TableScanBuilder::build` binds a scan's filter to.
+    fn snapshot_schema(&self) -> &iceberg::spec::SchemaRef {
         let metadata = self.table.metadata();
-        let current = metadata.current_schema();
-        let binding = metadata
+        metadata
             .current_snapshot()
             .and_then(|s| s.schema_id())
             .and_then(|id| metadata.schema_by_id(id))
-            .unwrap_or(current);
-        PredicateConverter::new(current, binding, &self.schema)
+            .unwrap_or(metadata.current_schema())
     }
 
     /// Whether every partition spec's source columns are in the schema iceberg binds the scan's
@@ -138,13 +143,8 @@ impl IcebergTableProvider {
     /// is planned without the filter (no manifest or partition pruning), and the files are still
     /// pruned by their column bounds here and the rows filtered above.
     fn specs_bind_to_snapshot_schema(&self) -> bool {
-        let metadata = self.table.metadata();
-        let schema = metadata
-            .current_snapshot()
-            .and_then(|s| s.schema_id())
-            .and_then(|id| metadata.schema_by_id(id))
-            .unwrap_or(metadata.current_schema());
-        metadata.partition_specs_iter().all(|spec| {
+        let schema = self.snapshot_schema();
+        self.table.metadata().partition_specs_iter().all(|spec| {
             spec.fields()
                 .iter()
                 .all(|f| schema.field_by_id(f.source_id).is_some())

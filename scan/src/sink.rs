@@ -96,26 +96,39 @@ impl DataSink for IcebergSink {
         data: SendableRecordBatchStream,
         _context: &Arc<TaskContext>,
     ) -> Result<u64> {
-        let (files, rows) = write_data_files(&self.table, &self.schema, data).await?;
-        if rows > 0 {
-            commit_append(self.catalog.as_ref(), &self.table, files).await?;
-        }
-        Ok(rows)
+        append_rows(self.catalog.as_ref(), &self.table, data).await
     }
 }
 
+/// Writes `data` as data files of `table` and commits them in one fast append; returns the
+/// rows written. Nothing is committed when no row was written.
+///
+/// Errors: see [`write_data_files`] and [`commit_append`].
+pub async fn append_rows(
+    catalog: &dyn Catalog,
+    table: &Table,
+    data: SendableRecordBatchStream,
+) -> Result<u64> {
+    let (files, rows) = write_data_files(table, data).await?;
+    if rows > 0 {
+        commit_append(catalog, table, files).await?;
+    }
+    Ok(rows)
+}
+
 /// Writes `data` as Parquet data files of `table` (unpartitioned, or split by its default
-/// partition spec); returns the files and the rows written. `schema` is the table's Arrow
-/// schema with field ids.
+/// partition spec), its columns in the table's order; returns the files and the rows written.
 ///
 /// Errors: a batch that does not fit the table's schema (a NULL in a required column, a type
 /// that does not cast), or a failed write.
 pub async fn write_data_files(
     table: &Table,
-    schema: &SchemaRef,
     data: SendableRecordBatchStream,
 ) -> Result<(Vec<DataFile>, u64)> {
     let metadata = table.metadata();
+    let schema = &Arc::new(
+        iceberg::arrow::schema_to_arrow_schema(metadata.current_schema()).map_err(external)?,
+    );
     let props = WriterProperties::builder()
         .set_compression(Compression::ZSTD(
             ZstdLevel::try_new(1).map_err(ext_parquet)?,

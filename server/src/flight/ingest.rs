@@ -38,7 +38,7 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use futures::{StreamExt, TryStreamExt};
 use iceberg::{Catalog, ErrorKind, NamespaceIdent, TableIdent};
 use iceflight_catalog::provider::to_df_error;
-use iceflight_catalog::tables::{TableLayout, append, create_empty};
+use iceflight_catalog::tables::{TableLayout, append, create_filled};
 use tonic::Status;
 
 use super::results::QueryLog;
@@ -129,14 +129,8 @@ async fn run(
             )));
         }
         None if create_missing => {
-            let table = create_empty(catalog.as_ref(), &ident, &schema, &TableLayout::default())
-                .await
-                .map_err(to_status)?;
-            let written = append(catalog.as_ref(), &table, rows).await;
-            if written.is_err() {
-                let _ = catalog.drop_table(&ident).await;
-            }
-            written
+            let layout = TableLayout::default();
+            create_filled(catalog.as_ref(), &ident, &schema, &layout, rows).await
         }
         None => {
             return Err(Status::not_found(format!(
@@ -160,14 +154,7 @@ async fn replace(
         ident.namespace().clone(),
         format!("{}__ingest_{}", ident.name(), uuid::Uuid::new_v4().simple()),
     );
-    let table = create_empty(catalog, &staging, schema, &TableLayout::default()).await?;
-    let written = match append(catalog, &table, rows).await {
-        Ok(n) => n,
-        Err(e) => {
-            let _ = catalog.drop_table(&staging).await;
-            return Err(e);
-        }
-    };
+    let written = create_filled(catalog, &staging, schema, &TableLayout::default(), rows).await?;
     // Swap: the old table steps aside under a backup name, the new one takes its name, the
     // backup goes. A failed rename puts the old table back; the name is never without one.
     let backup = TableIdent::new(
