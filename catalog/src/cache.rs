@@ -22,7 +22,11 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use iceberg::table::Table;
-use iceberg::{Catalog, Namespace, NamespaceIdent, Result, TableCommit, TableCreation, TableIdent};
+use iceberg::{
+    Catalog, Namespace, NamespaceIdent, Result, TableCommit, TableCreation, TableIdent,
+    TableRequirement, TableUpdate,
+};
+use iceflight_scan::commit::CommitCatalog;
 
 /// Default `metadata-cache-ttl`: tables are loaded on every lookup.
 pub const DEFAULT_METADATA_TTL: Duration = Duration::ZERO;
@@ -35,7 +39,7 @@ type Entries<K, V> = Mutex<HashMap<K, (Instant, V)>>;
 /// A [`Catalog`] that caches table loads and listings (module docs).
 #[derive(Debug)]
 pub struct CachingCatalog {
-    inner: Arc<dyn Catalog>,
+    inner: Arc<dyn CommitCatalog>,
     metadata_ttl: Duration,
     listing_ttl: Duration,
     tables: Entries<TableIdent, Table>,
@@ -91,7 +95,11 @@ fn store<K: std::hash::Hash + Eq, V>(
 
 impl CachingCatalog {
     /// Caches `inner` with the given lifetimes (zero disables that cache).
-    pub fn new(inner: Arc<dyn Catalog>, metadata_ttl: Duration, listing_ttl: Duration) -> Self {
+    pub fn new(
+        inner: Arc<dyn CommitCatalog>,
+        metadata_ttl: Duration,
+        listing_ttl: Duration,
+    ) -> Self {
         Self {
             inner,
             metadata_ttl,
@@ -278,5 +286,21 @@ impl Catalog for CachingCatalog {
 
     async fn update_table(&self, commit: TableCommit) -> Result<Table> {
         self.written(self.inner.update_table(commit).await)
+    }
+}
+
+#[async_trait]
+impl CommitCatalog for CachingCatalog {
+    async fn commit_updates(
+        &self,
+        table: &TableIdent,
+        requirements: Vec<TableRequirement>,
+        updates: Vec<TableUpdate>,
+    ) -> Result<()> {
+        self.written(
+            self.inner
+                .commit_updates(table, requirements, updates)
+                .await,
+        )
     }
 }

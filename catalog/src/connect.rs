@@ -1,12 +1,14 @@
-//! Builds iceberg [`Catalog`]s from [`CatalogConfig`]s.
+//! Builds iceberg catalogs (each a [`CommitCatalog`]) from [`CatalogConfig`]s.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use iceberg::{Catalog, CatalogBuilder};
+use iceberg::CatalogBuilder;
 use iceberg_catalog_sql::SqlCatalogBuilder;
+use iceflight_scan::commit::CommitCatalog;
 
 use crate::cached_storage::{CachingStorageFactory, StorageCache};
+use crate::commit::EmbeddedCatalog;
 use crate::config::{CatalogConfig, CatalogKind};
 use crate::error::CatalogError;
 
@@ -21,7 +23,7 @@ use crate::error::CatalogError;
 pub async fn connect(
     config: &CatalogConfig,
     cache: Option<&StorageCache>,
-) -> Result<Arc<dyn Catalog>, CatalogError> {
+) -> Result<Arc<dyn CommitCatalog>, CatalogError> {
     let config = &resolve_secrets(config)?;
     let storage = Arc::new(CachingStorageFactory::new(cache.cloned()));
     let mut props: HashMap<String, String> = config.properties.clone().into_iter().collect();
@@ -68,14 +70,18 @@ pub async fn connect(
                     message: format!("cannot create warehouse directory: {e}"),
                 })?;
             }
-            props.insert("uri".into(), uri);
+            props.insert("uri".into(), uri.clone());
             props.insert("warehouse".into(), warehouse);
-            props
+            let dollar = props
                 .entry("sql_bind_style".into())
-                .or_insert_with(|| "QMark".into());
+                .or_insert_with(|| "QMark".into())
+                == "DollarNumeric";
             let catalog = SqlCatalogBuilder::default()
                 .with_storage_factory(storage)
                 .load(config.name.clone(), props)
+                .await
+                .map_err(unavailable)?;
+            let catalog = EmbeddedCatalog::connect(catalog, config.name.clone(), &uri, dollar)
                 .await
                 .map_err(unavailable)?;
             Ok(Arc::new(catalog))

@@ -10,6 +10,7 @@
 pub mod alter;
 pub mod cache;
 pub mod cached_storage;
+pub mod commit;
 pub mod config;
 pub mod connect;
 pub mod error;
@@ -27,6 +28,7 @@ use std::sync::Arc;
 
 use datafusion::prelude::SessionContext;
 use iceberg::Catalog;
+use iceflight_scan::commit::CommitCatalog;
 
 pub use config::{CatalogConfig, CatalogKind, DEFAULT_CATALOG_NAME};
 pub use error::CatalogError;
@@ -122,11 +124,13 @@ impl Catalogs {
         let indexes = iceflight_scan::caches::ScanCaches::of(&ctx.copied_config())
             .indexes
             .clone();
-        for (name, uri, catalog) in &self.entries {
+        // `caches` is in the order of `entries`: the same catalogs, typed for commits.
+        for ((name, uri, _), (_, cached)) in self.entries.iter().zip(&self.caches) {
+            let catalog = Arc::clone(cached) as Arc<dyn CommitCatalog>;
             ctx.register_catalog(
                 name.as_str(),
                 Arc::new(
-                    IcebergCatalogProvider::new(name.clone(), uri.clone(), Arc::clone(catalog))
+                    IcebergCatalogProvider::new(name.clone(), uri.clone(), catalog)
                         .with_table_functions(Arc::clone(&table_functions))
                         .with_statistics(indexes.clone()),
                 ),

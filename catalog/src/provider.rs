@@ -17,8 +17,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use datafusion::catalog::{CatalogProvider, SchemaProvider, TableProvider};
 use datafusion::common::{DataFusionError, Result};
-use iceberg::{Catalog, ErrorKind, NamespaceIdent, TableIdent};
+use iceberg::{ErrorKind, NamespaceIdent, TableIdent};
 use iceflight_scan::IcebergTableProvider;
+use iceflight_scan::commit::CommitCatalog;
 use iceflight_scan::metrics_index::IndexCache;
 
 use crate::error::CatalogError;
@@ -65,7 +66,7 @@ fn namespace_of(name: &str) -> Result<NamespaceIdent> {
 pub struct IcebergCatalogProvider {
     name: String,
     uri: String,
-    catalog: Arc<dyn Catalog>,
+    catalog: Arc<dyn CommitCatalog>,
     /// The session's table functions (`generate_series`, ...): DataFusion resolves a call such
     /// as `FROM generate_series(1, 3)` like a table first, so the schema of sessions without a
     /// default schema must let these names through.
@@ -76,7 +77,11 @@ pub struct IcebergCatalogProvider {
 
 impl IcebergCatalogProvider {
     /// Wraps a connected catalog named `name`, reached at `uri` (named in errors).
-    pub fn new(name: impl Into<String>, uri: impl Into<String>, catalog: Arc<dyn Catalog>) -> Self {
+    pub fn new(
+        name: impl Into<String>,
+        uri: impl Into<String>,
+        catalog: Arc<dyn CommitCatalog>,
+    ) -> Self {
         Self {
             name: name.into(),
             uri: uri.into(),
@@ -100,7 +105,7 @@ impl IcebergCatalogProvider {
     }
 
     /// The iceberg catalog.
-    pub fn catalog(&self) -> &Arc<dyn Catalog> {
+    pub fn catalog(&self) -> &Arc<dyn CommitCatalog> {
         &self.catalog
     }
 
@@ -259,14 +264,18 @@ impl SchemaProvider for NoDefaultSchemaProvider {
 #[derive(Debug)]
 pub struct IcebergSchemaProvider {
     catalog_name: String,
-    catalog: Arc<dyn Catalog>,
+    catalog: Arc<dyn CommitCatalog>,
     namespace: NamespaceIdent,
     indexes: Option<IndexCache>,
 }
 
 impl IcebergSchemaProvider {
     /// A schema provider for `namespace` of `catalog`.
-    pub fn new(catalog_name: String, catalog: Arc<dyn Catalog>, namespace: NamespaceIdent) -> Self {
+    pub fn new(
+        catalog_name: String,
+        catalog: Arc<dyn CommitCatalog>,
+        namespace: NamespaceIdent,
+    ) -> Self {
         Self {
             catalog_name,
             catalog,
@@ -336,10 +345,18 @@ impl SchemaProvider for IcebergSchemaProvider {
     /// `name`, else `name` split into a base table and a version or metadata table
     /// (`table_ref.rs`): `orders@<snapshot id | branch | tag | ts:ms>`, `orders$snapshots`.
     async fn table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
-        if let Some(table) = self.load(name).await? {
-            return Ok(Some(self.provider(table, true).await?));
+        let split = table_ref::split(name);
+        match self.load(name).await {
+            Ok(Some(table)) => return Ok(Some(self.provider(table, true).await?)),
+            Ok(None) => {}
+            // A catalog may refuse such a name outright: Nessie reads `t@x` as its own
+            // reference syntax (400 Bad Request, not 404).
+            Err(e) if matches!(split, Some(Ok(_))) => {
+                tracing::debug!(table = name, error = %e, "loading the full name failed; splitting it");
+            }
+            Err(e) => return Err(e),
         }
-        let (base, suffix) = match table_ref::split(name) {
+        let (base, suffix) = match split {
             None => return Ok(None),
             Some(Err(e)) => return Err(not_found(e.to_string())),
             Some(Ok(split)) => split,

@@ -29,9 +29,10 @@ use async_trait::async_trait;
 use iceberg::table::Table;
 use iceberg::{
     Catalog, CatalogBuilder, Error, ErrorKind, Namespace, NamespaceIdent, Result, TableCommit,
-    TableCreation, TableIdent,
+    TableCreation, TableIdent, TableRequirement, TableUpdate,
 };
 use iceberg_catalog_rest::{RestCatalog, RestCatalogBuilder};
+use iceflight_scan::commit::CommitCatalog;
 
 use crate::config::CatalogConfig;
 use crate::error::CatalogError;
@@ -111,6 +112,8 @@ impl std::fmt::Debug for ManagedRestCatalog {
 #[derive(Debug, Clone)]
 struct Client {
     catalog: Arc<RestCatalog>,
+    /// The bearer token `catalog` sends (`None`: none), for the requests made here.
+    token: Option<String>,
     /// When to fetch a new token (`None`: never, a static token).
     refresh_at: Option<Instant>,
 }
@@ -258,13 +261,10 @@ impl ManagedRestCatalog {
         if let Some(scope) = &self.scope {
             form.push(("scope", scope.as_str()));
         }
-        let mut request = self.http.post(&self.token_uri).form(&form);
         // The catalog's extra headers (`header.Polaris-Realm`, …) go to the token endpoint too.
-        for (k, v) in &self.props {
-            if let Some(name) = k.strip_prefix("header.") {
-                request = request.header(name, v);
-            }
-        }
+        let request = self
+            .request(reqwest::Method::POST, &self.token_uri, None)
+            .form(&form);
         let response = request.send().await.map_err(|e| {
             let what = if e.is_timeout() {
                 "no answer in time"
@@ -307,8 +307,8 @@ impl ManagedRestCatalog {
     /// A client built with `token` (or with none).
     async fn build(&self, token: Option<String>, lifetime: Option<Duration>) -> Result<Client> {
         let mut props = self.props.clone();
-        if let Some(t) = token {
-            props.insert("token".into(), t);
+        if let Some(t) = &token {
+            props.insert("token".into(), t.clone());
         }
         let catalog = RestCatalogBuilder::default()
             .with_storage_factory(Arc::clone(&self.storage) as _)
@@ -321,6 +321,7 @@ impl ManagedRestCatalog {
         };
         Ok(Client {
             catalog: Arc::new(catalog),
+            token,
             // Refresh at 90 % of the lifetime, so a token never expires mid-request.
             refresh_at: lifetime.map(|l| Instant::now() + l.mul_f64(0.9)),
         })
@@ -591,6 +592,147 @@ impl Catalog for ManagedRestCatalog {
             .update_table(commit)
             .await
             .map_err(|e| self.typed(e))
+    }
+}
+
+/// `POST /v1/{prefix}/namespaces/{namespace}/tables/{table}` with a `CommitTableRequest`, the
+/// REST protocol's commit, sent here because iceberg-catalog-rest sends only a `TableCommit`
+/// (`scan/src/commit.rs`). With the client's token and the catalog's extra headers; a token
+/// the server refuses is renewed once. Not retried otherwise: the commit may have been applied.
+#[async_trait]
+impl CommitCatalog for ManagedRestCatalog {
+    async fn commit_updates(
+        &self,
+        table: &TableIdent,
+        requirements: Vec<TableRequirement>,
+        updates: Vec<TableUpdate>,
+    ) -> Result<()> {
+        let body = serde_json::json!({
+            "identifier": { "namespace": table.namespace().as_ref(), "name": table.name() },
+            "requirements": requirements,
+            "updates": updates,
+        });
+        let mut renewed = false;
+        loop {
+            let catalog = self.client(None).await?;
+            let token = self
+                .client
+                .lock()
+                .await
+                .as_ref()
+                .and_then(|c| c.token.clone());
+            let (uri, prefix) = self.endpoint(token.as_deref()).await?;
+            // The prefix as the server wrote it (Nessie's is already escaped: `main%7Cwarehouse`).
+            let base = match prefix {
+                Some(p) => format!("{}/v1/{p}", uri.trim_end_matches('/')),
+                None => format!("{}/v1", uri.trim_end_matches('/')),
+            };
+            let mut url = reqwest::Url::parse(&base)
+                .map_err(|e| self.unavailable(format!("uri {base}: {e}")))?;
+            url.path_segments_mut()
+                .map_err(|_| self.unavailable(format!("uri {base} has no path")))?
+                .push("namespaces")
+                .push(&table.namespace().as_ref().join("\u{1f}"))
+                .push("tables")
+                .push(table.name());
+            let response = self
+                .request(reqwest::Method::POST, url, token.as_deref())
+                .json(&body)
+                .send()
+                .await
+                .map_err(|e| self.unavailable(format!("commit to {table}: {e}")))?;
+            let status = response.status().as_u16();
+            let text = response.text().await.unwrap_or_default();
+            match status {
+                200..=299 => return Ok(()),
+                401 | 419 if !renewed => {
+                    renewed = true;
+                    self.client(Some(&catalog)).await?;
+                }
+                409 => {
+                    return Err(Error::new(
+                        ErrorKind::CatalogCommitConflicts,
+                        format!("table {table} was changed by another commit"),
+                    )
+                    .with_retryable(true));
+                }
+                404 => {
+                    return Err(Error::new(
+                        ErrorKind::TableNotFound,
+                        format!("table {table} does not exist"),
+                    ));
+                }
+                _ => {
+                    let message = serde_json::from_str::<serde_json::Value>(&text)
+                        .ok()
+                        .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
+                        .unwrap_or(text);
+                    let e = Error::new(
+                        ErrorKind::Unexpected,
+                        format!("commit to {table} answered {status}: {message}"),
+                    );
+                    return Err(if status >= 500 {
+                        self.unavailable(e.message().to_string())
+                    } else {
+                        e
+                    });
+                }
+            }
+        }
+    }
+}
+
+impl ManagedRestCatalog {
+    /// A request to the catalog with `token` and the configured `header.*` headers.
+    fn request(
+        &self,
+        method: reqwest::Method,
+        url: impl reqwest::IntoUrl,
+        token: Option<&str>,
+    ) -> reqwest::RequestBuilder {
+        let mut request = self.http.request(method, url);
+        if let Some(t) = token {
+            request = request.bearer_auth(t);
+        }
+        for (k, v) in &self.props {
+            if let Some(name) = k.strip_prefix("header.") {
+                request = request.header(name, v);
+            }
+        }
+        request
+    }
+
+    /// The catalog's base URI and path prefix as iceberg-catalog-rest 0.10.1 merges them
+    /// (`RestCatalogConfig::merge_with_config`): `GET /v1/config` (for the configured
+    /// warehouse); its `overrides` first, then the configured properties, then its `defaults`.
+    async fn endpoint(&self, token: Option<&str>) -> Result<(String, Option<String>)> {
+        let mut url = reqwest::Url::parse(&format!("{}/v1/config", self.uri.trim_end_matches('/')))
+            .map_err(|e| self.unavailable(format!("uri {}: {e}", self.uri)))?;
+        if let Some(w) = self.props.get("warehouse") {
+            url.query_pairs_mut().append_pair("warehouse", w);
+        }
+        let response = self
+            .request(reqwest::Method::GET, url, token)
+            .send()
+            .await
+            .map_err(|e| self.unavailable(format!("GET /v1/config: {e}")))?;
+        let status = response.status();
+        if !status.is_success() {
+            return Err(self.unavailable(format!("GET /v1/config answered {status}")));
+        }
+        let config: serde_json::Value = response
+            .json()
+            .await
+            .map_err(|e| self.unavailable(format!("GET /v1/config: {e}")))?;
+        let setting = |key: &str| {
+            config["overrides"][key]
+                .as_str()
+                .map(str::to_string)
+                .or_else(|| self.props.get(key).cloned())
+                .or_else(|| config["defaults"][key].as_str().map(str::to_string))
+        };
+        let uri = setting("uri").unwrap_or_else(|| self.uri.clone());
+        Ok((uri, setting("prefix")))
     }
 }
 

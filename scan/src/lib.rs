@@ -13,7 +13,9 @@
 //! [`gate`] with [`layout`], [`prune`], [`footer`], [`row_groups`] and [`page_index`] (what
 //! prunes where), [`opener`] and [`native_reader`] (reading one task), [`positional_deletes`],
 //! [`equality_deletes`] and [`delete_files`], [`row_filter`] (live dynamic filters on rows),
-//! [`metrics`], [`provider`], [`exec`]; the engine's caches in [`caches`]: the [`block_cache`]
+//! [`metrics`], [`provider`], [`exec`]; writes in [`sink`] (appends), [`delete`]
+//! (copy-on-write `DELETE`) and [`commit`] (the snapshots iceberg's transactions cannot
+//! produce); the engine's caches in [`caches`]: the [`block_cache`]
 //! (with its optional [`disk_tier`]) under every read (attributed per scan by [`io_scope`]),
 //! footers, manifest metrics. See `README.md`.
 
@@ -22,6 +24,8 @@ pub mod block_cache;
 pub mod caches;
 pub mod codec;
 pub mod columns;
+pub mod commit;
+pub mod delete;
 pub mod delete_files;
 pub mod disk_tier;
 pub mod domain;

@@ -17,7 +17,9 @@ use arrow::compute::SortOptions;
 use arrow::datatypes::{DataType, SchemaRef};
 use async_trait::async_trait;
 use datafusion::catalog::Session;
-use datafusion::common::{DataFusionError, Result, Statistics, not_impl_err, plan_err};
+use datafusion::common::{
+    DataFusionError, Result, Statistics, internal_err, not_impl_err, plan_err,
+};
 use datafusion::datasource::sink::DataSinkExec;
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::logical_expr::dml::InsertOp;
@@ -25,6 +27,8 @@ use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_expr::{LexRequirement, PhysicalSortRequirement};
 use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::empty::EmptyExec;
+use datafusion::prelude::SessionConfig;
 use futures::TryStreamExt;
 use iceberg::Catalog;
 use iceberg::expr::Predicate;
@@ -35,6 +39,8 @@ use parquet::arrow::PARQUET_FIELD_ID_META_KEY;
 
 use crate::caches::ScanCaches;
 use crate::columns::ScanColumns;
+use crate::commit::CommitCatalog;
+use crate::delete::DeleteSink;
 use crate::exec::{IcebergScanExec, PlannedScan};
 use crate::gate::GateColumn;
 use crate::layout::ColumnLayout;
@@ -54,8 +60,12 @@ pub struct IcebergTableProvider {
     schema: SchemaRef,
     /// Whole-snapshot statistics, when the manifests' metrics were given ([`Self::with_index`]).
     statistics: Option<Statistics>,
-    /// The catalog appends commit through ([`Self::with_writes`]); `None`: read-only.
-    writes: Option<Arc<dyn Catalog>>,
+    /// The catalog `INSERT` and `DELETE` commit through ([`Self::with_writes`]); `None`:
+    /// read-only.
+    writes: Option<Arc<dyn CommitCatalog>>,
+    /// The exact condition of the `DELETE` this provider was planned for
+    /// ([`Self::for_delete`]; inner `None`: every row). `None`: the table refuses `DELETE`.
+    delete_condition: Option<Option<Expr>>,
 }
 
 impl IcebergTableProvider {
@@ -69,13 +79,26 @@ impl IcebergTableProvider {
             schema: Arc::new(schema),
             statistics: None,
             writes: None,
+            delete_condition: None,
         })
     }
 
-    /// Lets `INSERT` append to the table, committing through `catalog` (`sink.rs`). A table at
+    /// Lets `INSERT` append to the table and `DELETE` remove rows from it, committing through
+    /// `catalog` (`sink.rs`, `delete.rs`). A table at
     /// another snapshot than its current one (time travel) is never given this.
-    pub fn with_writes(mut self, catalog: Arc<dyn Catalog>) -> Self {
+    pub fn with_writes(mut self, catalog: Arc<dyn CommitCatalog>) -> Self {
         self.writes = Some(catalog);
+        self
+    }
+
+    /// Readies the table for one `DELETE … WHERE condition` (`None`: no WHERE), given exactly
+    /// as written. DataFusion hands [`TableProvider::delete_from`] only the conjuncts left on
+    /// the table after optimization, and none at all for a condition the optimizer folded to
+    /// FALSE or turned into a join (its physical planner's `extract_dml_filters`), which would
+    /// read as "every row"; so `DELETE` runs only on the condition given here
+    /// (`server/src/delete_statement.rs`).
+    pub fn for_delete(mut self, condition: Option<Expr>) -> Self {
+        self.delete_condition = Some(condition);
         self
     }
 
@@ -245,26 +268,40 @@ impl TableProvider for IcebergTableProvider {
                  rows are inserted into the table itself"
             );
         };
-        let sink = IcebergSink::try_new(Arc::clone(catalog), self.table.clone())?;
+        let sink =
+            IcebergSink::try_new(Arc::clone(catalog) as Arc<dyn Catalog>, self.table.clone())?;
         let order = self.write_order(&input.schema());
         Ok(Arc::new(DataSinkExec::new(input, Arc::new(sink), order)))
     }
 
-    /// `DELETE`: not supported yet. iceberg 0.10.1 commits only appends of data files (no
-    /// delete files, no rewrite of files), so neither position deletes nor copy-on-write can
-    /// be committed through it.
+    /// `DELETE FROM … [WHERE …]`: copy-on-write of the data files holding a deleted row
+    /// (`delete.rs`), run when the plan executes; one row out, the rows deleted. The condition
+    /// is the one given to [`Self::for_delete`]; DataFusion's `_filters` are not trusted.
+    ///
+    /// Errors: a table read at another snapshot (time travel) or not readied for a `DELETE`.
     async fn delete_from(
         &self,
-        _state: &dyn Session,
+        state: &dyn Session,
         _filters: Vec<Expr>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        not_impl_err!(
-            "DELETE on Iceberg table {} is not supported yet: iceberg 0.10.1 commits appends only",
-            self.table.identifier()
-        )
+        let ident = self.table.identifier();
+        let Some(catalog) = &self.writes else {
+            return plan_err!(
+                "table {ident} is read here at a snapshot other than its current one; \
+                 rows are deleted from the table itself"
+            );
+        };
+        let Some(condition) = &self.delete_condition else {
+            return internal_err!("DELETE on {ident} was not planned by the session (for_delete)");
+        };
+        let sink =
+            DeleteSink::try_new(Arc::clone(catalog), self.clone(), condition.clone(), state)?;
+        let nothing = Arc::new(EmptyExec::new(Arc::new(arrow::datatypes::Schema::empty())));
+        Ok(Arc::new(DataSinkExec::new(nothing, Arc::new(sink), None)))
     }
 
-    /// `UPDATE`: not supported yet (see [`Self::delete_from`]).
+    /// `UPDATE`: not supported: it would rewrite files as `DELETE` does (`delete.rs`) and add
+    /// the updated rows; not built yet.
     async fn update(
         &self,
         _state: &dyn Session,
@@ -272,7 +309,7 @@ impl TableProvider for IcebergTableProvider {
         _filters: Vec<Expr>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         not_impl_err!(
-            "UPDATE on Iceberg table {} is not supported yet: iceberg 0.10.1 commits appends only",
+            "UPDATE on Iceberg table {} is not supported; DELETE and INSERT are",
             self.table.identifier()
         )
     }
@@ -284,12 +321,39 @@ impl TableProvider for IcebergTableProvider {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let metadata = self.table.metadata();
         let indices: Vec<usize> = match projection {
             Some(p) => p.clone(),
             None => (0..self.schema.fields().len()).collect(),
         };
-        let schema = Arc::new(self.schema.project(&indices)?);
+        let config = state.config();
+        let (inputs, index, tasks) = self.plan_tasks(config, &indices, filters, limit).await?;
+        let target_partitions = config.target_partitions().max(1);
+        let tasks = split_by_row_groups(tasks, &index, target_partitions);
+        let file_groups = spread_by_size(tasks, target_partitions);
+        Ok(Arc::new(IcebergScanExec::new(assemble(
+            inputs,
+            index,
+            file_groups,
+        ))))
+    }
+}
+
+impl IcebergTableProvider {
+    /// Plans a scan of the columns `indices` (of [`TableProvider::schema`]) under `filters`:
+    /// the scan's inputs, the manifest metrics of the current snapshot and one
+    /// [`FileScanTask`] per data file that may hold a row passing `filters` (none for a table
+    /// without a snapshot). Shared by [`TableProvider::scan`] and `DELETE` (`delete.rs`).
+    ///
+    /// Errors: a column without a field id, or a failure reading the manifests.
+    pub(crate) async fn plan_tasks(
+        &self,
+        config: &SessionConfig,
+        indices: &[usize],
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> Result<(ScanInputs, Arc<FileMetricsIndex>, Vec<FileScanTask>)> {
+        let metadata = self.table.metadata();
+        let schema = Arc::new(self.schema.project(indices)?);
         let field_ids = indices
             .iter()
             .map(|&i| self.field_id(i))
@@ -297,8 +361,6 @@ impl TableProvider for IcebergTableProvider {
         let field_types = (0..self.schema.fields().len())
             .map(|i| Ok((self.field_id(i)?, self.schema.field(i).data_type().clone())))
             .collect::<Result<Vec<(i32, DataType)>>>()?;
-        let config = state.config();
-        let target_partitions = config.target_partitions().max(1);
         let options = crate::IceflightOptions::of(config.options());
         let batch_size = match options.scan_batch_size {
             0 => config.batch_size(),
@@ -307,7 +369,7 @@ impl TableProvider for IcebergTableProvider {
 
         let mut predicate = None;
         let mut tasks = Vec::new();
-        let caches = ScanCaches::of(state.config());
+        let caches = ScanCaches::of(config);
         let index = caches.indexes.load(&self.table).await.map_err(external)?;
         if let Some(snapshot) = metadata.current_snapshot() {
             predicate = self.predicate_converter().convert_all(filters);
@@ -337,24 +399,18 @@ impl TableProvider for IcebergTableProvider {
             task.predicate = None;
             task.partition_spec = self.spec_for(task);
         }
-
-        let tasks = split_by_row_groups(tasks, &index, target_partitions);
-        let file_groups = spread_by_size(tasks, target_partitions);
-        Ok(Arc::new(IcebergScanExec::new(assemble(
-            ScanInputs {
-                table: self.table.clone(),
-                catalog: self.catalog.clone(),
-                schema,
-                field_ids,
-                field_types,
-                predicate,
-                limit,
-                batch_size,
-                settings: ScanSettings::of(&options),
-            },
-            index,
-            file_groups,
-        ))))
+        let inputs = ScanInputs {
+            table: self.table.clone(),
+            catalog: self.catalog.clone(),
+            schema,
+            field_ids,
+            field_types,
+            predicate,
+            limit,
+            batch_size,
+            settings: ScanSettings::of(&options),
+        };
+        Ok((inputs, index, tasks))
     }
 }
 

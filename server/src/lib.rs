@@ -7,6 +7,7 @@
 
 pub mod cli;
 pub mod config;
+pub mod delete_statement;
 pub mod distributed;
 pub mod flight;
 pub mod invalidate;

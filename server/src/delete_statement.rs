@@ -1,0 +1,113 @@
+//! Planning `DELETE FROM t [WHERE condition]` on an Iceberg table.
+//!
+//! DataFusion plans `DELETE` as a DML node over `Filter(condition, TableScan t)`, optimizes
+//! that input like a query, then hands the table only the conjuncts it finds left on `t`
+//! (`extract_dml_filters` in DataFusion 54's physical planner). What the optimizer folded
+//! away is lost: `WHERE false` or `WHERE NULL` becomes an empty relation and `WHERE id IN
+//! (SELECT …)` a join, and both reach the table as no condition at all, which reads as "delete
+//! every row". So the condition is taken here, from the plan as written, and given to the
+//! table ([`IcebergTableProvider::for_delete`]), which runs only on it (`scan/src/delete.rs`).
+//!
+//! Refused, as one clear line each: a condition with a subquery or reading another table, a
+//! condition with parameters (`$1`, `?`; they are bound after planning, in the plan, not in
+//! the condition kept here), and a volatile condition (`random()`: the statement evaluates it
+//! more than once per row).
+
+use std::sync::Arc;
+
+use datafusion::catalog::default_table_source::{provider_as_source, source_as_provider};
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::common::{Column, Result, not_impl_err};
+use datafusion::logical_expr::utils::conjunction;
+use datafusion::logical_expr::{DmlStatement, Expr, LogicalPlan, WriteOp};
+use iceflight_scan::IcebergTableProvider;
+
+/// `plan` with its `DELETE` on an Iceberg table (also under `EXPLAIN`) readied with the
+/// condition as written (module docs); any other plan unchanged.
+///
+/// Errors: `NotImplemented` for a condition with a subquery, another table, a parameter or a
+/// volatile function.
+pub fn plan_delete(plan: LogicalPlan) -> Result<LogicalPlan> {
+    plan.transform_up(ready).map(|t| t.data)
+}
+
+/// `node` readied when it is a `DELETE` on an Iceberg table ([`plan_delete`]).
+fn ready(node: LogicalPlan) -> Result<Transformed<LogicalPlan>> {
+    let LogicalPlan::Dml(dml) = &node else {
+        return Ok(Transformed::no(node));
+    };
+    if dml.op != WriteOp::Delete {
+        return Ok(Transformed::no(node));
+    }
+    let provider = source_as_provider(&dml.target)?;
+    let Some(iceberg) = provider.downcast_ref::<IcebergTableProvider>() else {
+        return Ok(Transformed::no(node));
+    };
+    let mut conditions = vec![];
+    let mut scans = 0;
+    let mut other = None;
+    dml.input.apply_with_subqueries(|node| {
+        match node {
+            LogicalPlan::TableScan(scan) => {
+                scans += 1;
+                conditions.extend(scan.filters.iter().cloned());
+            }
+            LogicalPlan::Filter(filter) => conditions.push(filter.predicate.clone()),
+            LogicalPlan::Projection(_) | LogicalPlan::SubqueryAlias(_) => {}
+            node => other = Some(node.display().to_string()),
+        }
+        Ok(TreeNodeRecursion::Continue)
+    })?;
+    if scans != 1 {
+        return not_impl_err!(
+            "DELETE with a subquery or another table in its WHERE clause is not supported"
+        );
+    }
+    if let Some(node) = other {
+        return not_impl_err!("DELETE planned as {node} is not supported");
+    }
+    for condition in &conditions {
+        if condition.exists(|e| Ok(matches!(e, Expr::Placeholder(_))))? {
+            return not_impl_err!(
+                "DELETE with parameters is not supported: write the values into the statement"
+            );
+        }
+        if condition.exists(|e| {
+            Ok(matches!(
+                e,
+                Expr::Exists(_)
+                    | Expr::InSubquery(_)
+                    | Expr::ScalarSubquery(_)
+                    | Expr::OuterReferenceColumn(..)
+            ))
+        })? {
+            return not_impl_err!("DELETE with a subquery in its WHERE clause is not supported");
+        }
+        // Evaluated once per pass over the rows, it would choose different rows each time.
+        if condition.is_volatile() {
+            return not_impl_err!(
+                "DELETE with a volatile condition (random(), …) is not supported"
+            );
+        }
+    }
+    let condition = conjunction(conditions).map(unqualified).transpose()?;
+    let target = provider_as_source(Arc::new(iceberg.clone().for_delete(condition)));
+    Ok(Transformed::yes(LogicalPlan::Dml(DmlStatement::new(
+        dml.table_name.clone(),
+        target,
+        dml.op.clone(),
+        Arc::clone(&dml.input),
+    ))))
+}
+
+/// `expr` with its columns named without their table (`t.a`, `alias.a` → `a`): the table's
+/// own columns, as the provider sees them.
+fn unqualified(expr: Expr) -> Result<Expr> {
+    expr.transform(|e| match e {
+        Expr::Column(c) if c.relation.is_some() => Ok(Transformed::yes(Expr::Column(
+            Column::new_unqualified(c.name),
+        ))),
+        e => Ok(Transformed::no(e)),
+    })
+    .map(|t| t.data)
+}
