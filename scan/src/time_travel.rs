@@ -83,6 +83,13 @@ pub fn resolve(table: &Table, version: &TableVersion) -> Result<(i64, i32)> {
         // The snapshot log of the main branch, as Iceberg's `SnapshotUtil.snapshotIdAsOfTime`:
         // the last snapshot made current at or before the instant.
         TableVersion::Timestamp(ms) => {
+            // As Trino: an instant still to come names no snapshot yet.
+            if *ms > chrono::Utc::now().timestamp_millis() {
+                return Err(Error::new(
+                    ErrorKind::DataInvalid,
+                    format!("{version} is in the future"),
+                ));
+            }
             let id = metadata
                 .history()
                 .iter()

@@ -304,6 +304,13 @@ pub async fn plan_statement(ctx: &SessionContext, statement: Statement) -> Resul
         Sql::AlterTable(alter) => alter,
         // DataFusion replaces a table by dropping it first: a replacement that then fails
         // would lose the table.
+        Sql::CreateTable(create) if refused_option(create).is_some() => {
+            let what = refused_option(create).unwrap_or_default();
+            return datafusion::common::not_impl_err!(
+                "CREATE TABLE with {what} is not supported: Iceberg tables keep only column \
+                 names, types and NOT NULL"
+            );
+        }
         Sql::CreateTable(create) if create.or_replace => {
             return datafusion::common::not_impl_err!(
                 "CREATE OR REPLACE TABLE is not supported: DROP TABLE, then CREATE TABLE"
@@ -519,6 +526,24 @@ impl Names {
             _ => ident.value.clone(),
         }
     }
+}
+
+/// The first part of `create` an Iceberg table cannot keep, as SQL text: a table constraint
+/// (`PRIMARY KEY (id)`) or a column option other than `NULL` / `NOT NULL` (`DEFAULT 0`,
+/// `UNIQUE`, `CHECK (…)`). Refused rather than dropped: a user of Trino or DuckDB would expect
+/// it enforced.
+fn refused_option(create: &datafusion::sql::sqlparser::ast::CreateTable) -> Option<String> {
+    use datafusion::sql::sqlparser::ast::ColumnOption;
+    if let Some(constraint) = create.constraints.first() {
+        return Some(constraint.to_string());
+    }
+    create.columns.iter().find_map(|column| {
+        column
+            .options
+            .iter()
+            .find(|o| !matches!(o.option, ColumnOption::Null | ColumnOption::NotNull))
+            .map(|o| format!("{} {}", column.name, o.option))
+    })
 }
 
 /// Whether `plan` is one of the statements iceflight runs itself ([`plan_statement`]).

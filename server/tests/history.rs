@@ -208,6 +208,10 @@ async fn bad_versions_are_one_clear_line() {
             "SELECT * FROM \"events$nope\"",
             "has no metadata table $nope",
         ),
+        (
+            "SELECT * FROM events FOR TIMESTAMP AS OF TIMESTAMP '2999-01-01 00:00:00'",
+            "timestamp 2999-01-01 00:00:00.000 UTC is in the future",
+        ),
     ] {
         let err = sql(&ctx, text).await.unwrap_err();
         assert!(is_not_found(&err), "{text}: {err}");

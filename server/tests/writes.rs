@@ -294,6 +294,30 @@ async fn unsupported_writes_are_not_implemented() {
         );
     }
     assert_eq!(ok(&ctx, "SELECT count(*) FROM events").await, [["6"]]);
+    // What an Iceberg table cannot keep is refused, not dropped.
+    for (text, says) in [
+        ("CREATE TABLE k (id BIGINT PRIMARY KEY)", "id PRIMARY KEY"),
+        (
+            "CREATE TABLE k (id BIGINT, PRIMARY KEY (id))",
+            "PRIMARY KEY (id)",
+        ),
+        ("CREATE TABLE k (id BIGINT DEFAULT 7)", "id DEFAULT 7"),
+        (
+            "CREATE TABLE k (id BIGINT CHECK (id > 0))",
+            "CHECK (id > 0)",
+        ),
+    ] {
+        let err = sql(&ctx, text).await.unwrap_err();
+        let status = iceflight::flight::status::to_status(err);
+        assert_eq!(
+            status.code(),
+            tonic::Code::Unimplemented,
+            "{text}: {status}"
+        );
+        assert!(status.message().contains(says), "{text}: {status}");
+    }
+    let tables = ok(&ctx, "SHOW TABLES").await;
+    assert!(!tables.iter().any(|r| r[2] == "k"), "{tables:?}");
 }
 
 /// `ALTER TABLE` adds and drops columns (older rows read NULL for an added one) and renames the

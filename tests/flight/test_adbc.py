@@ -514,6 +514,21 @@ def test_ingest_replace_and_create_append(ingest_conn):
     assert ingest_totals(ingest_conn, "ca")["n"] == BIG_ROWS + 5
 
 
+def test_delete_answers_the_rows_deleted(ingest_conn):
+    ingest(ingest_conn, "shrinking", big_table(0, 1000), "create")
+    table = f'"{CATALOG}".{INGEST}.shrinking'
+    condition = "id % 3 = 0 OR s = '7'"
+    want = query_all(ingest_conn, f"SELECT count(*) AS n FROM {table} WHERE {condition}").to_pylist()[0]["n"]
+    stmt = adbc_driver_manager.AdbcStatement(ingest_conn.adbc_connection)
+    try:
+        stmt.set_sql_query(f"DELETE FROM {table} WHERE {condition}")
+        assert stmt.execute_update() == want
+    finally:
+        stmt.close()
+    left = query_all(ingest_conn, f"SELECT count(*) AS n, count(*) FILTER (WHERE {condition}) AS hit FROM {table}")
+    assert left.to_pylist() == [{"n": 1000 - want, "hit": 0}]
+
+
 def test_ingest_errors_are_clear_and_commit_nothing(ingest_conn):
     assert ingest_status(lambda: ingest(ingest_conn, "no_such", big_table(0, 3), "append")) == AdbcStatusCode.NOT_FOUND
     ingest(ingest_conn, "strict", big_table(0, 3), "create")

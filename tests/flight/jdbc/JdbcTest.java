@@ -177,6 +177,26 @@ public class JdbcTest {
         }
       });
 
+      check("executeUpdate DELETE returns the rows deleted", () -> {
+        String table = "\"local\".ingest.jdbc_rows";
+        String condition = "name IS NULL OR id = 1";
+        long want;
+        try (Statement st = conn.createStatement();
+            ResultSet rs = st.executeQuery("SELECT count(*) FROM " + table + " WHERE " + condition)) {
+          require(rs.next(), "no count");
+          want = rs.getLong(1);
+        }
+        require(want > 0, "no row to delete");
+        try (Statement st = conn.createStatement()) {
+          int n = st.executeUpdate("DELETE FROM " + table + " WHERE " + condition);
+          require(n == want, "executeUpdate returned " + n + ", " + want + " rows matched");
+        }
+        try (Statement st = conn.createStatement();
+            ResultSet rs = st.executeQuery("SELECT count(*) FROM " + table + " WHERE " + condition)) {
+          require(rs.next() && rs.getLong(1) == 0, "rows left that matched");
+        }
+      });
+
       check("PreparedStatement with a parameter, executed 3 times", () -> {
         long[] bounds = {1000, 30000, 1_000_000_000L};
         long[] want = new long[bounds.length];
