@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 use common::{repo_root, statement_ok as ok, statement_sorted as sorted};
 use iceflight::config::Config;
 use iceflight::session::Engine;
-use iceflight_catalog::{CatalogConfig, CatalogKind};
-use weed::{KEY, SECRET, Weed, free_ports};
+use iceflight_catalog::CatalogConfig;
+use weed::{KEY, SECRET, Weed, free_ports, lake};
 
 /// A Nessie server on a free loopback port, its warehouse `s3://s3bucket/nessie/` on `weed`.
 struct Nessie {
@@ -103,54 +103,18 @@ impl Drop for Nessie {
 
 /// Runs `body` in Python with `c`, a pyiceberg `RestCatalog` on Nessie, and `pa` (pyarrow).
 fn pyiceberg(nessie: &Nessie, weed: &Weed, body: &str) -> String {
-    let script = format!(
-        r#"
-import pyarrow as pa
-from pyiceberg.catalog.rest import RestCatalog
-c = RestCatalog("nessie", uri="{uri}", warehouse="warehouse",
-                **{{"s3.endpoint": "{s3}", "s3.access-key-id": "{KEY}",
-                "s3.secret-access-key": "{SECRET}", "s3.region": "us-east-1",
-                "s3.path-style-access": "true"}})
-{body}
-"#,
-        uri = nessie.uri(),
-        s3 = weed.s3_uri(),
-    );
-    let out = Command::new(common::python())
-        .arg("-c")
-        .arg(script)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "pyiceberg on Nessie failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    weed::pyiceberg(weed, &nessie.uri(), "", body)
 }
 
 /// The catalog `nessie` of iceflight's configuration: Nessie's REST endpoint, S3 credentials
 /// configured (Nessie vends none).
 fn nessie_catalog(nessie: &Nessie, weed: &Weed) -> CatalogConfig {
-    let props = [
-        ("s3.endpoint", weed.s3_uri()),
-        ("s3.path-style-access", "true".into()),
-        ("s3.region", "us-east-1".into()),
-        ("s3.access-key-id", KEY.into()),
-        ("s3.secret-access-key", SECRET.into()),
-    ];
     CatalogConfig {
         name: "nessie".into(),
-        kind: CatalogKind::Rest,
         uri: nessie.uri(),
-        warehouse: Some("warehouse".into()),
         credential: None,
-        token: None,
         scope: None,
-        token_lifetime: None,
-        metadata_cache_ttl: None,
-        listing_cache_ttl: None,
-        properties: props.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+        ..lake(weed, "")
     }
 }
 

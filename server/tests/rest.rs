@@ -11,11 +11,10 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{column, execute, python, rows, scan_metric};
+use common::{column, execute, rows, scan_metric};
 use datafusion::common::DataFusionError;
 use iceberg::{Catalog, NamespaceIdent};
 use iceflight::config::Config;
@@ -40,29 +39,8 @@ async fn make_engine(dir: &Path, lake: CatalogConfig) -> Engine {
 
 /// Runs `body` in Python with `c`, a pyiceberg `RestCatalog` on the server, and `pa` (pyarrow).
 fn pyiceberg(weed: &Weed, body: &str) {
-    let script = format!(
-        r#"
-import pyarrow as pa
-from pyiceberg.catalog.rest import RestCatalog
-c = RestCatalog("lake", uri="{uri}", warehouse="warehouse", credential="{KEY}:{SECRET}",
-                scope="PRINCIPAL_ROLE:ALL", **{{"s3.endpoint": "{s3}", "s3.access-key-id": "{KEY}",
-                "s3.secret-access-key": "{SECRET}", "s3.region": "us-east-1",
-                "s3.path-style-access": "true"}})
-{body}
-"#,
-        uri = weed.rest_uri(),
-        s3 = weed.s3_uri(),
-    );
-    let out = Command::new(python())
-        .arg("-c")
-        .arg(script)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "pyiceberg over REST failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let auth = format!("credential=\"{KEY}:{SECRET}\", scope=\"PRINCIPAL_ROLE:ALL\",");
+    weed::pyiceberg(weed, &weed.rest_uri(), &auth, body);
 }
 
 /// pyiceberg creates `py.people` through the REST catalog and appends three rows.

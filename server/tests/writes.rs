@@ -66,6 +66,18 @@ fn pyiceberg_files(dir: &Path, table: &str) -> Vec<String> {
     serde_json::from_value(files["files"].clone()).unwrap()
 }
 
+/// The status a client gets for `text`, which must fail as `Unimplemented`.
+async fn unimplemented(ctx: &SessionContext, text: &str) -> tonic::Status {
+    let err = sql(ctx, text).await.unwrap_err();
+    let status = iceflight::flight::status::to_status(err);
+    assert_eq!(
+        status.code(),
+        tonic::Code::Unimplemented,
+        "{text}: {status}"
+    );
+    status
+}
+
 /// The rows of a `pyiceberg_rw.py` JSON line, each as text (NULL for None), sorted as text.
 fn oracle_rows(line: &str) -> Vec<Vec<String>> {
     let read: Value = serde_json::from_str(line).unwrap();
@@ -281,13 +293,7 @@ async fn unsupported_writes_are_not_implemented() {
         "UPDATE events SET x = 1 WHERE id = 1",
         "INSERT OVERWRITE TABLE events VALUES (1, 'a', 1)",
     ] {
-        let err = sql(&ctx, text).await.unwrap_err();
-        let status = iceflight::flight::status::to_status(err);
-        assert_eq!(
-            status.code(),
-            tonic::Code::Unimplemented,
-            "{text}: {status}"
-        );
+        let status = unimplemented(&ctx, text).await;
         assert!(
             status.message().contains("history.events"),
             "{text}: {status}"
@@ -307,13 +313,7 @@ async fn unsupported_writes_are_not_implemented() {
             "CHECK (id > 0)",
         ),
     ] {
-        let err = sql(&ctx, text).await.unwrap_err();
-        let status = iceflight::flight::status::to_status(err);
-        assert_eq!(
-            status.code(),
-            tonic::Code::Unimplemented,
-            "{text}: {status}"
-        );
+        let status = unimplemented(&ctx, text).await;
         assert!(status.message().contains(says), "{text}: {status}");
     }
     let tables = ok(&ctx, "SHOW TABLES").await;
@@ -582,13 +582,7 @@ async fn delete_rewrites_only_the_files_it_hits() {
         "DELETE FROM d WHERE EXISTS (SELECT 1 FROM events WHERE events.id = d.id)",
         "DELETE FROM d WHERE v > (SELECT min(id) FROM events)",
     ] {
-        let err = sql(&ctx, text).await.unwrap_err();
-        let status = iceflight::flight::status::to_status(err);
-        assert_eq!(
-            status.code(),
-            tonic::Code::Unimplemented,
-            "{text}: {status}"
-        );
+        unimplemented(&ctx, text).await;
     }
     assert_eq!(
         ok(&ctx, "SELECT count(*) FROM \"d$snapshots\"").await,

@@ -172,14 +172,51 @@ fn namespaces_listed(port: u16) -> bool {
     })
 }
 
-pub fn lake(weed: &Weed, credential: &str) -> CatalogConfig {
-    let props = [
+/// Runs `body` in Python with `c`, a pyiceberg `RestCatalog` on the REST catalog at `uri`
+/// (warehouse `warehouse`, its files on `weed`'s S3, `auth`: extra keyword arguments such as
+/// `credential="…", `), and `pa` (pyarrow); its stdout.
+pub fn pyiceberg(weed: &Weed, uri: &str, auth: &str, body: &str) -> String {
+    let script = format!(
+        r#"
+import pyarrow as pa
+from pyiceberg.catalog.rest import RestCatalog
+c = RestCatalog("lake", uri="{uri}", warehouse="warehouse", {auth}
+                **{{"s3.endpoint": "{s3}", "s3.access-key-id": "{KEY}",
+                "s3.secret-access-key": "{SECRET}", "s3.region": "us-east-1",
+                "s3.path-style-access": "true"}})
+{body}
+"#,
+        s3 = weed.s3_uri(),
+    );
+    let out = Command::new(python())
+        .arg("-c")
+        .arg(script)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "pyiceberg on {uri} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The S3 properties of a catalog whose warehouse is on `weed`'s S3.
+pub fn s3_properties(weed: &Weed) -> Vec<(String, String)> {
+    [
         ("s3.endpoint", weed.s3_uri()),
         ("s3.path-style-access", "true".into()),
         ("s3.region", "us-east-1".into()),
         ("s3.access-key-id", KEY.into()),
         ("s3.secret-access-key", SECRET.into()),
-    ];
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+/// Catalog `lake`: SeaweedFS's REST catalog, OAuth2 `credential`.
+pub fn lake(weed: &Weed, credential: &str) -> CatalogConfig {
     CatalogConfig {
         name: "lake".into(),
         kind: CatalogKind::Rest,
@@ -191,6 +228,6 @@ pub fn lake(weed: &Weed, credential: &str) -> CatalogConfig {
         token_lifetime: None,
         metadata_cache_ttl: None,
         listing_cache_ttl: None,
-        properties: props.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+        properties: s3_properties(weed).into_iter().collect(),
     }
 }
