@@ -162,6 +162,32 @@ impl TableProvider for ReadOnly {
     ) -> Result<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
         self.0.scan(state, projection, filters, limit).await
     }
+
+    async fn insert_into(
+        &self,
+        _state: &dyn datafusion::catalog::Session,
+        _input: Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+        _op: datafusion::logical_expr::dml::InsertOp,
+    ) -> Result<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
+        datafusion::common::not_impl_err!("metadata tables are read-only")
+    }
+
+    async fn delete_from(
+        &self,
+        _state: &dyn datafusion::catalog::Session,
+        _filters: Vec<datafusion::logical_expr::Expr>,
+    ) -> Result<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
+        datafusion::common::not_impl_err!("metadata tables are read-only")
+    }
+
+    async fn update(
+        &self,
+        _state: &dyn datafusion::catalog::Session,
+        _assignments: Vec<(String, datafusion::logical_expr::Expr)>,
+        _filters: Vec<datafusion::logical_expr::Expr>,
+    ) -> Result<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
+        datafusion::common::not_impl_err!("metadata tables are read-only")
+    }
 }
 
 /// A timestamp with time zone in microseconds, as iceberg's `timestamptz` maps to Arrow.

@@ -287,8 +287,8 @@ impl TableProvider for IcebergTableProvider {
         let ident = self.table.identifier();
         let Some(catalog) = &self.writes else {
             return plan_err!(
-                "table {ident} is read here at a snapshot other than its current one; \
-                 rows are deleted from the table itself"
+                "cannot delete from {ident} as of a past snapshot (FOR VERSION or TIMESTAMP \
+                 AS OF): DELETE changes the table's current state"
             );
         };
         let Some(condition) = &self.delete_condition else {

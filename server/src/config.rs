@@ -212,6 +212,23 @@ pub struct ServerConfig {
     pub prepared_statement_ttl_secs: u64,
     /// Seconds an idle session (bearer token) lives.
     pub session_ttl_secs: u64,
+    /// `[server.tls]`: serve TLS only (`flight/tls.rs`); `None`: plaintext.
+    pub tls: Option<TlsConfig>,
+}
+
+/// `[server.tls]`: PEM files of the listener's certificate chain and key, and optionally of the
+/// CA that client certificates must be signed by (mTLS). SIGHUP reads `cert` and `key` again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    /// Certificate chain, end-entity certificate first (PEM).
+    pub cert: PathBuf,
+    /// Private key of the certificate (PEM: PKCS#8, PKCS#1 or SEC1).
+    pub key: PathBuf,
+    /// CA certificates client certificates are checked against (PEM); set: clients without a
+    /// certificate it signed are refused.
+    #[serde(default)]
+    pub client_ca: Option<PathBuf>,
 }
 
 impl ServerConfig {
@@ -231,6 +248,7 @@ impl Default for ServerConfig {
             queue_timeout_secs: 30,
             prepared_statement_ttl_secs: 300,
             session_ttl_secs: 3600,
+            tls: None,
         }
     }
 }

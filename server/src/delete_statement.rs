@@ -8,16 +8,17 @@
 //! every row". So the condition is taken here, from the plan as written, and given to the
 //! table ([`IcebergTableProvider::for_delete`]), which runs only on it (`scan/src/delete.rs`).
 //!
-//! Refused, as one clear line each: a condition with a subquery or reading another table, a
-//! condition with parameters (`$1`, `?`; they are bound after planning, in the plan, not in
-//! the condition kept here), and a volatile condition (`random()`: the statement evaluates it
-//! more than once per row).
+//! Refused, as one clear line each: a condition with a subquery or reading another table,
+//! `LIMIT` / `ORDER BY`, a condition with parameters (`$1`, `?`; they are bound after planning,
+//! in the plan, not in the condition kept here), aggregate or window functions in the
+//! condition, and a volatile condition (`random()`: the statement evaluates it more than once
+//! per row).
 
 use std::sync::Arc;
 
 use datafusion::catalog::default_table_source::{provider_as_source, source_as_provider};
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
-use datafusion::common::{Column, Result, not_impl_err};
+use datafusion::common::{Column, Result, not_impl_err, plan_err};
 use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{DmlStatement, Expr, LogicalPlan, WriteOp};
 use iceflight_scan::IcebergTableProvider;
@@ -25,8 +26,8 @@ use iceflight_scan::IcebergTableProvider;
 /// `plan` with its `DELETE` on an Iceberg table (also under `EXPLAIN`) readied with the
 /// condition as written (module docs); any other plan unchanged.
 ///
-/// Errors: `NotImplemented` for a condition with a subquery, another table, a parameter or a
-/// volatile function.
+/// Errors: `NotImplemented` for a condition with a subquery, another table or a volatile
+/// function, or for `LIMIT`; a plan error for parameters and aggregate or window functions.
 pub fn plan_delete(plan: LogicalPlan) -> Result<LogicalPlan> {
     plan.transform_up(ready).map(|t| t.data)
 }
@@ -45,7 +46,8 @@ fn ready(node: LogicalPlan) -> Result<Transformed<LogicalPlan>> {
     };
     let mut conditions = vec![];
     let mut scans = 0;
-    let mut other = None;
+    let mut limited = false;
+    let mut other = false;
     dml.input.apply_with_subqueries(|node| {
         match node {
             LogicalPlan::TableScan(scan) => {
@@ -54,22 +56,34 @@ fn ready(node: LogicalPlan) -> Result<Transformed<LogicalPlan>> {
             }
             LogicalPlan::Filter(filter) => conditions.push(filter.predicate.clone()),
             LogicalPlan::Projection(_) | LogicalPlan::SubqueryAlias(_) => {}
-            node => other = Some(node.display().to_string()),
+            LogicalPlan::Limit(_) | LogicalPlan::Sort(_) => limited = true,
+            _ => other = true,
         }
         Ok(TreeNodeRecursion::Continue)
     })?;
-    if scans != 1 {
-        return not_impl_err!(
-            "DELETE with a subquery or another table in its WHERE clause is not supported"
-        );
+    if limited {
+        return not_impl_err!("DELETE with LIMIT or ORDER BY is not supported");
     }
-    if let Some(node) = other {
-        return not_impl_err!("DELETE planned as {node} is not supported");
+    if scans != 1 || other {
+        return not_impl_err!("DELETE with a subquery in its WHERE clause is not supported");
     }
     for condition in &conditions {
+        // Refused at planning (an invalid argument, not a missing feature), so that a client
+        // that prepares every statement shows it: ADBC's DB-API drops a prepare's
+        // NotImplemented and fails later for another reason.
         if condition.exists(|e| Ok(matches!(e, Expr::Placeholder(_))))? {
-            return not_impl_err!(
+            return plan_err!(
                 "DELETE with parameters is not supported: write the values into the statement"
+            );
+        }
+        if condition.exists(|e| {
+            Ok(matches!(
+                e,
+                Expr::AggregateFunction(_) | Expr::WindowFunction(_)
+            ))
+        })? {
+            return plan_err!(
+                "aggregate and window functions are not allowed in the WHERE clause of DELETE"
             );
         }
         if condition.exists(|e| {

@@ -298,7 +298,9 @@ pub async fn plan_statement(ctx: &SessionContext, statement: Statement) -> Resul
     use datafusion::sql::sqlparser::ast::{AlterTableOperation, ColumnOption, RenameTableNameKind};
     use datafusion::sql::sqlparser::ast::{CreateTableOptions, Statement as Sql};
     let Statement::Statement(inner) = &statement else {
-        return ctx.state().statement_to_plan(statement).await;
+        // `EXPLAIN …` among them: a DELETE under it is readied as on its own.
+        let plan = ctx.state().statement_to_plan(statement).await?;
+        return crate::delete_statement::plan_delete(plan);
     };
     let alter = match inner.as_ref() {
         Sql::AlterTable(alter) => alter,

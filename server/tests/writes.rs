@@ -577,13 +577,48 @@ async fn delete_rewrites_only_the_files_it_hits() {
     ] {
         assert_eq!(ok(&ctx, text).await, [["0"]], "{text}");
     }
-    for text in [
-        "DELETE FROM d WHERE id IN (SELECT id FROM events)",
-        "DELETE FROM d WHERE EXISTS (SELECT 1 FROM events WHERE events.id = d.id)",
-        "DELETE FROM d WHERE v > (SELECT min(id) FROM events)",
+    for (text, says) in [
+        (
+            "DELETE FROM d WHERE id IN (SELECT id FROM events)",
+            "subquery",
+        ),
+        (
+            "DELETE FROM d WHERE EXISTS (SELECT 1 FROM events WHERE events.id = d.id)",
+            "subquery",
+        ),
+        (
+            "DELETE FROM d WHERE v > (SELECT min(id) FROM events)",
+            "subquery",
+        ),
+        ("DELETE FROM d WHERE id IN (SELECT 4)", "subquery"),
+        ("DELETE FROM d WHERE id IN (VALUES (1), (2))", "subquery"),
+        ("DELETE FROM d WHERE v > random()", "volatile"),
+        ("DELETE FROM \"d$files\"", "read-only"),
     ] {
-        unimplemented(&ctx, text).await;
+        let status = unimplemented(&ctx, text).await;
+        assert!(status.message().contains(says), "{text}: {status}");
     }
+    for text in [
+        "DELETE FROM d WHERE count(*) > 1",
+        "DELETE FROM d WHERE row_number() OVER () = 1",
+    ] {
+        let err = sql(&ctx, text).await.unwrap_err();
+        let status = iceflight::flight::status::to_status(err);
+        assert_eq!(
+            status.code(),
+            tonic::Code::InvalidArgument,
+            "{text}: {status}"
+        );
+        assert!(!status.message().contains('\n'), "{text}: {status}");
+    }
+    // EXPLAIN plans the statement without running it.
+    let explained = ok(&ctx, "EXPLAIN DELETE FROM d WHERE id = 1").await;
+    assert!(
+        explained
+            .iter()
+            .any(|r| r[1].contains("IcebergDelete: table=history.d")),
+        "{explained:?}"
+    );
     assert_eq!(
         ok(&ctx, "SELECT count(*) FROM \"d$snapshots\"").await,
         snapshots

@@ -6,6 +6,7 @@
 //!                        planner.rs: SQL → Planned (GetFlightInfo); execution.rs: runs it (DoGet)
 //!                        metadata.rs / sql_info.rs: metadata commands; results.rs: Arrow → Flight
 //!                        ingest.rs: bulk ingest (DoPut CommandStatementIngest) into Iceberg tables
+//!   ([server.tls]: TCP ──► tls.rs handshake ──► tonic; SIGHUP reloads the certificate)
 //! ```
 
 pub mod auth;
@@ -19,6 +20,7 @@ pub mod session_options;
 pub mod sessions;
 pub mod sql_info;
 pub mod status;
+pub mod tls;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -97,22 +99,57 @@ pub async fn serve(
             }
         }
     });
-    tracing::info!(address = %bound, "Flight SQL server listening");
+    let tls = server.tls.as_ref().map(tls::Tls::from_config).transpose()?;
+    let reloader = tls.as_ref().map(|t| reload_on_sighup(Arc::clone(&t.cert)));
+    tracing::info!(address = %bound, tls = tls.is_some(), "Flight SQL server listening");
     on_ready(bound);
-    // TCP_NODELAY: small responses (SELECT 1, metadata) must not wait for delayed ACKs.
-    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
-    let result = serve_draining(shutdown, |shutdown| {
-        tonic::transport::Server::builder()
-            .add_service(
-                FlightServiceServer::new(service)
-                    .max_decoding_message_size(64 * 1024 * 1024)
-                    .max_encoding_message_size(64 * 1024 * 1024),
-            )
-            .serve_with_incoming_shutdown(incoming, shutdown)
-    })
-    .await;
+    let router = tonic::transport::Server::builder().add_service(
+        FlightServiceServer::new(service)
+            .max_decoding_message_size(64 * 1024 * 1024)
+            .max_encoding_message_size(64 * 1024 * 1024),
+    );
+    let result = match tls {
+        // TCP_NODELAY: small responses (SELECT 1, metadata) must not wait for delayed ACKs.
+        None => {
+            let incoming =
+                tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+            serve_draining(shutdown, |shutdown| {
+                router.serve_with_incoming_shutdown(incoming, shutdown)
+            })
+            .await
+        }
+        Some(tls) => {
+            let incoming = tls::incoming(listener, tls.acceptor);
+            serve_draining(shutdown, |shutdown| {
+                router.serve_with_incoming_shutdown(incoming, shutdown)
+            })
+            .await
+        }
+    };
     sweeper.abort();
+    if let Some(r) = reloader {
+        r.abort();
+    }
     result
+}
+
+/// Reads the TLS certificate and key again on every SIGHUP, logging the outcome (a failed
+/// reload keeps the current pair).
+fn reload_on_sighup(cert: Arc<tls::ReloadableCert>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let Ok(mut hangups) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        else {
+            tracing::warn!("cannot listen for SIGHUP: the TLS certificate is not reloaded");
+            return;
+        };
+        while hangups.recv().await.is_some() {
+            match cert.reload() {
+                Ok(()) => tracing::info!("SIGHUP: TLS certificate reloaded"),
+                Err(e) => tracing::error!(error = %e, "SIGHUP: TLS certificate not reloaded"),
+            }
+        }
+    })
 }
 
 /// Runs the server `serve` builds with a shutdown future until `shutdown` resolves; then its
