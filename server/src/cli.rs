@@ -371,7 +371,8 @@ fn listen_addr(config: &Config, flag: Option<&str>) -> Result<std::net::SocketAd
         })
 }
 
-/// What `serve` prints once it listens: address, catalogs, default schema, login.
+/// What `serve` prints once it listens: address, catalogs, default schema, login, workers,
+/// TLS.
 fn start_line(engine: &Engine, users: usize, addr: std::net::SocketAddr) -> String {
     let catalogs = engine.catalogs().names().join(", ");
     let schema = match engine.default_schema() {
@@ -401,8 +402,13 @@ fn start_line(engine: &Engine, users: usize, addr: std::net::SocketAddr) -> Stri
         }
         None => String::new(),
     };
+    let tls = match &engine.config().server.tls {
+        Some(t) if t.client_ca.is_some() => "; TLS with client certificates",
+        Some(_) => "; TLS",
+        None => "",
+    };
     format!(
-        "iceflight {} serving Flight SQL on {addr}: catalogs {catalogs}; {schema}; {login}{workers}",
+        "iceflight {} serving Flight SQL on {addr}: catalogs {catalogs}; {schema}; {login}{workers}{tls}",
         env!("CARGO_PKG_VERSION")
     )
 }
