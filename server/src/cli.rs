@@ -475,6 +475,13 @@ async fn run_serve(
         .map_err(CliError::Failed);
     }
     let users = crate::flight::users(&config.server, &args.users).map_err(CliError::Failed)?;
+    if !args.users.is_empty() {
+        eprintln!(
+            "warning: --user puts a password on the command line, where other local users can \
+             read it; for more than a trial, configure [[server.user]] with a password_hash \
+             (iceflight hash-password)"
+        );
+    }
     let engine = Engine::connect(config)
         .await
         .map_err(CliError::from_display)?;

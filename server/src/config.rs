@@ -214,6 +214,11 @@ pub struct ServerConfig {
     pub session_ttl_secs: u64,
     /// `[server.tls]`: serve TLS only (`flight/tls.rs`); `None`: plaintext.
     pub tls: Option<TlsConfig>,
+    /// Failed logins within 5 minutes that lock a user name for `login_lockout_secs` (a peer
+    /// address: 4 × that; `flight/login_throttle.rs`). 0: no throttling.
+    pub max_failed_logins: u32,
+    /// Seconds a locked user name or peer address is refused.
+    pub login_lockout_secs: u64,
 }
 
 /// `[server.tls]`: PEM files of the listener's certificate chain and key, and optionally of the
@@ -249,6 +254,8 @@ impl Default for ServerConfig {
             prepared_statement_ttl_secs: 300,
             session_ttl_secs: 3600,
             tls: None,
+            max_failed_logins: 5,
+            login_lockout_secs: 60,
         }
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! ```text
 //!   client ──gRPC──► tonic Server ──► FlightServiceServer<IceflightService>
-//!                        service.rs: authorize (auth.rs, sessions.rs), one method per command
+//!                        service.rs: authorize (auth.rs, login_throttle.rs, sessions.rs), one
+//!                        method per command
 //!                        planner.rs: SQL → Planned (GetFlightInfo); execution.rs: runs it (DoGet)
 //!                        metadata.rs / sql_info.rs: metadata commands; results.rs: Arrow → Flight
 //!                        ingest.rs: bulk ingest (DoPut CommandStatementIngest) into Iceberg tables
@@ -12,6 +13,7 @@
 pub mod auth;
 pub mod execution;
 pub mod ingest;
+pub mod login_throttle;
 pub mod metadata;
 pub mod planner;
 pub mod results;
@@ -74,6 +76,8 @@ pub async fn serve(
         auth_required: server.auth_required(),
         max_concurrent_queries: server.max_concurrent_queries.max(1),
         queue_timeout: Duration::from_secs(server.queue_timeout_secs),
+        max_failed_logins: server.max_failed_logins,
+        login_lockout: Duration::from_secs(server.login_lockout_secs),
     };
     let service = IceflightService::try_new(engine, users, Arc::clone(&sessions), options)
         .map_err(|s| s.message().to_string())?;

@@ -43,6 +43,7 @@ use tonic::{Request, Response, Status, Streaming};
 use super::auth::{Users, parse_basic, parse_bearer};
 use super::execution::Execution;
 use super::ingest;
+use super::login_throttle::LoginThrottle;
 use super::metadata;
 use super::planner::{self, Planned};
 use super::results::{self, FlightDataStream};
@@ -71,6 +72,10 @@ pub struct ServiceOptions {
     pub max_concurrent_queries: usize,
     /// How long a query waits for a slot.
     pub queue_timeout: Duration,
+    /// Failed logins that lock a user name (4 × that a peer address); 0: no throttling.
+    pub max_failed_logins: u32,
+    /// How long a locked user name or peer is refused.
+    pub login_lockout: Duration,
 }
 
 /// The Flight SQL service.
@@ -81,7 +86,9 @@ pub struct IceflightService {
 
 struct Inner {
     engine: Engine,
-    users: Users,
+    users: Arc<Users>,
+    /// Failed logins per user and peer (`login_throttle.rs`).
+    throttle: LoginThrottle,
     sessions: Arc<Sessions>,
     auth_required: bool,
     anonymous: Arc<Session>,
@@ -106,7 +113,8 @@ impl IceflightService {
         Ok(Self {
             inner: Arc::new(Inner {
                 engine,
-                users,
+                users: Arc::new(users),
+                throttle: LoginThrottle::new(options.max_failed_logins, options.login_lockout),
                 sessions,
                 auth_required: options.auth_required,
                 anonymous: Arc::new(Session::new("anonymous".into(), ctx)),
@@ -270,18 +278,32 @@ impl FlightSqlService for IceflightService {
             .metadata()
             .get("authorization")
             .and_then(|v| v.to_str().ok());
+        let peer_ip = request.remote_addr().map(|a| a.ip());
         let peer = request
             .remote_addr()
             .map(|a| a.to_string())
             .unwrap_or_else(|| "unknown".into());
         let user = match header.and_then(parse_basic) {
-            Some((user, password)) => {
-                if !self.inner.users.verify(&user, &password) && self.inner.auth_required {
+            Some((user, password)) if self.inner.auth_required => {
+                if let Err(message) = self.inner.throttle.check(&user, peer_ip) {
+                    tracing::warn!(%user, %peer, reason = %message, "login refused");
+                    return Err(Status::unauthenticated(message));
+                }
+                // argon2 is CPU-bound: off the runtime's threads.
+                let users = Arc::clone(&self.inner.users);
+                let name = user.clone();
+                let verified = tokio::task::spawn_blocking(move || users.verify(&name, &password))
+                    .await
+                    .unwrap_or(false);
+                if !verified {
+                    self.inner.throttle.failed(&user, peer_ip);
                     tracing::warn!(%user, %peer, reason = "invalid user name or password", "login failed");
                     return Err(Status::unauthenticated("invalid user name or password"));
                 }
+                self.inner.throttle.succeeded(&user);
                 user
             }
+            Some((user, _)) => user,
             None if self.inner.auth_required => {
                 let reason = if header.is_some() {
                     "malformed Basic credentials"
