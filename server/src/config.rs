@@ -52,6 +52,41 @@ pub struct QueryConfig {
     /// Memory for all running queries together, e.g. `"4GiB"` (DataFusion's memory pool; operators
     /// that can spill do, others fail with `ResourceExhausted`). Absent = unlimited.
     pub memory_limit: Option<String>,
+    /// Longest a query may run, from its start to its last row sent, e.g. `"5m"` (statements
+    /// that write are not cut short). Absent = no limit.
+    pub timeout: Option<String>,
+    /// Largest result a query may send, in Arrow bytes, e.g. `"1GiB"`. Absent = no limit.
+    pub max_result_bytes: Option<String>,
+    /// Directory for the files of operators that spill under `memory_limit`. Absent = the OS's
+    /// temporary directory.
+    pub spill_dir: Option<PathBuf>,
+}
+
+impl QueryConfig {
+    /// `timeout` as a duration. Errors: unparsable or zero.
+    pub fn timeout(&self) -> Result<Option<std::time::Duration>, ConfigError> {
+        self.timeout
+            .as_ref()
+            .map(|t| match iceflight_scan::options::parse_duration(t) {
+                Some(d) if !d.is_zero() => Ok(d),
+                _ => Err(ConfigError::Invalid(format!(
+                    "query.timeout must be a positive duration such as \"5m\", got {t}"
+                ))),
+            })
+            .transpose()
+    }
+
+    /// `max_result_bytes` in bytes. Errors: not a size.
+    pub fn max_result_bytes(&self) -> Result<Option<u64>, ConfigError> {
+        self.max_result_bytes
+            .as_ref()
+            .map(|s| {
+                iceflight_catalog::load::parse_size(s)
+                    .map(|n| n as u64)
+                    .map_err(|e| ConfigError::Invalid(format!("query.max_result_bytes: {e}")))
+            })
+            .transpose()
+    }
 }
 
 /// `[cache]`: what the engine keeps of the lake's immutable files between queries.
@@ -189,6 +224,9 @@ impl Default for QueryConfig {
             target_partitions: 0,
             batch_size: 8192,
             memory_limit: None,
+            timeout: None,
+            max_result_bytes: None,
+            spill_dir: None,
         }
     }
 }
@@ -219,6 +257,9 @@ pub struct ServerConfig {
     pub max_failed_logins: u32,
     /// Seconds a locked user name or peer address is refused.
     pub login_lockout_secs: u64,
+    /// Queries one user may run at once (within `max_concurrent_queries`); more wait in the
+    /// queue like any query. 0: no per-user bound.
+    pub max_queries_per_user: usize,
 }
 
 /// `[server.tls]`: PEM files of the listener's certificate chain and key, and optionally of the
@@ -256,6 +297,7 @@ impl Default for ServerConfig {
             tls: None,
             max_failed_logins: 5,
             login_lockout_secs: 60,
+            max_queries_per_user: 0,
         }
     }
 }
@@ -353,6 +395,8 @@ impl Config {
                 .map_err(|e| ConfigError::Invalid(format!("query.memory_limit: {e}")))?;
         }
         self.distributed.health_interval()?;
+        self.query.timeout()?;
+        self.query.max_result_bytes()?;
         match self.distributed.role {
             crate::distributed::Role::Coordinator => {
                 crate::distributed::workers::parse_urls(&self.distributed.workers)?;

@@ -47,6 +47,28 @@ pub struct InvalidSetting {
     pub source: DataFusionError,
 }
 
+/// A limit of `[query]` a query ran into (`flight/execution.rs`).
+#[derive(Debug, thiserror::Error)]
+pub enum LimitExceeded {
+    /// It ran longer than `query.timeout` (planning, execution and streaming to the client).
+    #[error("query exceeded query.timeout of {}; it was stopped", humane(.0))]
+    Timeout(std::time::Duration),
+    /// Its result grew past `query.max_result_bytes` (Arrow bytes sent).
+    #[error("query result exceeded query.max_result_bytes of {0} bytes; it was stopped")]
+    ResultSize(u64),
+}
+
+/// `d` as a person writes it: `30s`, `1.5s`, `250ms`.
+fn humane(d: &std::time::Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else if d.as_secs() == 0 {
+        format!("{}ms", d.as_millis())
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
+    }
+}
+
 /// `text` with every run of whitespace (newlines included) made one space.
 pub fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")

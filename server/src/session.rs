@@ -8,6 +8,7 @@
 use std::sync::Arc;
 
 use datafusion::common::{DataFusionError, Result, plan_err};
+use datafusion::execution::memory_pool::{FairSpillPool, TrackConsumersPool};
 use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion::execution::{SendableRecordBatchStream, SessionStateBuilder};
 use datafusion::logical_expr::LogicalPlan;
@@ -61,8 +62,17 @@ impl Engine {
         let default_catalog = config.effective_default_catalog()?;
         let mut runtime = RuntimeEnvBuilder::new();
         if let Some(limit) = &config.query.memory_limit {
+            // A fair spill pool: operators that can spill (sorts, aggregates, sort-merge joins)
+            // share what the others leave evenly and spill beyond their share, so concurrent
+            // queries each progress; the five largest consumers are named when one fails.
             let bytes = iceflight_catalog::load::parse_size(limit)?;
-            runtime = runtime.with_memory_limit(bytes, 1.0);
+            runtime = runtime.with_memory_pool(Arc::new(TrackConsumersPool::new(
+                FairSpillPool::new(bytes),
+                std::num::NonZeroUsize::new(5).expect("5 > 0"),
+            )));
+        }
+        if let Some(dir) = &config.query.spill_dir {
+            runtime = runtime.with_temp_file_path(crate::config::absolute(dir));
         }
         let runtime = runtime
             .build_arc()

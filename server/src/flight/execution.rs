@@ -2,8 +2,9 @@
 //! running queries that `CancelFlightInfo` and the status action read.
 //!
 //! ```text
-//!   Planned::Query ─► slot (≤ max_concurrent_queries, else wait ≤ queue_timeout)
-//!                  ─► query runtime: physical plan ─► stream ─► bounded channel ─► results::encode
+//!   Planned::Query ─► slots (≤ max_queries_per_user, ≤ max_concurrent_queries; else wait ≤
+//!                     queue_timeout) ─► query runtime: physical plan ─► stream ─► bounded channel
+//!                  ─► (≤ max_result_bytes) ─► results::encode; all within query.timeout
 //!                     registered under (token, ticket) until the response stream ends
 //!   Planned::StateChange ─► SessionContext::execute_logical_plan ─► collected, no rows
 //! ```
@@ -12,6 +13,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use arrow::array::RecordBatch;
+use datafusion::common::DataFusionError;
 use datafusion::logical_expr::{LogicalPlan, Statement};
 use futures::StreamExt;
 use tokio::sync::Semaphore;
@@ -23,28 +26,44 @@ use super::results::{self, FlightDataStream, QueryLog, flight_schema};
 use super::sessions::Session;
 use super::status::to_status;
 use crate::distributed::channels::{WorkerFailures, fail_fast};
-use crate::message::InvalidSetting;
+use crate::message::{InvalidSetting, LimitExceeded};
 
 /// Running queries by (session token, ticket bytes).
 type Registry = Mutex<HashMap<(String, Vec<u8>), tokio::task::AbortHandle>>;
+
+/// The bounds queries run under (`[server]` and `[query]`).
+#[derive(Debug, Clone, Default)]
+pub struct Limits {
+    /// Queries running at once (≥ 1).
+    pub max_concurrent_queries: usize,
+    /// Queries of one user running at once; 0: no per-user bound.
+    pub max_queries_per_user: usize,
+    /// How long a query waits for its slots before `ResourceExhausted`.
+    pub queue_timeout: Duration,
+    /// `query.timeout`: longest a query runs, start to last row sent.
+    pub timeout: Option<Duration>,
+    /// `query.max_result_bytes`: largest result, in Arrow bytes.
+    pub max_result_bytes: Option<u64>,
+}
 
 /// Runs planned statements (module docs). One per service.
 #[derive(Debug)]
 pub struct Execution {
     slots: Arc<Semaphore>,
-    max_concurrent_queries: usize,
-    queue_timeout: Duration,
+    limits: Limits,
+    /// Per-user slots (`max_queries_per_user`), by user name.
+    user_slots: Mutex<HashMap<String, Arc<Semaphore>>>,
     running: Arc<Registry>,
 }
 
 impl Execution {
-    /// At most `max_concurrent_queries` (≥ 1) run at once; the rest wait up to `queue_timeout`.
-    pub fn new(max_concurrent_queries: usize, queue_timeout: Duration) -> Self {
-        let max = max_concurrent_queries.max(1);
+    /// Queries run under `limits`: the rest wait up to its queue timeout.
+    pub fn new(mut limits: Limits) -> Self {
+        limits.max_concurrent_queries = limits.max_concurrent_queries.max(1);
         Self {
-            slots: Arc::new(Semaphore::new(max)),
-            max_concurrent_queries: max,
-            queue_timeout,
+            slots: Arc::new(Semaphore::new(limits.max_concurrent_queries)),
+            limits,
+            user_slots: Mutex::default(),
             running: Arc::default(),
         }
     }
@@ -67,13 +86,39 @@ impl Execution {
         cancelled
     }
 
-    async fn acquire_slot(&self) -> Result<tokio::sync::OwnedSemaphorePermit, Status> {
+    /// A slot of `user` (when users are bounded) and then one of the server, both within
+    /// the queue timeout.
+    async fn acquire_slots(&self, user: &str) -> Result<Slots, Status> {
+        let deadline = tokio::time::Instant::now() + self.limits.queue_timeout;
+        let user_slot = match self.limits.max_queries_per_user {
+            0 => None,
+            max => {
+                let slots = Arc::clone(
+                    self.user_slots
+                        .lock()
+                        .expect("user slots")
+                        .entry(user.to_string())
+                        .or_insert_with(|| Arc::new(Semaphore::new(max))),
+                );
+                match tokio::time::timeout_at(deadline, slots.acquire_owned()).await {
+                    Ok(Ok(permit)) => Some(permit),
+                    _ => {
+                        return Err(Status::resource_exhausted(format!(
+                            "too many concurrent queries of user {user} (max {max}); retry later"
+                        )));
+                    }
+                }
+            }
+        };
         let wait = Arc::clone(&self.slots).acquire_owned();
-        match tokio::time::timeout(self.queue_timeout, wait).await {
-            Ok(Ok(permit)) => Ok(permit),
+        match tokio::time::timeout_at(deadline, wait).await {
+            Ok(Ok(permit)) => Ok(Slots {
+                _server: permit,
+                _user: user_slot,
+            }),
             _ => Err(Status::resource_exhausted(format!(
                 "too many concurrent queries (max {}); retry later",
-                self.max_concurrent_queries
+                self.limits.max_concurrent_queries
             ))),
         }
     }
@@ -93,8 +138,10 @@ impl Execution {
         plan: LogicalPlan,
         sql: &str,
     ) -> Result<FlightDataStream, Status> {
-        let permit = self.acquire_slot().await?;
+        let permit = self.acquire_slots(&session.user).await?;
         let log = QueryLog::start(&session.user, sql);
+        let (timeout, max_bytes) = (self.limits.timeout, self.limits.max_result_bytes);
+        let started = std::time::Instant::now();
         // Batches go out under the schema GetFlightInfo announced (the logical plan's), which
         // clients compare field by field, nullability included.
         let announced = flight_schema(&Arc::new(plan.schema().as_arrow().clone()));
@@ -106,31 +153,40 @@ impl Execution {
         let task = query_runtime().spawn({
             let failures = Arc::clone(&failures);
             async move {
-                let state = ctx.state();
-                let stream = async {
-                    let physical = state
-                        .query_planner()
-                        .create_physical_plan(&plan, &state)
-                        .await?;
-                    let config = state.config().clone().with_extension(failures);
-                    let task_ctx = TaskContext::from(&state).with_session_config(config);
-                    datafusion::physical_plan::execute_stream(physical, Arc::new(task_ctx))
-                }
-                .await;
-                let mut stream = match stream {
-                    Ok(s) => {
-                        let _ = schema_tx.send(Ok(s.schema()));
-                        s
+                let work = async {
+                    let state = ctx.state();
+                    let stream = async {
+                        let physical = state
+                            .query_planner()
+                            .create_physical_plan(&plan, &state)
+                            .await?;
+                        let config = state.config().clone().with_extension(failures);
+                        let task_ctx = TaskContext::from(&state).with_session_config(config);
+                        datafusion::physical_plan::execute_stream(physical, Arc::new(task_ctx))
                     }
-                    Err(e) => {
-                        let _ = schema_tx.send(Err(e));
-                        return;
+                    .await;
+                    let mut stream = match stream {
+                        Ok(s) => {
+                            let _ = schema_tx.send(Ok(s.schema()));
+                            s
+                        }
+                        Err(e) => {
+                            let _ = schema_tx.send(Err(e));
+                            return;
+                        }
+                    };
+                    while let Some(batch) = stream.next().await {
+                        if batches_tx.send(batch).await.is_err() {
+                            break; // the client went away or the query was cancelled
+                        }
                     }
                 };
-                while let Some(batch) = stream.next().await {
-                    if batches_tx.send(batch).await.is_err() {
-                        break; // the client went away or the query was cancelled
-                    }
+                let Some(limit) = timeout else {
+                    return work.await;
+                };
+                if tokio::time::timeout(limit, work).await.is_err() {
+                    let e = DataFusionError::External(Box::new(LimitExceeded::Timeout(limit)));
+                    let _ = batches_tx.send(Err(e)).await;
                 }
             }
         });
@@ -138,6 +194,13 @@ impl Execution {
             Ok(Ok(schema)) => schema,
             Ok(Err(e)) => {
                 let status = to_status(e);
+                log.fail(&status);
+                return Err(status);
+            }
+            // The timeout ended the task while it was still planning.
+            Err(_) if timeout.is_some_and(|t| started.elapsed() >= t) => {
+                let limit = LimitExceeded::Timeout(timeout.unwrap_or_default());
+                let status = to_status(DataFusionError::External(Box::new(limit)));
                 log.fail(&status);
                 return Err(status);
             }
@@ -162,6 +225,10 @@ impl Execution {
             tokio_stream::wrappers::ReceiverStream::new(batches_rx).boxed(),
             failures,
         );
+        let batches = match max_bytes {
+            None => batches,
+            Some(max) => capped(batches, max),
+        };
         let input = Box::pin(
             datafusion::physical_plan::stream::RecordBatchStreamAdapter::new(schema, batches),
         );
@@ -215,13 +282,46 @@ impl Execution {
     }
 }
 
-/// Unregisters a running query, stops its task and releases its concurrency slot when its
+/// `batches` ended by a [`LimitExceeded::ResultSize`] error once their Arrow bytes pass `max`
+/// (the batch that passes it is not sent).
+fn capped(
+    batches: futures::stream::BoxStream<'static, datafusion::common::Result<RecordBatch>>,
+    max: u64,
+) -> futures::stream::BoxStream<'static, datafusion::common::Result<RecordBatch>> {
+    batches
+        .scan((0u64, false), move |(sent, over), batch| {
+            let next = match batch {
+                _ if *over => None,
+                Ok(b) => {
+                    *sent += b.get_array_memory_size() as u64;
+                    *over = *sent > max;
+                    Some(match *over {
+                        true => Err(DataFusionError::External(Box::new(
+                            LimitExceeded::ResultSize(max),
+                        ))),
+                        false => Ok(b),
+                    })
+                }
+                Err(e) => Some(Err(e)),
+            };
+            futures::future::ready(next)
+        })
+        .boxed()
+}
+
+/// The concurrency slots a query holds while it runs: the server's and its user's.
+struct Slots {
+    _server: tokio::sync::OwnedSemaphorePermit,
+    _user: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+/// Unregisters a running query, stops its task and releases its concurrency slots when its
 /// response stream ends or is dropped.
 struct RunningGuard {
     running: Arc<Registry>,
     key: (String, Vec<u8>),
     task: tokio::task::AbortHandle,
-    _permit: tokio::sync::OwnedSemaphorePermit,
+    _permit: Slots,
 }
 
 impl Drop for RunningGuard {

@@ -74,8 +74,17 @@ pub async fn serve(
     ));
     let options = ServiceOptions {
         auth_required: server.auth_required(),
-        max_concurrent_queries: server.max_concurrent_queries.max(1),
-        queue_timeout: Duration::from_secs(server.queue_timeout_secs),
+        limits: execution::Limits {
+            max_concurrent_queries: server.max_concurrent_queries.max(1),
+            max_queries_per_user: server.max_queries_per_user,
+            queue_timeout: Duration::from_secs(server.queue_timeout_secs),
+            timeout: engine.config().query.timeout().map_err(|e| e.to_string())?,
+            max_result_bytes: engine
+                .config()
+                .query
+                .max_result_bytes()
+                .map_err(|e| e.to_string())?,
+        },
         max_failed_logins: server.max_failed_logins,
         login_lockout: Duration::from_secs(server.login_lockout_secs),
     };

@@ -41,7 +41,7 @@ use tonic::metadata::MetadataValue;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::auth::{Users, parse_basic, parse_bearer};
-use super::execution::Execution;
+use super::execution::{Execution, Limits};
 use super::ingest;
 use super::login_throttle::LoginThrottle;
 use super::metadata;
@@ -68,10 +68,8 @@ const MAX_PARAMETER_ROWS: usize = 1;
 pub struct ServiceOptions {
     /// Require a login (false only when the config says `auth = "none"`).
     pub auth_required: bool,
-    /// Queries running at once; more wait up to `queue_timeout`, then fail `ResourceExhausted`.
-    pub max_concurrent_queries: usize,
-    /// How long a query waits for a slot.
-    pub queue_timeout: Duration,
+    /// Concurrency, queueing, timeout and result-size bounds of queries.
+    pub limits: Limits,
     /// Failed logins that lock a user name (4 × that a peer address); 0: no throttling.
     pub max_failed_logins: u32,
     /// How long a locked user name or peer is refused.
@@ -118,7 +116,7 @@ impl IceflightService {
                 sessions,
                 auth_required: options.auth_required,
                 anonymous: Arc::new(Session::new("anonymous".into(), ctx)),
-                execution: Execution::new(options.max_concurrent_queries, options.queue_timeout),
+                execution: Execution::new(options.limits),
             }),
         })
     }

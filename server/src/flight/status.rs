@@ -9,14 +9,15 @@
 //! | a table or catalog a worker does not have (an I/O `NotFound`, `catalog/src/lib.rs`) | `NotFound` |
 //! | catalog refused our credentials | `Unauthenticated` |
 //! | a statement not supported yet (`DELETE`, `UPDATE`, `INSERT OVERWRITE`) | `Unimplemented` |
-//! | memory limit | `ResourceExhausted` |
+//! | memory limit, too many queries, `query.max_result_bytes` | `ResourceExhausted` |
+//! | `query.timeout` | `DeadlineExceeded` |
 //! | anything else | `Internal`, with a log id also written to the server log |
 
 use datafusion::common::DataFusionError;
 use iceflight_catalog::CatalogError;
 use tonic::Status;
 
-use crate::message::message;
+use crate::message::{LimitExceeded, message};
 
 /// Converts a DataFusion error (possibly wrapping catalog errors) to a status whose message is
 /// [`message`]'s one line.
@@ -32,6 +33,15 @@ pub fn to_status(e: DataFusionError) -> Status {
             CatalogError::AlreadyExists(_) => Status::already_exists(message(&e)),
             CatalogError::Config(_) => Status::invalid_argument(message(&e)),
             other => internal(other),
+        };
+    }
+
+    if let DataFusionError::External(inner) = root
+        && let Some(limit) = inner.downcast_ref::<LimitExceeded>()
+    {
+        return match limit {
+            LimitExceeded::Timeout(_) => Status::deadline_exceeded(message(&e)),
+            LimitExceeded::ResultSize(_) => Status::resource_exhausted(message(&e)),
         };
     }
 

@@ -1,0 +1,203 @@
+//! Limits of queries, through the Flight SQL service and the engine:
+//! - `query.memory_limit` with spill: a sort, an aggregate and a sort-merge join larger than the
+//!   pool finish with the rows an unlimited engine gives, and say they spilled;
+//! - `query.timeout`: a long query is stopped with `DeadlineExceeded`, the server keeps serving
+//!   and nothing stays registered as running;
+//! - `query.max_result_bytes`: a large result ends in `ResourceExhausted`, a small one passes;
+//! - `server.max_queries_per_user`: a user's second query waits, then fails, while another
+//!   user's runs.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use arrow_flight::sql::client::FlightSqlServiceClient;
+use futures::TryStreamExt;
+use iceflight::config::Config;
+use iceflight::flight;
+use iceflight::session::Engine;
+use tonic::transport::Channel;
+
+/// An engine on TPC-H SF 0.01 (namespace `tpch`) in `dir`, configured by `tune`.
+async fn engine(dir: &std::path::Path, tune: impl FnOnce(&mut Config)) -> Engine {
+    let mut config = Config {
+        data_dir: dir.to_path_buf(),
+        default_schema: Some("tpch".into()),
+        ..Config::default()
+    };
+    config.query.target_partitions = 2;
+    tune(&mut config);
+    let engine = Engine::connect(config).await.unwrap();
+    if engine.catalogs().get("local").is_ok() {
+        let listed = common::statement_rows(
+            &engine.session(None, None, &[]).unwrap(),
+            "SELECT 1 FROM information_schema.tables WHERE table_name = 'lineitem'",
+        )
+        .await
+        .unwrap_or_default();
+        if listed.is_empty() {
+            common::load_tpch_local(&engine, 0.01).await;
+        }
+    }
+    engine
+}
+
+/// The spill files written by every operator of `plan`.
+fn spills(plan: &Arc<dyn datafusion::physical_plan::ExecutionPlan>) -> usize {
+    let own = plan.metrics().and_then(|m| m.spill_count()).unwrap_or(0);
+    own + plan.children().iter().map(|c| spills(c)).sum::<usize>()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operators_larger_than_the_pool_spill_and_finish() {
+    let dir = tempfile::tempdir().unwrap();
+    let free = engine(dir.path(), |_| {}).await;
+    let spill = tempfile::tempdir().unwrap();
+    let spill_dir = spill.path().to_path_buf();
+    let bounded = engine(dir.path(), |c| {
+        c.query.memory_limit = Some("2MiB".into());
+        c.query.target_partitions = 1;
+        c.query.spill_dir = Some(spill_dir);
+    })
+    .await;
+    let free = free.session(None, None, &[]).unwrap();
+    let bounded = bounded
+        .session(
+            None,
+            None,
+            &[(
+                "datafusion.optimizer.prefer_hash_join".into(),
+                "false".into(),
+            )],
+        )
+        .unwrap();
+    // DataFusion holds 10 MB back per sort for merging its spill files by default, more than
+    // this whole pool.
+    common::statement_ok(
+        &bounded,
+        "SET datafusion.execution.sort_spill_reservation_bytes = 65536",
+    )
+    .await;
+    // Small batches: merging the spill files holds one batch of each.
+    common::statement_ok(&bounded, "SET datafusion.execution.batch_size = 1024").await;
+    for sql in [
+        "SELECT * FROM lineitem ORDER BY l_comment, l_orderkey, l_linenumber",
+        "SELECT l_orderkey, l_partkey, count(*), sum(l_quantity) FROM lineitem GROUP BY 1, 2 ORDER BY 1, 2",
+        "SELECT o_orderkey, o_comment, l_linenumber, l_comment FROM orders JOIN lineitem ON o_orderkey = l_orderkey ORDER BY 1, 3",
+    ] {
+        let want = common::execute(&free, sql).await.unwrap();
+        let got = common::execute(&bounded, sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+        assert_eq!(
+            common::rows(&got.batches),
+            common::rows(&want.batches),
+            "{sql}"
+        );
+        assert!(
+            spills(&got.plan) > 0,
+            "{sql} did not spill under the 2 MiB pool"
+        );
+    }
+}
+
+/// A Flight SQL server on `engine` with users alice and bob; its address.
+async fn serve(engine: Engine) -> std::net::SocketAddr {
+    let users = flight::users(
+        &engine.config().server,
+        &["alice:secret".to_string(), "bob:secret".to_string()],
+    )
+    .unwrap();
+    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(flight::serve(
+        engine,
+        users,
+        "127.0.0.1:0".parse().unwrap(),
+        std::future::pending(),
+        move |a| {
+            let _ = ready_tx.send(a);
+        },
+    ));
+    ready_rx.await.unwrap()
+}
+
+async fn client(addr: std::net::SocketAddr, user: &str) -> FlightSqlServiceClient<Channel> {
+    let channel = Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut client = FlightSqlServiceClient::new(channel);
+    client.handshake(user, "secret").await.unwrap();
+    client
+}
+
+/// Runs `sql` to its end: the row count, or the error's text.
+async fn run(client: &mut FlightSqlServiceClient<Channel>, sql: &str) -> Result<usize, String> {
+    let info = client
+        .execute(sql.to_string(), None)
+        .await
+        .map_err(|e| e.to_string())?;
+    let ticket = info.endpoint[0].ticket.clone().unwrap();
+    let batches: Vec<arrow::array::RecordBatch> = client
+        .do_get(ticket)
+        .await
+        .map_err(|e| e.to_string())?
+        .try_collect()
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(batches.iter().map(|b| b.num_rows()).sum())
+}
+
+/// A query that runs for hours, a batch at a time.
+const ENDLESS: &str = "SELECT sum(value) FROM generate_series(1, 1000000000000)";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timeout_result_cap_and_per_user_slots() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path(), |c| {
+        c.query.timeout = Some("3s".into());
+        c.query.max_result_bytes = Some("1MiB".into());
+        c.server.max_queries_per_user = 1;
+        c.server.queue_timeout_secs = 1;
+    })
+    .await;
+    let addr = serve(engine).await;
+    let mut alice = client(addr, "alice").await;
+
+    let started = std::time::Instant::now();
+    let e = run(&mut alice, ENDLESS).await.unwrap_err();
+    assert!(
+        e.contains("query exceeded query.timeout of 3s; it was stopped"),
+        "{e}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(run(&mut alice, "SELECT 1").await, Ok(1));
+
+    let e = run(&mut alice, "SELECT * FROM lineitem").await.unwrap_err();
+    assert!(
+        e.contains("query result exceeded query.max_result_bytes of 1048576 bytes"),
+        "{e}"
+    );
+    assert_eq!(run(&mut alice, "SELECT * FROM nation").await, Ok(25));
+
+    // alice's open stream holds her only slot: her next query waits out the queue timeout;
+    // bob's runs.
+    let info = alice.execute(ENDLESS.to_string(), None).await.unwrap();
+    let ticket = info.endpoint[0].ticket.clone().unwrap();
+    let held = alice.do_get(ticket).await;
+    let mut alice2 = client(addr, "alice").await;
+    let e = run(&mut alice2, "SELECT 1").await.unwrap_err();
+    assert!(
+        e.contains("too many concurrent queries of user alice (max 1)"),
+        "{e}"
+    );
+    let mut bob = client(addr, "bob").await;
+    assert_eq!(run(&mut bob, "SELECT 1").await, Ok(1));
+    drop(held);
+}
