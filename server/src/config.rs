@@ -257,6 +257,9 @@ pub struct ServerConfig {
     pub max_failed_logins: u32,
     /// Seconds a locked user name or peer address is refused.
     pub login_lockout_secs: u64,
+    /// Address of the Prometheus `/metrics` listener (`metrics.rs`), e.g. `"127.0.0.1:9464"`;
+    /// absent: none.
+    pub metrics_listen: Option<String>,
     /// Queries one user may run at once (within `max_concurrent_queries`); more wait in the
     /// queue like any query. 0: no per-user bound.
     pub max_queries_per_user: usize,
@@ -298,6 +301,7 @@ impl Default for ServerConfig {
             max_failed_logins: 5,
             login_lockout_secs: 60,
             max_queries_per_user: 0,
+            metrics_listen: None,
         }
     }
 }

@@ -42,6 +42,8 @@ pub struct Engine {
     caches: Arc<ScanCaches>,
     /// On a coordinator or worker: what every session adds for datafusion-distributed.
     cluster: Option<Cluster>,
+    /// The queries run through Flight SQL (`system.runtime.queries`, `/metrics`).
+    history: Arc<crate::query_history::QueryHistory>,
 }
 
 /// Why an [`Engine`] could not start.
@@ -135,7 +137,13 @@ impl Engine {
             runtime,
             caches,
             cluster,
+            history: Arc::default(),
         })
+    }
+
+    /// The queries run through Flight SQL on this engine.
+    pub fn history(&self) -> &Arc<crate::query_history::QueryHistory> {
+        &self.history
     }
 
     /// The engine's caches (`system.runtime.cache` shows them).
@@ -206,7 +214,8 @@ impl Engine {
             .with_target_partitions(target_partitions)
             .with_batch_size(self.config.query.batch_size.max(1));
         let mut rules = engine_physical_optimizer_rules();
-        let mut config = iceflight_scan::register(config, Arc::clone(&self.caches), &mut rules);
+        let mut config = iceflight_scan::register(config, Arc::clone(&self.caches), &mut rules)
+            .with_extension(Arc::clone(&self.history));
         if let Some(cluster) = &self.cluster {
             config = cluster.coordinator_config(config);
         }
@@ -236,7 +245,12 @@ impl Engine {
         let ctx = SessionContext::new_with_state(state);
         self.catalogs.register(&ctx);
         if !self.catalogs.names().contains(&crate::system::CATALOG) {
-            crate::system::register(&ctx, Arc::clone(&self.caches), self.catalogs.clone());
+            crate::system::register(
+                &ctx,
+                Arc::clone(&self.caches),
+                self.catalogs.clone(),
+                Arc::clone(&self.history),
+            );
         }
         ctx.register_udf(datafusion::logical_expr::ScalarUDF::new_from_impl(
             crate::invalidate::InvalidateCache::new(

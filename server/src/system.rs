@@ -11,14 +11,20 @@
 //!     hits, misses, evictions                            since the engine started
 //!     hit_bytes, miss_bytes, remote_requests, remote_bytes   the block cache's traffic (hit_bytes
 //!                                                            for disk too; NULL for footers)
+//!
+//!   system.runtime.queries ──► one row per query run over Flight SQL: the running ones and the
+//!     last 1000 finished (`query_history.rs`)
+//!     query_id, state ('RUNNING' | 'FINISHED' | 'FAILED' | 'CANCELLED'), user, query (its SQL,
+//!     at most 200 characters), created (start, UTC), duration_ms (so far when running), rows
+//!     and bytes (Arrow) sent, error (the gRPC code and message of a failed one)
 //! ```
 //!
 //! A configured catalog called `system` wins: the engine then registers none.
 
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, RecordBatch, StringArray, UInt64Array};
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::array::{ArrayRef, RecordBatch, StringArray, TimestampMillisecondArray, UInt64Array};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use async_trait::async_trait;
 use datafusion::catalog::{CatalogProvider, SchemaProvider, TableProvider};
 use datafusion::catalog::{MemoryCatalogProvider, MemorySchemaProvider, Session};
@@ -31,14 +37,23 @@ use datafusion::prelude::SessionContext;
 use iceflight_catalog::Catalogs;
 use iceflight_scan::caches::ScanCaches;
 
+use crate::query_history::{QueryHistory, QueryRecord};
+
 /// The catalog's name.
 pub const CATALOG: &str = "system";
 
-/// Registers `system.runtime.cache` over `caches` and the table caches of `catalogs` with `ctx`.
-pub fn register(ctx: &SessionContext, caches: Arc<ScanCaches>, catalogs: Catalogs) {
+/// Registers `system.runtime.cache` over `caches` and the table caches of `catalogs`, and
+/// `system.runtime.queries` over `history`, with `ctx`.
+pub fn register(
+    ctx: &SessionContext,
+    caches: Arc<ScanCaches>,
+    catalogs: Catalogs,
+    history: Arc<QueryHistory>,
+) {
     let runtime = MemorySchemaProvider::new();
-    // A fresh schema provider has no table of this name, so registering cannot fail.
+    // A fresh schema provider has no table of these names, so registering cannot fail.
     let _ = runtime.register_table("cache".into(), Arc::new(CacheTable { caches, catalogs }));
+    let _ = runtime.register_table("queries".into(), Arc::new(QueriesTable { history }));
     let catalog = MemoryCatalogProvider::new();
     let _ = catalog.register_schema("runtime", Arc::new(runtime));
     ctx.register_catalog(CATALOG, Arc::new(catalog));
@@ -159,6 +174,90 @@ impl TableProvider for CacheTable {
         Ok(MemorySourceConfig::try_new_exec(
             &[vec![self.batch()?]],
             schema(),
+            projection.cloned(),
+        )?)
+    }
+}
+
+/// `system.runtime.queries` (module docs).
+#[derive(Debug)]
+struct QueriesTable {
+    history: Arc<QueryHistory>,
+}
+
+fn queries_schema() -> SchemaRef {
+    let utc = DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into()));
+    Arc::new(Schema::new(vec![
+        Field::new("query_id", DataType::Utf8, false),
+        Field::new("state", DataType::Utf8, false),
+        Field::new("user", DataType::Utf8, false),
+        Field::new("query", DataType::Utf8, false),
+        Field::new("created", utc, false),
+        Field::new("duration_ms", DataType::UInt64, false),
+        Field::new("rows", DataType::UInt64, false),
+        Field::new("bytes", DataType::UInt64, false),
+        Field::new("error", DataType::Utf8, true),
+    ]))
+}
+
+impl QueriesTable {
+    fn batch(&self) -> Result<RecordBatch> {
+        let records = self.history.records();
+        let text = |f: &dyn Fn(&QueryRecord) -> String| -> ArrayRef {
+            Arc::new(StringArray::from(records.iter().map(f).collect::<Vec<_>>()))
+        };
+        let number = |f: &dyn Fn(&QueryRecord) -> u64| -> ArrayRef {
+            Arc::new(UInt64Array::from(records.iter().map(f).collect::<Vec<_>>()))
+        };
+        let created = TimestampMillisecondArray::from(
+            records
+                .iter()
+                .map(|r| {
+                    r.created
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map(|d| d.as_millis() as i64)
+                        .unwrap_or(0)
+                })
+                .collect::<Vec<_>>(),
+        )
+        .with_timezone("UTC");
+        let columns: Vec<ArrayRef> = vec![
+            text(&|r| r.id.clone()),
+            text(&|r| r.state.name().to_string()),
+            text(&|r| r.user.clone()),
+            text(&|r| r.query.clone()),
+            Arc::new(created),
+            number(&|r| r.duration.as_millis() as u64),
+            number(&|r| r.rows),
+            number(&|r| r.bytes),
+            Arc::new(StringArray::from(
+                records.iter().map(|r| r.error.clone()).collect::<Vec<_>>(),
+            )),
+        ];
+        Ok(RecordBatch::try_new(queries_schema(), columns)?)
+    }
+}
+
+#[async_trait]
+impl TableProvider for QueriesTable {
+    fn schema(&self) -> SchemaRef {
+        queries_schema()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::View
+    }
+
+    async fn scan(
+        &self,
+        _state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        _filters: &[Expr],
+        _limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        Ok(MemorySourceConfig::try_new_exec(
+            &[vec![self.batch()?]],
+            queries_schema(),
             projection.cloned(),
         )?)
     }

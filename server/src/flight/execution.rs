@@ -139,7 +139,7 @@ impl Execution {
         sql: &str,
     ) -> Result<FlightDataStream, Status> {
         let permit = self.acquire_slots(&session.user).await?;
-        let log = QueryLog::start(&session.user, sql);
+        let log = QueryLog::start(session.history(), &session.user, sql);
         let (timeout, max_bytes) = (self.limits.timeout, self.limits.max_result_bytes);
         let started = std::time::Instant::now();
         // Batches go out under the schema GetFlightInfo announced (the logical plan's), which
@@ -244,7 +244,7 @@ impl Execution {
         plan: LogicalPlan,
         sql: &str,
     ) -> Result<i64, Status> {
-        let log = QueryLog::start(&session.user, sql);
+        let log = QueryLog::start(session.history(), &session.user, sql);
         // A SET that fails names a setting that does not exist or a value it does not take:
         // bad input, whatever error the setting's parser gave (DataFusion's numeric settings
         // fail with the standard library's parse errors).

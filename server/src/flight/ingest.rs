@@ -55,7 +55,7 @@ pub async fn ingest(
     data: PeekableFlightDataStream,
 ) -> Result<i64, Status> {
     let label = format!("INGEST INTO {}", command.table);
-    let log = QueryLog::start(&session.user, &label);
+    let log = QueryLog::start(session.history(), &session.user, &label);
     let result = run(session, catalogs, command, data).await;
     log.finish();
     result.inspect_err(|status| log.fail(status))

@@ -88,6 +88,14 @@ pub async fn serve(
         max_failed_logins: server.max_failed_logins,
         login_lockout: Duration::from_secs(server.login_lockout_secs),
     };
+    if let Some(listen) = &server.metrics_listen {
+        let addr: SocketAddr = listen
+            .parse()
+            .map_err(|e| format!("server.metrics_listen {listen}: {e}"))?;
+        let registry = crate::metrics::registry(&engine, Arc::clone(&sessions));
+        let bound = crate::metrics::serve(addr, registry).await?;
+        tracing::info!(address = %bound, "metrics listening on /metrics");
+    }
     let service = IceflightService::try_new(engine, users, Arc::clone(&sessions), options)
         .map_err(|s| s.message().to_string())?;
     let listener = tokio::net::TcpListener::bind(addr)
@@ -116,11 +124,18 @@ pub async fn serve(
     let reloader = tls.as_ref().map(|t| reload_on_sighup(Arc::clone(&t.cert)));
     tracing::info!(address = %bound, tls = tls.is_some(), "Flight SQL server listening");
     on_ready(bound);
-    let router = tonic::transport::Server::builder().add_service(
-        FlightServiceServer::new(service)
-            .max_decoding_message_size(64 * 1024 * 1024)
-            .max_encoding_message_size(64 * 1024 * 1024),
-    );
+    // grpc.health.v1 beside Flight SQL: SERVING while the server runs.
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health
+        .set_serving::<FlightServiceServer<IceflightService>>()
+        .await;
+    let router = tonic::transport::Server::builder()
+        .add_service(health_service)
+        .add_service(
+            FlightServiceServer::new(service)
+                .max_decoding_message_size(64 * 1024 * 1024)
+                .max_encoding_message_size(64 * 1024 * 1024),
+        );
     let result = match tls {
         // TCP_NODELAY: small responses (SELECT 1, metadata) must not wait for delayed ACKs.
         None => {

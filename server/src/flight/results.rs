@@ -16,6 +16,8 @@ use datafusion::execution::SendableRecordBatchStream;
 use futures::{Stream, StreamExt, TryStreamExt};
 use tonic::Status;
 
+use crate::query_history::{QueryHistory, QueryState};
+
 /// A Flight `DoGet` stream.
 pub type FlightDataStream =
     std::pin::Pin<Box<dyn Stream<Item = Result<arrow_flight::FlightData, Status>> + Send>>;
@@ -84,12 +86,14 @@ pub struct QueryLog {
     /// The status message of the failure, once the query failed.
     failed: std::sync::OnceLock<String>,
     finished: std::sync::atomic::AtomicBool,
+    /// Where the query is listed while it runs and after (`system.runtime.queries`).
+    history: Option<Arc<QueryHistory>>,
 }
 
 impl QueryLog {
-    /// Starts timing a query.
-    pub fn start(user: &str, what: &str) -> Arc<Self> {
-        Arc::new(Self {
+    /// Starts timing a query, listed in `history` until it ends.
+    pub fn start(history: Option<Arc<QueryHistory>>, user: &str, what: &str) -> Arc<Self> {
+        let log = Self {
             id: uuid::Uuid::new_v4().simple().to_string(),
             user: user.to_string(),
             what: what.chars().take(200).collect(),
@@ -98,7 +102,12 @@ impl QueryLog {
             bytes: AtomicU64::new(0),
             failed: Default::default(),
             finished: Default::default(),
-        })
+            history,
+        };
+        if let Some(h) = &log.history {
+            h.started(&log.id, &log.user, &log.what);
+        }
+        Arc::new(log)
     }
 
     /// Marks the query failed with the status it ends with (logged at the end, with its message;
@@ -115,12 +124,20 @@ impl QueryLog {
     }
 
     fn status(&self) -> &'static str {
+        match self.state() {
+            QueryState::Failed => "error",
+            QueryState::Finished => "ok",
+            _ => "cancelled",
+        }
+    }
+
+    fn state(&self) -> QueryState {
         if self.failed.get().is_some() {
-            "error"
+            QueryState::Failed
         } else if self.finished.load(Ordering::Relaxed) {
-            "ok"
+            QueryState::Finished
         } else {
-            "cancelled"
+            QueryState::Cancelled
         }
     }
 }
@@ -134,6 +151,16 @@ impl Drop for QueryLog {
             self.rows.load(Ordering::Relaxed),
             self.bytes.load(Ordering::Relaxed),
         );
+        if let Some(h) = &self.history {
+            h.ended(
+                &self.id,
+                self.state(),
+                self.started.elapsed(),
+                rows,
+                bytes,
+                self.failed.get().cloned(),
+            );
+        }
         match self.failed.get() {
             Some(error) => tracing::warn!(
                 query_id = %self.id,
@@ -245,7 +272,7 @@ mod tests {
 
     #[tokio::test]
     async fn encoded_stream_logs_ok_only_when_drained() {
-        let log = QueryLog::start("u", "SELECT x");
+        let log = QueryLog::start(None, "u", "SELECT x");
         let input = two_batches();
         let schema = input.schema();
         let stream = encode(input, schema, Arc::clone(&log), ());
@@ -255,7 +282,7 @@ mod tests {
         assert_eq!(log.rows.load(std::sync::atomic::Ordering::Relaxed), 4);
 
         // A client that stops after the first message leaves the query cancelled.
-        let log = QueryLog::start("u", "SELECT x");
+        let log = QueryLog::start(None, "u", "SELECT x");
         let input = two_batches();
         let schema = input.schema();
         let mut stream = encode(input, schema, Arc::clone(&log), ());
@@ -266,7 +293,7 @@ mod tests {
 
     #[test]
     fn log_status() {
-        let log = QueryLog::start("u", "SELECT 1");
+        let log = QueryLog::start(None, "u", "SELECT 1");
         assert_eq!(log.status(), "cancelled", "dropped before the end");
         log.finish();
         assert_eq!(log.status(), "ok");

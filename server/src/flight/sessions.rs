@@ -81,6 +81,15 @@ impl std::fmt::Debug for Session {
 
 impl Session {
     /// A new session for `user`.
+    /// The engine's query history, which every session's configuration carries.
+    pub fn history(&self) -> Option<Arc<crate::query_history::QueryHistory>> {
+        self.ctx
+            .state_ref()
+            .read()
+            .config()
+            .get_extension::<crate::query_history::QueryHistory>()
+    }
+
     pub fn new(user: String, ctx: SessionContext) -> Self {
         Self {
             user,

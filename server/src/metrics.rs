@@ -1,0 +1,198 @@
+//! Prometheus metrics on a listener of their own (`[server] metrics_listen`): `GET /metrics`
+//! answers the text exposition format (prometheus-client's encoder), anything else 404.
+//!
+//! | metric | type | what |
+//! |---|---|---|
+//! | `iceflight_queries` (`_total`) `{state}` | counter | finished queries: `FINISHED`, `FAILED`, `CANCELLED` |
+//! | `iceflight_query_duration_seconds` | histogram | their durations, start to last row sent |
+//! | `iceflight_result_rows` / `iceflight_result_bytes` (`_total`) | counter | rows and Arrow bytes sent |
+//! | `iceflight_queries_running` | gauge | queries running now |
+//! | `iceflight_sessions_active` | gauge | open sessions (logins not yet expired or closed) |
+//! | `iceflight_cache_hits` / `iceflight_cache_misses` (`_total`) `{cache}` | counter | block (lake files), footer, table (catalog loads) |
+//! | `iceflight_cache_bytes` `{cache}` | gauge | bytes held by the block and footer caches |
+//! | `iceflight_storage_read_bytes` (`_total`) | counter | bytes read from the lake's storage (block cache misses) |
+//!
+//! The first four come from the queries' history (`query_history.rs`); the rest are read from
+//! the sessions and caches at each scrape.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::{Request, Response, StatusCode};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::registry::Registry;
+
+use crate::flight::sessions::Sessions;
+use crate::session::Engine;
+
+/// The registry of one server: the query metrics of `engine` and a collector of its sessions
+/// and caches.
+pub fn registry(engine: &Engine, sessions: Arc<Sessions>) -> Registry {
+    let mut registry = Registry::with_prefix("iceflight");
+    let m = &engine.history().metrics;
+    registry.register("queries", "Finished queries by state", m.queries.clone());
+    registry.register(
+        "query_duration_seconds",
+        "Durations of finished queries, start to last row sent",
+        m.latency.clone(),
+    );
+    registry.register("result_rows", "Rows sent to clients", m.rows.clone());
+    registry.register(
+        "result_bytes",
+        "Arrow bytes sent to clients",
+        m.bytes.clone(),
+    );
+    registry.register_collector(Box::new(Now {
+        engine: engine.clone(),
+        sessions,
+    }));
+    registry
+}
+
+/// What is read at each scrape: running queries, sessions, caches.
+#[derive(Debug)]
+struct Now {
+    engine: Engine,
+    sessions: Arc<Sessions>,
+}
+
+impl Collector for Now {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let gauge = |encoder: &mut DescriptorEncoder, name: &str, help: &str, v: i64| {
+            let g = ConstGauge::new(v);
+            g.encode(encoder.encode_descriptor(name, help, None, g.metric_type())?)
+        };
+        gauge(
+            &mut encoder,
+            "queries_running",
+            "Queries running now",
+            self.engine.history().running() as i64,
+        )?;
+        gauge(
+            &mut encoder,
+            "sessions_active",
+            "Open sessions",
+            self.sessions.counts().0 as i64,
+        )?;
+
+        let caches = self.engine.caches();
+        let mut hits: Vec<(&str, u64)> = vec![];
+        let mut misses: Vec<(&str, u64)> = vec![];
+        let mut held: Vec<(&str, u64)> = vec![];
+        let mut storage = 0;
+        if let Some(blocks) = &caches.blocks {
+            let s = blocks.stats();
+            hits.push(("block", s.hits));
+            misses.push(("block", s.misses));
+            held.push(("block", s.bytes));
+            storage = s.remote_bytes;
+        }
+        let f = caches.footers.stats();
+        hits.push(("footer", f.hits));
+        misses.push(("footer", f.misses));
+        held.push(("footer", f.bytes));
+        let [_, _, table_hits, table_misses] = self.engine.catalogs().table_stats();
+        hits.push(("table", table_hits));
+        misses.push(("table", table_misses));
+
+        for (name, help, values) in [
+            ("cache_hits", "Cache hits by cache", &hits),
+            ("cache_misses", "Cache misses by cache", &misses),
+        ] {
+            let mut family = encoder.encode_descriptor(
+                name,
+                help,
+                None,
+                prometheus_client::metrics::MetricType::Counter,
+            )?;
+            for (cache, v) in values {
+                let labels = [("cache", *cache)];
+                ConstCounter::new(*v).encode(family.encode_family(&labels)?)?;
+            }
+        }
+        let mut family = encoder.encode_descriptor(
+            "cache_bytes",
+            "Bytes held by each cache",
+            None,
+            prometheus_client::metrics::MetricType::Gauge,
+        )?;
+        for (cache, v) in &held {
+            let labels = [("cache", *cache)];
+            ConstGauge::new(*v as i64).encode(family.encode_family(&labels)?)?;
+        }
+        let c = ConstCounter::new(storage);
+        c.encode(encoder.encode_descriptor(
+            "storage_read_bytes",
+            "Bytes read from the lake's storage",
+            None,
+            c.metric_type(),
+        )?)
+    }
+}
+
+/// Serves `GET /metrics` from `registry` on `addr` until the process ends; returns the bound
+/// address (port 0 picks a free one).
+///
+/// Errors: the address cannot be bound, as one line.
+pub async fn serve(addr: SocketAddr, registry: Registry) -> Result<SocketAddr, String> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen on {addr} for metrics: {e}"))?;
+    let bound = listener.local_addr().map_err(|e| e.to_string())?;
+    let registry = Arc::new(registry);
+    tokio::spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                continue;
+            };
+            let registry = Arc::clone(&registry);
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |request: Request<_>| {
+                    let registry = Arc::clone(&registry);
+                    async move { Ok::<_, std::convert::Infallible>(answer(&request, &registry)) }
+                });
+                let io = hyper_util::rt::TokioIo::new(tcp);
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(io, service)
+                    .await;
+            });
+        }
+    });
+    Ok(bound)
+}
+
+/// The response to one request.
+fn answer<B>(request: &Request<B>, registry: &Registry) -> Response<Full<Bytes>> {
+    let plain = |status: StatusCode, body: String, kind: &str| {
+        Response::builder()
+            .status(status)
+            .header("content-type", kind)
+            .body(Full::new(Bytes::from(body)))
+            .expect("a valid response")
+    };
+    if request.method() != hyper::Method::GET || request.uri().path() != "/metrics" {
+        return plain(
+            StatusCode::NOT_FOUND,
+            "not found: GET /metrics\n".into(),
+            "text/plain",
+        );
+    }
+    let mut text = String::new();
+    match prometheus_client::encoding::text::encode(&mut text, registry) {
+        Ok(()) => plain(
+            StatusCode::OK,
+            text,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        ),
+        Err(e) => plain(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("encoding metrics: {e}\n"),
+            "text/plain",
+        ),
+    }
+}

@@ -1,0 +1,177 @@
+//! Operations through a running Flight SQL server: `system.runtime.queries` lists finished,
+//! failed and running queries; Prometheus `/metrics` counts them and reads sessions and caches;
+//! the gRPC health service answers SERVING.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::time::Duration;
+
+use arrow::array::RecordBatch;
+use arrow_flight::sql::client::FlightSqlServiceClient;
+use futures::TryStreamExt;
+use iceflight::config::Config;
+use iceflight::flight;
+use iceflight::session::Engine;
+use tonic::transport::Channel;
+
+async fn client(addr: std::net::SocketAddr) -> FlightSqlServiceClient<Channel> {
+    let channel = Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut client = FlightSqlServiceClient::new(channel);
+    client.handshake("alice", "secret").await.unwrap();
+    client
+}
+
+/// Runs `sql`: its rows, or the error's text.
+async fn run(
+    client: &mut FlightSqlServiceClient<Channel>,
+    sql: &str,
+) -> Result<Vec<RecordBatch>, String> {
+    let info = client
+        .execute(sql.to_string(), None)
+        .await
+        .map_err(|e| e.to_string())?;
+    let ticket = info.endpoint[0].ticket.clone().unwrap();
+    client
+        .do_get(ticket)
+        .await
+        .map_err(|e| e.to_string())?
+        .try_collect()
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// `GET path` over HTTP/1.1 on loopback `port`: status line and body.
+fn get(port: u16, path: &str) -> (String, String) {
+    let mut tcp = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(
+        tcp,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    tcp.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    (head.lines().next().unwrap().to_string(), body.to_string())
+}
+
+/// The value of the sample `line_start …` in a Prometheus text exposition.
+fn sample(text: &str, line_start: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(line_start)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no sample {line_start} in:\n{text}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queries_table_metrics_and_health() {
+    let dir = tempfile::tempdir().unwrap();
+    let metrics_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut config = Config {
+        data_dir: dir.path().to_path_buf(),
+        ..Config::default()
+    };
+    config.server.metrics_listen = Some(format!("127.0.0.1:{metrics_port}"));
+    let engine = Engine::connect(config).await.unwrap();
+    let users = flight::users(&engine.config().server, &["alice:secret".to_string()]).unwrap();
+    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(flight::serve(
+        engine,
+        users,
+        "127.0.0.1:0".parse().unwrap(),
+        std::future::pending(),
+        move |a| {
+            let _ = ready_tx.send(a);
+        },
+    ));
+    let addr = ready_rx.await.unwrap();
+    let mut alice = client(addr).await;
+
+    let rows = run(&mut alice, "SELECT * FROM (VALUES (1), (2), (3)) AS t(x)")
+        .await
+        .unwrap();
+    assert_eq!(rows.iter().map(|b| b.num_rows()).sum::<usize>(), 3);
+    let e = run(&mut alice, "SELECT nope").await.unwrap_err();
+    assert!(e.contains("nope"), "{e}");
+
+    // The history: the finished query with its rows, the failed one with its error, and the
+    // query reading the table itself, running.
+    let listed = run(
+        &mut alice,
+        "SELECT state, \"user\", query, rows, error FROM system.runtime.queries ORDER BY created",
+    )
+    .await
+    .unwrap();
+    let text = common::rows(&listed);
+    assert_eq!(
+        text[0],
+        [
+            "FINISHED",
+            "alice",
+            "SELECT * FROM (VALUES (1), (2), (3)) AS t(x)",
+            "3",
+            "NULL"
+        ]
+    );
+    assert_eq!(text[1][0], "FAILED");
+    assert!(text[1][4].starts_with("InvalidArgument: "), "{:?}", text[1]);
+    assert!(text[1][4].contains("nope"), "{:?}", text[1]);
+    assert_eq!(text[2][0], "RUNNING");
+    assert!(
+        text[2][2].contains("system.runtime.queries"),
+        "{:?}",
+        text[2]
+    );
+
+    // Prometheus.
+    let (status, body) = get(metrics_port, "/metrics");
+    assert!(status.contains("200"), "{status}");
+    assert_eq!(
+        sample(&body, "iceflight_queries_total{state=\"FINISHED\"}"),
+        2.0
+    );
+    assert_eq!(
+        sample(&body, "iceflight_queries_total{state=\"FAILED\"}"),
+        1.0
+    );
+    assert_eq!(sample(&body, "iceflight_query_duration_seconds_count"), 3.0);
+    assert!(
+        sample(&body, "iceflight_result_rows_total") >= 6.0,
+        "{body}"
+    );
+    assert_eq!(sample(&body, "iceflight_sessions_active"), 1.0);
+    assert_eq!(sample(&body, "iceflight_queries_running"), 0.0);
+    assert!(
+        body.contains("iceflight_cache_hits_total{cache=\"footer\"}"),
+        "{body}"
+    );
+    let (status, _) = get(metrics_port, "/other");
+    assert!(status.contains("404"), "{status}");
+
+    // gRPC health.
+    let channel = Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
+    let answer = health
+        .check(tonic_health::pb::HealthCheckRequest {
+            service: "arrow.flight.protocol.FlightService".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        answer.status,
+        tonic_health::pb::health_check_response::ServingStatus::Serving as i32
+    );
+}
