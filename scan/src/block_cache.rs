@@ -373,6 +373,7 @@ impl BlockCache {
         for (i, fetch, at) in waits {
             let blocks = fetch.await.map_err(|e| {
                 iceberg::Error::new(e.kind(), format!("reading {path}: {}", e.message()))
+                    .with_source(e)
             })?;
             found[i] = blocks.get(at).cloned();
         }
@@ -437,7 +438,10 @@ impl BlockCache {
         };
         let bytes = fetch
             .await
-            .map_err(|e| iceberg::Error::new(e.kind(), format!("reading {path}: {}", e.message())))?
+            .map_err(|e| {
+                iceberg::Error::new(e.kind(), format!("reading {path}: {}", e.message()))
+                    .with_source(e)
+            })?
             .first()
             .cloned()
             .unwrap_or_default();

@@ -127,13 +127,19 @@ impl FooterCache {
             .with_page_index_policy(PageIndexPolicy::Optional)
             .load_and_finish(&mut fetch, size)
             .await
-            .map_err(|e| {
-                iceberg::Error::new(
-                    iceberg::ErrorKind::DataInvalid,
-                    format!("reading the Parquet footer of {path}"),
-                )
-                .with_source(e)
-            })?;
+            .map_err(
+                |e| match crate::data_file_error::classify_parquet(path, &e) {
+                    Some(typed) => {
+                        iceberg::Error::new(iceberg::ErrorKind::DataInvalid, typed.to_string())
+                            .with_source(typed)
+                    }
+                    None => iceberg::Error::new(
+                        iceberg::ErrorKind::DataInvalid,
+                        format!("reading the Parquet footer of {path}"),
+                    )
+                    .with_source(e),
+                },
+            )?;
         let metadata = Arc::new(metadata);
         let tail_len = fetch.tail_len.unwrap_or(PREFETCH);
         self.entries

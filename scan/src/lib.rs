@@ -25,6 +25,7 @@ pub mod caches;
 pub mod codec;
 pub mod columns;
 pub mod commit;
+pub mod data_file_error;
 pub mod delete;
 pub mod delete_files;
 pub mod disk_tier;

@@ -9,6 +9,7 @@
 //! found in string`.
 
 use datafusion::common::DataFusionError;
+use iceflight_scan::data_file_error::DataFileError;
 
 /// The message of `e`: its layers joined with `: `, the parser's text for SQL errors, external
 /// errors (catalog, iceberg) as they print themselves, on one line without a backtrace.
@@ -29,10 +30,26 @@ fn layers(e: &DataFusionError) -> String {
         DataFusionError::IoError(io) => io.to_string(),
         DataFusionError::External(inner) => match inner.downcast_ref::<DataFusionError>() {
             Some(df) => layers(df),
-            None => inner.to_string(),
+            None => match data_file_error(e) {
+                Some(typed) => typed.to_string(),
+                None => inner.to_string(),
+            },
         },
         other => other.strip_backtrace(),
     }
+}
+
+/// The [`DataFileError`] somewhere in `e`'s chain of sources (a missing or corrupted data
+/// file, `scan/src/data_file_error.rs`).
+pub fn data_file_error(e: &DataFusionError) -> Option<&DataFileError> {
+    let mut at: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = at {
+        if let Some(typed) = err.downcast_ref::<DataFileError>() {
+            return Some(typed);
+        }
+        at = err.source();
+    }
+    None
 }
 
 /// A session setting that was refused; its message names the key and the value.

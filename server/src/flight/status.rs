@@ -11,13 +11,16 @@
 //! | a statement not supported yet (`DELETE`, `UPDATE`, `INSERT OVERWRITE`) | `Unimplemented` |
 //! | memory limit, too many queries, `query.max_result_bytes` | `ResourceExhausted` |
 //! | `query.timeout` | `DeadlineExceeded` |
+//! | a data file missing from storage / not valid Parquet | `NotFound` / `DataLoss`, naming it |
 //! | anything else | `Internal`, with a log id also written to the server log |
 
 use datafusion::common::DataFusionError;
 use iceflight_catalog::CatalogError;
 use tonic::Status;
 
-use crate::message::{LimitExceeded, message};
+use iceflight_scan::data_file_error::DataFileError;
+
+use crate::message::{LimitExceeded, data_file_error, message};
 
 /// Converts a DataFusion error (possibly wrapping catalog errors) to a status whose message is
 /// [`message`]'s one line.
@@ -36,6 +39,12 @@ pub fn to_status(e: DataFusionError) -> Status {
         };
     }
 
+    if let Some(file) = data_file_error(&e) {
+        return match file {
+            DataFileError::Missing { .. } => Status::not_found(message(&e)),
+            DataFileError::Corrupt { .. } => Status::data_loss(message(&e)),
+        };
+    }
     if let DataFusionError::External(inner) = root
         && let Some(limit) = inner.downcast_ref::<LimitExceeded>()
     {
