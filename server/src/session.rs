@@ -44,7 +44,12 @@ pub struct Engine {
     cluster: Option<Cluster>,
     /// The queries run through Flight SQL (`system.runtime.queries`, `/metrics`).
     history: Arc<crate::query_history::QueryHistory>,
+    /// The Flight SQL server's sessions, once it serves (`system.runtime.sessions`).
+    sessions: LiveSessions,
 }
+
+/// The sessions of the Flight SQL server an engine serves, set when it starts serving.
+pub type LiveSessions = Arc<std::sync::OnceLock<Arc<crate::flight::sessions::Sessions>>>;
 
 /// Why an [`Engine`] could not start.
 #[derive(Debug, thiserror::Error)]
@@ -138,7 +143,14 @@ impl Engine {
             caches,
             cluster,
             history: Arc::default(),
+            sessions: Arc::default(),
         })
+    }
+
+    /// Shows `sessions` (the Flight SQL server's) in `system.runtime.sessions`; the first
+    /// server's stay when an engine serves twice.
+    pub fn attach_sessions(&self, sessions: Arc<crate::flight::sessions::Sessions>) {
+        let _ = self.sessions.set(sessions);
     }
 
     /// The queries run through Flight SQL on this engine.
@@ -250,6 +262,7 @@ impl Engine {
                 Arc::clone(&self.caches),
                 self.catalogs.clone(),
                 Arc::clone(&self.history),
+                Arc::clone(&self.sessions),
             );
         }
         ctx.register_udf(datafusion::logical_expr::ScalarUDF::new_from_impl(

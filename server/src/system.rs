@@ -17,6 +17,10 @@
 //!     query_id, state ('RUNNING' | 'FINISHED' | 'FAILED' | 'CANCELLED'), user, query (its SQL,
 //!     at most 200 characters), created (start, UTC), duration_ms (so far when running), rows
 //!     and bytes (Arrow) sent, error (the gRPC code and message of a failed one)
+//!
+//!   system.runtime.sessions ──► one row per open Flight SQL session (none outside a server)
+//!     session_id (not its token), user, catalog, schema (current), created (UTC), idle_ms,
+//!     prepared_statements
 //! ```
 //!
 //! A configured catalog called `system` wins: the engine then registers none.
@@ -38,22 +42,26 @@ use iceflight_catalog::Catalogs;
 use iceflight_scan::caches::ScanCaches;
 
 use crate::query_history::{QueryHistory, QueryRecord};
+use crate::session::LiveSessions;
 
 /// The catalog's name.
 pub const CATALOG: &str = "system";
 
-/// Registers `system.runtime.cache` over `caches` and the table caches of `catalogs`, and
-/// `system.runtime.queries` over `history`, with `ctx`.
+/// Registers `system.runtime.cache` over `caches` and the table caches of `catalogs`,
+/// `system.runtime.queries` over `history` and `system.runtime.sessions` over `sessions`, with
+/// `ctx`.
 pub fn register(
     ctx: &SessionContext,
     caches: Arc<ScanCaches>,
     catalogs: Catalogs,
     history: Arc<QueryHistory>,
+    sessions: LiveSessions,
 ) {
     let runtime = MemorySchemaProvider::new();
     // A fresh schema provider has no table of these names, so registering cannot fail.
     let _ = runtime.register_table("cache".into(), Arc::new(CacheTable { caches, catalogs }));
     let _ = runtime.register_table("queries".into(), Arc::new(QueriesTable { history }));
+    let _ = runtime.register_table("sessions".into(), Arc::new(SessionsTable { sessions }));
     let catalog = MemoryCatalogProvider::new();
     let _ = catalog.register_schema("runtime", Arc::new(runtime));
     ctx.register_catalog(CATALOG, Arc::new(catalog));
@@ -258,6 +266,92 @@ impl TableProvider for QueriesTable {
         Ok(MemorySourceConfig::try_new_exec(
             &[vec![self.batch()?]],
             queries_schema(),
+            projection.cloned(),
+        )?)
+    }
+}
+
+/// `system.runtime.sessions` (module docs).
+#[derive(Debug)]
+struct SessionsTable {
+    sessions: LiveSessions,
+}
+
+fn sessions_schema() -> SchemaRef {
+    let utc = DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into()));
+    Arc::new(Schema::new(vec![
+        Field::new("session_id", DataType::Utf8, false),
+        Field::new("user", DataType::Utf8, false),
+        Field::new("catalog", DataType::Utf8, false),
+        Field::new("schema", DataType::Utf8, false),
+        Field::new("created", utc, false),
+        Field::new("idle_ms", DataType::UInt64, false),
+        Field::new("prepared_statements", DataType::UInt64, false),
+    ]))
+}
+
+impl SessionsTable {
+    fn batch(&self) -> Result<RecordBatch> {
+        let mut sessions = self.sessions.get().map(|s| s.list()).unwrap_or_default();
+        sessions.sort_by_key(|s| s.created);
+        let current = |s: &crate::flight::sessions::Session| {
+            let state = s.ctx.state();
+            let catalog = &state.config().options().catalog;
+            (
+                catalog.default_catalog.clone(),
+                catalog.default_schema.clone(),
+            )
+        };
+        let places: Vec<(String, String)> = sessions.iter().map(|s| current(s)).collect();
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from_iter_values(
+                sessions.iter().map(|s| &s.id),
+            )),
+            Arc::new(StringArray::from_iter_values(
+                sessions.iter().map(|s| &s.user),
+            )),
+            Arc::new(StringArray::from_iter_values(places.iter().map(|p| &p.0))),
+            Arc::new(StringArray::from_iter_values(places.iter().map(|p| &p.1))),
+            Arc::new(
+                TimestampMillisecondArray::from_iter_values(sessions.iter().map(|s| {
+                    s.created
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map(|d| d.as_millis() as i64)
+                        .unwrap_or(0)
+                }))
+                .with_timezone("UTC"),
+            ),
+            Arc::new(UInt64Array::from_iter_values(
+                sessions.iter().map(|s| s.idle().as_millis() as u64),
+            )),
+            Arc::new(UInt64Array::from_iter_values(
+                sessions.iter().map(|s| s.prepared_count() as u64),
+            )),
+        ];
+        Ok(RecordBatch::try_new(sessions_schema(), columns)?)
+    }
+}
+
+#[async_trait]
+impl TableProvider for SessionsTable {
+    fn schema(&self) -> SchemaRef {
+        sessions_schema()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::View
+    }
+
+    async fn scan(
+        &self,
+        _state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        _filters: &[Expr],
+        _limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        Ok(MemorySourceConfig::try_new_exec(
+            &[vec![self.batch()?]],
+            sessions_schema(),
             projection.cloned(),
         )?)
     }

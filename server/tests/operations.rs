@@ -77,6 +77,7 @@ async fn queries_table_metrics_and_health() {
         .port();
     let mut config = Config {
         data_dir: dir.path().to_path_buf(),
+        default_schema: Some("ops".into()),
         ..Config::default()
     };
     config.server.metrics_listen = Some(format!("127.0.0.1:{metrics_port}"));
@@ -131,18 +132,32 @@ async fn queries_table_metrics_and_health() {
         text[2]
     );
 
+    // Sessions: alice's, with its current catalog and schema (not its token).
+    let sessions = run(
+        &mut alice,
+        "SELECT \"user\", catalog, schema, prepared_statements, length(session_id) \
+         FROM system.runtime.sessions",
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        common::rows(&sessions),
+        [["alice", "local", "ops", "0", "32"]]
+    );
+
     // Prometheus.
     let (status, body) = get(metrics_port, "/metrics");
     assert!(status.contains("200"), "{status}");
+    // The values query, the queries table and the sessions table.
     assert_eq!(
         sample(&body, "iceflight_queries_total{state=\"FINISHED\"}"),
-        2.0
+        3.0
     );
     assert_eq!(
         sample(&body, "iceflight_queries_total{state=\"FAILED\"}"),
         1.0
     );
-    assert_eq!(sample(&body, "iceflight_query_duration_seconds_count"), 3.0);
+    assert_eq!(sample(&body, "iceflight_query_duration_seconds_count"), 4.0);
     assert!(
         sample(&body, "iceflight_result_rows_total") >= 6.0,
         "{body}"

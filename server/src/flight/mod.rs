@@ -88,6 +88,7 @@ pub async fn serve(
         max_failed_logins: server.max_failed_logins,
         login_lockout: Duration::from_secs(server.login_lockout_secs),
     };
+    engine.attach_sessions(Arc::clone(&sessions));
     if let Some(listen) = &server.metrics_listen {
         let addr: SocketAddr = listen
             .parse()

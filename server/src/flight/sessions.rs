@@ -60,6 +60,10 @@ impl Prepared {
 
 /// One client session.
 pub struct Session {
+    /// An id naming the session in `system.runtime.sessions` (not its token).
+    pub id: String,
+    /// When it was opened.
+    pub created: std::time::SystemTime,
     /// Authenticated user (`anonymous` when auth is off).
     pub user: String,
     /// The session's DataFusion context; `SET` and session options change it.
@@ -92,6 +96,8 @@ impl Session {
 
     pub fn new(user: String, ctx: SessionContext) -> Self {
         Self {
+            id: uuid::Uuid::new_v4().simple().to_string(),
+            created: std::time::SystemTime::now(),
             user,
             ctx,
             prepared: Mutex::new(HashMap::new()),
@@ -104,7 +110,8 @@ impl Session {
         *self.last_used.lock().expect("session lock") = Instant::now();
     }
 
-    fn idle(&self) -> Duration {
+    /// How long the session has not been used.
+    pub fn idle(&self) -> Duration {
         self.last_used.lock().expect("session lock").elapsed()
     }
 
@@ -265,6 +272,16 @@ impl Sessions {
         let n = session.expire_prepared(self.prepared_ttl);
         self.expired_prepared.fetch_add(n as u64, Ordering::Relaxed);
         n
+    }
+
+    /// Every open session, for `system.runtime.sessions`.
+    pub fn list(&self) -> Vec<Arc<Session>> {
+        self.by_token
+            .lock()
+            .expect("sessions lock")
+            .values()
+            .cloned()
+            .collect()
     }
 
     /// `(open sessions, open prepared statements, planned statements)`.
