@@ -257,6 +257,9 @@ pub struct ServerConfig {
     pub max_failed_logins: u32,
     /// Seconds a locked user name or peer address is refused.
     pub login_lockout_secs: u64,
+    /// Seconds a result may wait for its client to read on before its query ends and frees
+    /// its slots (a client that stopped reading). 0: no limit.
+    pub stream_idle_timeout_secs: u64,
     /// Address of the Prometheus `/metrics` listener (`metrics.rs`), e.g. `"127.0.0.1:9464"`;
     /// absent: none.
     pub metrics_listen: Option<String>,
@@ -302,6 +305,7 @@ impl Default for ServerConfig {
             login_lockout_secs: 60,
             max_queries_per_user: 0,
             metrics_listen: None,
+            stream_idle_timeout_secs: 300,
         }
     }
 }

@@ -201,3 +201,33 @@ async fn timeout_result_cap_and_per_user_slots() {
     assert_eq!(run(&mut bob, "SELECT 1").await, Ok(1));
     drop(held);
 }
+
+/// A client that opens a large result and stops reading loses it after
+/// `stream_idle_timeout_secs`: the only query slot is free again for the next query.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_nobody_reads_frees_its_slot() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path(), |c| {
+        c.server.max_concurrent_queries = 1;
+        c.server.queue_timeout_secs = 10;
+        c.server.stream_idle_timeout_secs = 1;
+    })
+    .await;
+    let addr = serve(engine).await;
+    let mut alice = client(addr, "alice").await;
+    let info = alice
+        .execute("SELECT * FROM lineitem".to_string(), None)
+        .await
+        .unwrap();
+    let ticket = info.endpoint[0].ticket.clone().unwrap();
+    // Opened, never read.
+    let _unread = alice.do_get(ticket).await.unwrap();
+    let mut bob = client(addr, "bob").await;
+    let started = std::time::Instant::now();
+    assert_eq!(run(&mut bob, "SELECT 1").await, Ok(1));
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(500) && waited < Duration::from_secs(9),
+        "bob waited {waited:?}"
+    );
+}

@@ -44,6 +44,9 @@ pub struct Limits {
     pub timeout: Option<Duration>,
     /// `query.max_result_bytes`: largest result, in Arrow bytes.
     pub max_result_bytes: Option<u64>,
+    /// `server.stream_idle_timeout_secs`: how long a result may wait for its client to read
+    /// before the query ends and frees its slots.
+    pub stream_idle_timeout: Option<Duration>,
 }
 
 /// Runs planned statements (module docs). One per service.
@@ -141,6 +144,10 @@ impl Execution {
         let permit = self.acquire_slots(&session.user).await?;
         let log = QueryLog::start(session.history(), &session.user, sql);
         let (timeout, max_bytes) = (self.limits.timeout, self.limits.max_result_bytes);
+        let idle = self.limits.stream_idle_timeout;
+        // The slots go with the query's task: a result its client stopped reading frees them
+        // when the task gives up on it, even while the response stream itself lingers.
+        let slots = permit;
         let started = std::time::Instant::now();
         // Batches go out under the schema GetFlightInfo announced (the logical plan's), which
         // clients compare field by field, nullability included.
@@ -153,6 +160,7 @@ impl Execution {
         let task = query_runtime().spawn({
             let failures = Arc::clone(&failures);
             async move {
+                let _slots = slots;
                 let work = async {
                     let state = ctx.state();
                     let stream = async {
@@ -176,8 +184,23 @@ impl Execution {
                         }
                     };
                     while let Some(batch) = stream.next().await {
-                        if batches_tx.send(batch).await.is_err() {
-                            break; // the client went away or the query was cancelled
+                        let sent = match idle {
+                            None => batches_tx.send(batch).await.is_ok(),
+                            Some(idle) => {
+                                match tokio::time::timeout(idle, batches_tx.send(batch)).await {
+                                    Ok(sent) => sent.is_ok(),
+                                    Err(_) => {
+                                        tracing::warn!(
+                                            idle_secs = idle.as_secs(),
+                                            "a client stopped reading its result; the query ends"
+                                        );
+                                        false
+                                    }
+                                }
+                            }
+                        };
+                        if !sent {
+                            break; // the client went away, stopped reading, or cancelled
                         }
                     }
                 };
@@ -219,7 +242,6 @@ impl Execution {
             running: Arc::clone(&self.running),
             key,
             task: task.abort_handle(),
-            _permit: permit,
         };
         let batches = fail_fast(
             tokio_stream::wrappers::ReceiverStream::new(batches_rx).boxed(),
@@ -315,13 +337,12 @@ struct Slots {
     _user: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
-/// Unregisters a running query, stops its task and releases its concurrency slots when its
-/// response stream ends or is dropped.
+/// Unregisters a running query and stops its task (which releases its concurrency slots) when
+/// its response stream ends or is dropped.
 struct RunningGuard {
     running: Arc<Registry>,
     key: (String, Vec<u8>),
     task: tokio::task::AbortHandle,
-    _permit: Slots,
 }
 
 impl Drop for RunningGuard {

@@ -84,6 +84,8 @@ pub async fn serve(
                 .query
                 .max_result_bytes()
                 .map_err(|e| e.to_string())?,
+            stream_idle_timeout: (server.stream_idle_timeout_secs > 0)
+                .then(|| Duration::from_secs(server.stream_idle_timeout_secs)),
         },
         max_failed_logins: server.max_failed_logins,
         login_lockout: Duration::from_secs(server.login_lockout_secs),
