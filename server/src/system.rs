@@ -59,9 +59,16 @@ pub fn register(
 ) {
     let runtime = MemorySchemaProvider::new();
     // A fresh schema provider has no table of these names, so registering cannot fail.
-    let _ = runtime.register_table("cache".into(), Arc::new(CacheTable { caches, catalogs }));
-    let _ = runtime.register_table("queries".into(), Arc::new(QueriesTable { history }));
-    let _ = runtime.register_table("sessions".into(), Arc::new(SessionsTable { sessions }));
+    let cache = SystemTable(CacheTable { caches, catalogs });
+    let _ = runtime.register_table("cache".into(), Arc::new(cache));
+    let _ = runtime.register_table(
+        "queries".into(),
+        Arc::new(SystemTable(QueriesTable { history })),
+    );
+    let _ = runtime.register_table(
+        "sessions".into(),
+        Arc::new(SystemTable(SessionsTable { sessions })),
+    );
     let catalog = MemoryCatalogProvider::new();
     let _ = catalog.register_schema("runtime", Arc::new(runtime));
     ctx.register_catalog(CATALOG, Arc::new(catalog));
@@ -148,7 +155,7 @@ impl CacheTable {
         rows
     }
 
-    fn batch(&self) -> Result<RecordBatch> {
+    fn cache_batch(&self) -> Result<RecordBatch> {
         let rows = self.rows();
         let mut arrays: Vec<ArrayRef> = vec![Arc::new(StringArray::from(
             rows.iter().map(|(name, _)| *name).collect::<Vec<_>>(),
@@ -159,31 +166,6 @@ impl CacheTable {
             )) as ArrayRef
         }));
         Ok(RecordBatch::try_new(schema(), arrays)?)
-    }
-}
-
-#[async_trait]
-impl TableProvider for CacheTable {
-    fn schema(&self) -> SchemaRef {
-        schema()
-    }
-
-    fn table_type(&self) -> TableType {
-        TableType::View
-    }
-
-    async fn scan(
-        &self,
-        _state: &dyn Session,
-        projection: Option<&Vec<usize>>,
-        _filters: &[Expr],
-        _limit: Option<usize>,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        Ok(MemorySourceConfig::try_new_exec(
-            &[vec![self.batch()?]],
-            schema(),
-            projection.cloned(),
-        )?)
     }
 }
 
@@ -208,7 +190,11 @@ fn queries_schema() -> SchemaRef {
     ]))
 }
 
-impl QueriesTable {
+impl Rows for QueriesTable {
+    fn schema() -> SchemaRef {
+        queries_schema()
+    }
+
     fn batch(&self) -> Result<RecordBatch> {
         let records = self.history.records();
         let text = |f: &dyn Fn(&QueryRecord) -> String| -> ArrayRef {
@@ -246,31 +232,6 @@ impl QueriesTable {
     }
 }
 
-#[async_trait]
-impl TableProvider for QueriesTable {
-    fn schema(&self) -> SchemaRef {
-        queries_schema()
-    }
-
-    fn table_type(&self) -> TableType {
-        TableType::View
-    }
-
-    async fn scan(
-        &self,
-        _state: &dyn Session,
-        projection: Option<&Vec<usize>>,
-        _filters: &[Expr],
-        _limit: Option<usize>,
-    ) -> Result<Arc<dyn ExecutionPlan>> {
-        Ok(MemorySourceConfig::try_new_exec(
-            &[vec![self.batch()?]],
-            queries_schema(),
-            projection.cloned(),
-        )?)
-    }
-}
-
 /// `system.runtime.sessions` (module docs).
 #[derive(Debug)]
 struct SessionsTable {
@@ -290,7 +251,11 @@ fn sessions_schema() -> SchemaRef {
     ]))
 }
 
-impl SessionsTable {
+impl Rows for SessionsTable {
+    fn schema() -> SchemaRef {
+        sessions_schema()
+    }
+
     fn batch(&self) -> Result<RecordBatch> {
         let mut sessions = self.sessions.get().map(|s| s.list()).unwrap_or_default();
         sessions.sort_by_key(|s| s.created);
@@ -332,10 +297,30 @@ impl SessionsTable {
     }
 }
 
+impl Rows for CacheTable {
+    fn schema() -> SchemaRef {
+        schema()
+    }
+
+    fn batch(&self) -> Result<RecordBatch> {
+        self.cache_batch()
+    }
+}
+
+/// A table of the `system` catalog: its rows, made when a query reads it.
+trait Rows: std::fmt::Debug + Send + Sync + 'static {
+    fn schema() -> SchemaRef;
+    fn batch(&self) -> Result<RecordBatch>;
+}
+
+/// A [`Rows`] as a DataFusion table (a view: nothing writes to it).
+#[derive(Debug)]
+struct SystemTable<T>(T);
+
 #[async_trait]
-impl TableProvider for SessionsTable {
+impl<T: Rows> TableProvider for SystemTable<T> {
     fn schema(&self) -> SchemaRef {
-        sessions_schema()
+        T::schema()
     }
 
     fn table_type(&self) -> TableType {
@@ -350,8 +335,8 @@ impl TableProvider for SessionsTable {
         _limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         Ok(MemorySourceConfig::try_new_exec(
-            &[vec![self.batch()?]],
-            sessions_schema(),
+            &[vec![self.0.batch()?]],
+            T::schema(),
             projection.cloned(),
         )?)
     }

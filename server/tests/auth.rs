@@ -2,11 +2,12 @@
 //! after `max_failed_logins` wrong passwords a user name is refused, even with the right
 //! password, until the lockout ends; other users are let in meanwhile.
 
+mod common;
+
 use std::time::Duration;
 
 use arrow_flight::sql::client::FlightSqlServiceClient;
 use iceflight::config::Config;
-use iceflight::flight;
 use iceflight::session::Engine;
 use tonic::transport::Channel;
 
@@ -35,22 +36,7 @@ async fn failed_logins_lock_the_user_name_for_the_lockout() {
     config.server.max_failed_logins = 3;
     config.server.login_lockout_secs = 2;
     let engine = Engine::connect(config).await.unwrap();
-    let users = flight::users(
-        &engine.config().server,
-        &["alice:secret".to_string(), "bob:hunter2".to_string()],
-    )
-    .unwrap();
-    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-    let server = tokio::spawn(flight::serve(
-        engine,
-        users,
-        "127.0.0.1:0".parse().unwrap(),
-        std::future::pending(),
-        move |a| {
-            let _ = ready_tx.send(a);
-        },
-    ));
-    let addr = ready_rx.await.unwrap();
+    let addr = common::serve_flight(engine, &["alice:secret", "bob:hunter2"]).await;
 
     for _ in 0..3 {
         let e = login(addr, "alice", "guess").await.unwrap_err();
@@ -75,5 +61,4 @@ async fn failed_logins_lock_the_user_name_for_the_lockout() {
         assert!(login(addr, "alice", "guess").await.is_err());
     }
     login(addr, "alice", "secret").await.unwrap();
-    server.abort();
 }

@@ -7,7 +7,6 @@ mod common;
 
 use std::time::Duration;
 
-use arrow::array::RecordBatch;
 use arrow_flight::Action;
 use arrow_flight::sql::client::FlightSqlServiceClient;
 use futures::{StreamExt, TryStreamExt};
@@ -17,33 +16,10 @@ use iceflight::session::Engine;
 use tonic::transport::Channel;
 
 async fn client(addr: std::net::SocketAddr) -> FlightSqlServiceClient<Channel> {
-    let channel = Channel::from_shared(format!("http://{addr}"))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let mut client = FlightSqlServiceClient::new(channel);
-    client.handshake("alice", "secret").await.unwrap();
-    client
+    common::flight_client(addr, "alice", "secret").await
 }
 
-async fn run(
-    client: &mut FlightSqlServiceClient<Channel>,
-    sql: &str,
-) -> Result<Vec<RecordBatch>, String> {
-    let info = client
-        .execute(sql.to_string(), None)
-        .await
-        .map_err(|e| e.to_string())?;
-    let ticket = info.endpoint[0].ticket.clone().unwrap();
-    client
-        .do_get(ticket)
-        .await
-        .map_err(|e| e.to_string())?
-        .try_collect()
-        .await
-        .map_err(|e| e.to_string())
-}
+use common::flight_run as run;
 
 /// `running_queries` of the server's status action.
 async fn running(client: &mut FlightSqlServiceClient<Channel>) -> u64 {
@@ -79,18 +55,7 @@ async fn broken_files_and_a_vanished_client_leave_the_server_serving() {
         ..Config::default()
     };
     let engine = Engine::connect(config).await.unwrap();
-    let users = flight::users(&engine.config().server, &["alice:secret".to_string()]).unwrap();
-    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-    tokio::spawn(flight::serve(
-        engine,
-        users,
-        "127.0.0.1:0".parse().unwrap(),
-        std::future::pending(),
-        move |a| {
-            let _ = ready_tx.send(a);
-        },
-    ));
-    let addr = ready_rx.await.unwrap();
+    let addr = common::serve_flight(engine, &["alice:secret"]).await;
     let mut alice = client(addr).await;
     for sql in [
         "CREATE SCHEMA local.f",

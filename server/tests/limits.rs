@@ -13,9 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arrow_flight::sql::client::FlightSqlServiceClient;
-use futures::TryStreamExt;
 use iceflight::config::Config;
-use iceflight::flight;
 use iceflight::session::Engine;
 use tonic::transport::Channel;
 
@@ -104,49 +102,16 @@ async fn operators_larger_than_the_pool_spill_and_finish() {
 
 /// A Flight SQL server on `engine` with users alice and bob; its address.
 async fn serve(engine: Engine) -> std::net::SocketAddr {
-    let users = flight::users(
-        &engine.config().server,
-        &["alice:secret".to_string(), "bob:secret".to_string()],
-    )
-    .unwrap();
-    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-    tokio::spawn(flight::serve(
-        engine,
-        users,
-        "127.0.0.1:0".parse().unwrap(),
-        std::future::pending(),
-        move |a| {
-            let _ = ready_tx.send(a);
-        },
-    ));
-    ready_rx.await.unwrap()
+    common::serve_flight(engine, &["alice:secret", "bob:secret"]).await
 }
 
 async fn client(addr: std::net::SocketAddr, user: &str) -> FlightSqlServiceClient<Channel> {
-    let channel = Channel::from_shared(format!("http://{addr}"))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let mut client = FlightSqlServiceClient::new(channel);
-    client.handshake(user, "secret").await.unwrap();
-    client
+    common::flight_client(addr, user, "secret").await
 }
 
 /// Runs `sql` to its end: the row count, or the error's text.
 async fn run(client: &mut FlightSqlServiceClient<Channel>, sql: &str) -> Result<usize, String> {
-    let info = client
-        .execute(sql.to_string(), None)
-        .await
-        .map_err(|e| e.to_string())?;
-    let ticket = info.endpoint[0].ticket.clone().unwrap();
-    let batches: Vec<arrow::array::RecordBatch> = client
-        .do_get(ticket)
-        .await
-        .map_err(|e| e.to_string())?
-        .try_collect()
-        .await
-        .map_err(|e| e.to_string())?;
+    let batches = common::flight_run(client, sql).await?;
     Ok(batches.iter().map(|b| b.num_rows()).sum())
 }
 

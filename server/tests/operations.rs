@@ -7,43 +7,16 @@ mod common;
 use std::io::{Read, Write};
 use std::time::Duration;
 
-use arrow::array::RecordBatch;
 use arrow_flight::sql::client::FlightSqlServiceClient;
-use futures::TryStreamExt;
 use iceflight::config::Config;
-use iceflight::flight;
 use iceflight::session::Engine;
 use tonic::transport::Channel;
 
 async fn client(addr: std::net::SocketAddr) -> FlightSqlServiceClient<Channel> {
-    let channel = Channel::from_shared(format!("http://{addr}"))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let mut client = FlightSqlServiceClient::new(channel);
-    client.handshake("alice", "secret").await.unwrap();
-    client
+    common::flight_client(addr, "alice", "secret").await
 }
 
-/// Runs `sql`: its rows, or the error's text.
-async fn run(
-    client: &mut FlightSqlServiceClient<Channel>,
-    sql: &str,
-) -> Result<Vec<RecordBatch>, String> {
-    let info = client
-        .execute(sql.to_string(), None)
-        .await
-        .map_err(|e| e.to_string())?;
-    let ticket = info.endpoint[0].ticket.clone().unwrap();
-    client
-        .do_get(ticket)
-        .await
-        .map_err(|e| e.to_string())?
-        .try_collect()
-        .await
-        .map_err(|e| e.to_string())
-}
+use common::flight_run as run;
 
 /// `GET path` over HTTP/1.1 on loopback `port`: status line and body.
 fn get(port: u16, path: &str) -> (String, String) {
@@ -82,18 +55,7 @@ async fn queries_table_metrics_and_health() {
     };
     config.server.metrics_listen = Some(format!("127.0.0.1:{metrics_port}"));
     let engine = Engine::connect(config).await.unwrap();
-    let users = flight::users(&engine.config().server, &["alice:secret".to_string()]).unwrap();
-    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-    tokio::spawn(flight::serve(
-        engine,
-        users,
-        "127.0.0.1:0".parse().unwrap(),
-        std::future::pending(),
-        move |a| {
-            let _ = ready_tx.send(a);
-        },
-    ));
-    let addr = ready_rx.await.unwrap();
+    let addr = common::serve_flight(engine, &["alice:secret"]).await;
     let mut alice = client(addr).await;
 
     let rows = run(&mut alice, "SELECT * FROM (VALUES (1), (2), (3)) AS t(x)")

@@ -366,3 +366,58 @@ pub async fn rows_through_codec(
     }
     Ok(out)
 }
+
+/// A Flight SQL server on `engine` in this process, with users `name:password` (each at most
+/// once), running until the test ends; its address.
+pub async fn serve_flight(engine: Engine, users: &[&str]) -> std::net::SocketAddr {
+    let users: Vec<String> = users.iter().map(|u| u.to_string()).collect();
+    let users = iceflight::flight::users(&engine.config().server, &users).unwrap();
+    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(iceflight::flight::serve(
+        engine,
+        users,
+        "127.0.0.1:0".parse().unwrap(),
+        std::future::pending(),
+        move |a| {
+            let _ = ready_tx.send(a);
+        },
+    ));
+    ready_rx.await.unwrap()
+}
+
+/// A Flight SQL client of `addr`, logged in as `user` with `password`.
+pub async fn flight_client(
+    addr: std::net::SocketAddr,
+    user: &str,
+    password: &str,
+) -> arrow_flight::sql::client::FlightSqlServiceClient<tonic::transport::Channel> {
+    let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut client = arrow_flight::sql::client::FlightSqlServiceClient::new(channel);
+    client.handshake(user, password).await.unwrap();
+    client
+}
+
+/// Runs `sql` as a client's statement (GetFlightInfo, then DoGet of its ticket): its
+/// batches, or the error's text.
+pub async fn flight_run(
+    client: &mut arrow_flight::sql::client::FlightSqlServiceClient<tonic::transport::Channel>,
+    sql: &str,
+) -> Result<Vec<RecordBatch>, String> {
+    use futures::TryStreamExt;
+    let info = client
+        .execute(sql.to_string(), None)
+        .await
+        .map_err(|e| e.to_string())?;
+    let ticket = info.endpoint[0].ticket.clone().unwrap();
+    client
+        .do_get(ticket)
+        .await
+        .map_err(|e| e.to_string())?
+        .try_collect()
+        .await
+        .map_err(|e| e.to_string())
+}
