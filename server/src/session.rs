@@ -79,7 +79,11 @@ impl Engine {
             )));
         }
         if let Some(dir) = &config.query.spill_dir {
-            runtime = runtime.with_temp_file_path(crate::config::absolute(dir));
+            let dir = crate::config::absolute(dir);
+            std::fs::create_dir_all(&dir).map_err(|e| {
+                ConfigError::Invalid(format!("query.spill_dir {}: {e}", dir.display()))
+            })?;
+            runtime = runtime.with_temp_file_path(dir);
         }
         let runtime = runtime
             .build_arc()

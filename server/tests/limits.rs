@@ -164,6 +164,15 @@ async fn timeout_result_cap_and_per_user_slots() {
     );
     let mut bob = client(addr, "bob").await;
     assert_eq!(run(&mut bob, "SELECT 1").await, Ok(1));
+    // The refused query is listed, failed, with the reason.
+    let refused = common::flight_run(
+        &mut bob,
+        "SELECT count(*) FROM system.runtime.queries WHERE state = 'FAILED' \
+         AND error LIKE 'ResourceExhausted: too many concurrent queries of user alice%'",
+    )
+    .await
+    .unwrap();
+    assert_eq!(common::rows(&refused), [["1"]]);
     drop(held);
 }
 

@@ -141,8 +141,15 @@ impl Execution {
         plan: LogicalPlan,
         sql: &str,
     ) -> Result<FlightDataStream, Status> {
-        let permit = self.acquire_slots(&session.user).await?;
+        // Logged (and listed as FAILED) also when it never gets its slots.
         let log = QueryLog::start(session.history(), &session.user, sql);
+        let permit = match self.acquire_slots(&session.user).await {
+            Ok(permit) => permit,
+            Err(status) => {
+                log.fail(&status);
+                return Err(status);
+            }
+        };
         let (timeout, max_bytes) = (self.limits.timeout, self.limits.max_result_bytes);
         let idle = self.limits.stream_idle_timeout;
         // The slots go with the query's task: a result its client stopped reading frees them

@@ -103,7 +103,7 @@ pub async fn serve(
         .map_err(|s| s.message().to_string())?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
-        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+        .map_err(|e| format!("cannot listen on {addr} for Flight SQL: {e}"))?;
     let bound = listener.local_addr().map_err(|e| e.to_string())?;
     // Expire idle sessions and prepared statements in the background.
     let sweeper = tokio::spawn({

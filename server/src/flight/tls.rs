@@ -159,7 +159,8 @@ pub fn incoming(
                     Ok(Ok(stream)) => {
                         let _ = out.send(Ok(stream)).await;
                     }
-                    Ok(Err(e)) => tracing::info!(%peer, error = %e, "TLS handshake failed"),
+                    // At warn: a refused client certificate must show under the default filter.
+                    Ok(Err(e)) => tracing::warn!(%peer, error = %e, "TLS handshake failed"),
                     Err(_) => tracing::info!(%peer, "TLS handshake timed out"),
                 }
             });
