@@ -8,6 +8,7 @@
 //! | `iceflight_result_rows` / `iceflight_result_bytes` (`_total`) | counter | rows and Arrow bytes sent |
 //! | `iceflight_queries_running` | gauge | queries running now |
 //! | `iceflight_sessions_active` | gauge | open sessions (logins not yet expired or closed) |
+//! | `iceflight_login_failures` (`_total`) | counter | logins refused (wrong or missing credentials, locked) |
 //! | `iceflight_cache_hits` / `iceflight_cache_misses` (`_total`) `{cache}` | counter | block (lake files), footer, table (catalog loads) |
 //! | `iceflight_cache_bytes` `{cache}` | gauge | bytes held by the block and footer caches |
 //! | `iceflight_storage_read_bytes` (`_total`) | counter | bytes read from the lake's storage (block cache misses) |
@@ -79,6 +80,13 @@ impl Collector for Now {
             "Open sessions",
             self.sessions.counts().0 as i64,
         )?;
+        let failed = ConstCounter::new(self.sessions.failed_logins());
+        failed.encode(encoder.encode_descriptor(
+            "login_failures",
+            "Logins refused: wrong or missing credentials, or a locked name or address",
+            None,
+            failed.metric_type(),
+        )?)?;
 
         let caches = self.engine.caches();
         let mut hits: Vec<(&str, u64)> = vec![];

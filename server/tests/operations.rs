@@ -107,6 +107,19 @@ async fn queries_table_metrics_and_health() {
         [["alice", "local", "ops", "0", "32"]]
     );
 
+    // A refused login, counted.
+    let channel = Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    assert!(
+        FlightSqlServiceClient::new(channel)
+            .handshake("alice", "wrong")
+            .await
+            .is_err()
+    );
+
     // Prometheus.
     let (status, body) = get(metrics_port, "/metrics");
     assert!(status.contains("200"), "{status}");
@@ -126,6 +139,7 @@ async fn queries_table_metrics_and_health() {
     );
     assert_eq!(sample(&body, "iceflight_sessions_active"), 1.0);
     assert_eq!(sample(&body, "iceflight_queries_running"), 0.0);
+    assert_eq!(sample(&body, "iceflight_login_failures_total"), 1.0);
     assert!(
         body.contains("iceflight_cache_hits_total{cache=\"footer\"}"),
         "{body}"

@@ -284,6 +284,7 @@ impl FlightSqlService for IceflightService {
         let user = match header.and_then(parse_basic) {
             Some((user, password)) if self.inner.auth_required => {
                 if let Err(message) = self.inner.throttle.check(&user, peer_ip) {
+                    self.inner.sessions.login_failed();
                     tracing::warn!(%user, %peer, reason = %message, "login refused");
                     return Err(Status::unauthenticated(message));
                 }
@@ -295,6 +296,7 @@ impl FlightSqlService for IceflightService {
                     .unwrap_or(false);
                 if !verified {
                     self.inner.throttle.failed(&user, peer_ip);
+                    self.inner.sessions.login_failed();
                     tracing::warn!(%user, %peer, reason = "invalid user name or password", "login failed");
                     return Err(Status::unauthenticated("invalid user name or password"));
                 }
@@ -308,6 +310,7 @@ impl FlightSqlService for IceflightService {
                 } else {
                     "no credentials"
                 };
+                self.inner.sessions.login_failed();
                 tracing::warn!(%peer, reason, "login failed");
                 return Err(Status::unauthenticated(
                     "missing credentials: use HTTP Basic user and password",

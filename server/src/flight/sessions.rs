@@ -206,9 +206,22 @@ pub struct Sessions {
     session_ttl: Duration,
     prepared_ttl: Duration,
     expired_prepared: AtomicU64,
+    /// Logins refused since the start: wrong or missing credentials, or a locked name or
+    /// address (`/metrics`).
+    failed_logins: AtomicU64,
 }
 
 impl Sessions {
+    /// Counts a refused login.
+    pub fn login_failed(&self) {
+        self.failed_logins.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Logins refused since the start.
+    pub fn failed_logins(&self) -> u64 {
+        self.failed_logins.load(Ordering::Relaxed)
+    }
+
     /// Sessions idle longer than `session_ttl` and prepared statements idle longer than
     /// `prepared_ttl` are dropped by [`Self::expire`].
     pub fn new(session_ttl: Duration, prepared_ttl: Duration) -> Self {
@@ -217,6 +230,7 @@ impl Sessions {
             session_ttl,
             prepared_ttl,
             expired_prepared: AtomicU64::new(0),
+            failed_logins: AtomicU64::new(0),
         }
     }
 
