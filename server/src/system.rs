@@ -18,6 +18,8 @@
 //!     at most 200 characters), created (start, UTC), duration_ms (so far when running), rows
 //!     and bytes (Arrow) sent, error (the gRPC code and message of a failed one)
 //!
+//!   (over Flight SQL with login, a user sees only their own queries and sessions)
+//!
 //!   system.runtime.sessions ──► one row per open Flight SQL session (none outside a server)
 //!     session_id (not its token), user, catalog, schema (current), created (UTC), idle_ms,
 //!     prepared_statements
@@ -195,8 +197,11 @@ impl Rows for QueriesTable {
         queries_schema()
     }
 
-    fn batch(&self) -> Result<RecordBatch> {
-        let records = self.history.records();
+    fn batch(&self, viewer: Option<&str>) -> Result<RecordBatch> {
+        let mut records = self.history.records();
+        if let Some(user) = viewer {
+            records.retain(|r| r.user == user);
+        }
         let text = |f: &dyn Fn(&QueryRecord) -> String| -> ArrayRef {
             Arc::new(StringArray::from(records.iter().map(f).collect::<Vec<_>>()))
         };
@@ -256,8 +261,11 @@ impl Rows for SessionsTable {
         sessions_schema()
     }
 
-    fn batch(&self) -> Result<RecordBatch> {
+    fn batch(&self, viewer: Option<&str>) -> Result<RecordBatch> {
         let mut sessions = self.sessions.get().map(|s| s.list()).unwrap_or_default();
+        if let Some(user) = viewer {
+            sessions.retain(|s| s.user == user);
+        }
         sessions.sort_by_key(|s| s.created);
         let current = |s: &crate::flight::sessions::Session| {
             let state = s.ctx.state();
@@ -302,15 +310,22 @@ impl Rows for CacheTable {
         schema()
     }
 
-    fn batch(&self) -> Result<RecordBatch> {
+    fn batch(&self, _viewer: Option<&str>) -> Result<RecordBatch> {
         self.cache_batch()
     }
 }
 
+/// The logged-in user of a Flight SQL session (a session extension): `system.runtime.queries`
+/// and `sessions` show them only their own rows. Without it (the CLI, login off) every row.
+#[derive(Debug)]
+pub struct Viewer(pub String);
+
 /// A table of the `system` catalog: its rows, made when a query reads it.
 trait Rows: std::fmt::Debug + Send + Sync + 'static {
     fn schema() -> SchemaRef;
-    fn batch(&self) -> Result<RecordBatch>;
+    /// The rows `viewer` may see (`None`: every row; a logged-in user sees only their own
+    /// queries and sessions).
+    fn batch(&self, viewer: Option<&str>) -> Result<RecordBatch>;
 }
 
 /// A [`Rows`] as a DataFusion table (a view: nothing writes to it).
@@ -329,13 +344,14 @@ impl<T: Rows> TableProvider for SystemTable<T> {
 
     async fn scan(
         &self,
-        _state: &dyn Session,
+        state: &dyn Session,
         projection: Option<&Vec<usize>>,
         _filters: &[Expr],
         _limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
+        let viewer = state.config().get_extension::<Viewer>();
         Ok(MemorySourceConfig::try_new_exec(
-            &[vec![self.0.batch()?]],
+            &[vec![self.0.batch(viewer.as_deref().map(|v| v.0.as_str()))?]],
             T::schema(),
             projection.cloned(),
         )?)

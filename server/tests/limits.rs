@@ -164,16 +164,16 @@ async fn timeout_result_cap_and_per_user_slots() {
     );
     let mut bob = client(addr, "bob").await;
     assert_eq!(run(&mut bob, "SELECT 1").await, Ok(1));
-    // The refused query is listed, failed, with the reason.
+    drop(held);
+    // The refused query is listed, failed, with the reason (to alice: her own queries).
     let refused = common::flight_run(
-        &mut bob,
+        &mut alice2,
         "SELECT count(*) FROM system.runtime.queries WHERE state = 'FAILED' \
          AND error LIKE 'ResourceExhausted: too many concurrent queries of user alice%'",
     )
     .await
     .unwrap();
     assert_eq!(common::rows(&refused), [["1"]]);
-    drop(held);
 }
 
 /// A client that opens a large result and stops reading loses it after

@@ -54,8 +54,9 @@ async fn queries_table_metrics_and_health() {
         ..Config::default()
     };
     config.server.metrics_listen = Some(format!("127.0.0.1:{metrics_port}"));
+    let users = ["alice:secret", "bob:secret"];
     let engine = Engine::connect(config).await.unwrap();
-    let addr = common::serve_flight(engine, &["alice:secret"]).await;
+    let addr = common::serve_flight(engine, &users).await;
     let mut alice = client(addr).await;
 
     let rows = run(&mut alice, "SELECT * FROM (VALUES (1), (2), (3)) AS t(x)")
@@ -107,6 +108,18 @@ async fn queries_table_metrics_and_health() {
         [["alice", "local", "ops", "0", "32"]]
     );
 
+    // bob sees only his own queries and session.
+    let mut bob = common::flight_client(addr, "bob", "secret").await;
+    let seen = run(
+        &mut bob,
+        "SELECT (SELECT count(*) FROM system.runtime.queries WHERE \"user\" <> 'bob') AS q, \
+         (SELECT count(*) FROM system.runtime.sessions WHERE \"user\" <> 'bob') AS o, \
+         (SELECT count(*) FROM system.runtime.sessions) AS s",
+    )
+    .await
+    .unwrap();
+    assert_eq!(common::rows(&seen), [["0", "0", "1"]]);
+
     // A refused login, counted.
     let channel = Channel::from_shared(format!("http://{addr}"))
         .unwrap()
@@ -123,21 +136,21 @@ async fn queries_table_metrics_and_health() {
     // Prometheus.
     let (status, body) = get(metrics_port, "/metrics");
     assert!(status.contains("200"), "{status}");
-    // The values query, the queries table and the sessions table.
+    // The values query, the queries and sessions tables, bob's query.
     assert_eq!(
         sample(&body, "iceflight_queries_total{state=\"FINISHED\"}"),
-        3.0
+        4.0
     );
     assert_eq!(
         sample(&body, "iceflight_queries_total{state=\"FAILED\"}"),
         1.0
     );
-    assert_eq!(sample(&body, "iceflight_query_duration_seconds_count"), 4.0);
+    assert_eq!(sample(&body, "iceflight_query_duration_seconds_count"), 5.0);
     assert!(
         sample(&body, "iceflight_result_rows_total") >= 6.0,
         "{body}"
     );
-    assert_eq!(sample(&body, "iceflight_sessions_active"), 1.0);
+    assert_eq!(sample(&body, "iceflight_sessions_active"), 2.0);
     assert_eq!(sample(&body, "iceflight_queries_running"), 0.0);
     assert_eq!(sample(&body, "iceflight_login_failures_total"), 1.0);
     assert!(

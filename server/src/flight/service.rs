@@ -323,6 +323,12 @@ impl FlightSqlService for IceflightService {
             .engine
             .session(None, None, &[])
             .map_err(to_status)?;
+        if self.inner.auth_required {
+            ctx.state_ref()
+                .write()
+                .config_mut()
+                .set_extension(Arc::new(crate::system::Viewer(user.clone())));
+        }
         let token = self.inner.sessions.open(Session::new(user, ctx));
         let response = HandshakeResponse {
             protocol_version: 0,
