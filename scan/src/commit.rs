@@ -54,15 +54,6 @@ pub trait CommitCatalog: Catalog {
     ) -> Result<()>;
 }
 
-/// What [`overwrite`] committed: the counts of its snapshot summary.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct OverwriteCounts {
-    /// Data files removed.
-    pub removed_files: u64,
-    /// Data files added.
-    pub added_files: u64,
-}
-
 /// Commits a snapshot of `table` that removes the data files at the paths `removed` and adds
 /// `added` (module docs), through `catalog`. The snapshot's operation is `delete` when nothing
 /// is added, else `overwrite`; its summary carries the added, deleted and total counts.
@@ -76,7 +67,7 @@ pub async fn overwrite(
     table: &Table,
     removed: &HashSet<String>,
     added: Vec<DataFile>,
-) -> Result<OverwriteCounts> {
+) -> Result<()> {
     let metadata = table.metadata();
     let Some(parent) = metadata.current_snapshot() else {
         return Err(Error::new(
@@ -142,11 +133,8 @@ pub async fn overwrite(
             format!("{missing} is not a live data file of the current snapshot"),
         ));
     }
-    let counts = OverwriteCounts {
-        removed_files: found.len() as u64,
-        added_files: added.len() as u64,
-    };
-    if !added.is_empty() {
+    let adds_files = !added.is_empty();
+    if adds_files {
         let schema = Arc::clone(metadata.current_schema());
         let spec = Arc::clone(metadata.default_partition_spec());
         let mut writer = files.manifest_writer(&schema, &spec)?;
@@ -170,10 +158,9 @@ pub async fn overwrite(
     list_writer.add_manifests(manifests.into_iter())?;
     list_writer.close().await?;
 
-    let operation = if counts.added_files == 0 {
-        Operation::Delete
-    } else {
-        Operation::Overwrite
+    let operation = match adds_files {
+        true => Operation::Overwrite,
+        false => Operation::Delete,
     };
     let snapshot = Snapshot::builder()
         .with_snapshot_id(snapshot_id)
@@ -211,8 +198,7 @@ pub async fn overwrite(
     ];
     catalog
         .commit_updates(table.identifier(), requirements, updates)
-        .await?;
-    Ok(counts)
+        .await
 }
 
 /// Names and writers of the manifests one commit writes (`<location>/metadata/<commit>-m<n>.avro`,

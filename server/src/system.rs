@@ -171,6 +171,21 @@ impl CacheTable {
     }
 }
 
+/// The type of the tables' instants: milliseconds, UTC.
+fn utc() -> DataType {
+    DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into()))
+}
+
+/// `times` as a column of [`utc`].
+fn utc_millis(times: impl Iterator<Item = std::time::SystemTime>) -> TimestampMillisecondArray {
+    TimestampMillisecondArray::from_iter_values(times.map(|t| {
+        t.duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0)
+    }))
+    .with_timezone("UTC")
+}
+
 /// `system.runtime.queries` (module docs).
 #[derive(Debug)]
 struct QueriesTable {
@@ -178,13 +193,12 @@ struct QueriesTable {
 }
 
 fn queries_schema() -> SchemaRef {
-    let utc = DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into()));
     Arc::new(Schema::new(vec![
         Field::new("query_id", DataType::Utf8, false),
         Field::new("state", DataType::Utf8, false),
         Field::new("user", DataType::Utf8, false),
         Field::new("query", DataType::Utf8, false),
-        Field::new("created", utc, false),
+        Field::new("created", utc(), false),
         Field::new("duration_ms", DataType::UInt64, false),
         Field::new("rows", DataType::UInt64, false),
         Field::new("bytes", DataType::UInt64, false),
@@ -208,18 +222,7 @@ impl Rows for QueriesTable {
         let number = |f: &dyn Fn(&QueryRecord) -> u64| -> ArrayRef {
             Arc::new(UInt64Array::from(records.iter().map(f).collect::<Vec<_>>()))
         };
-        let created = TimestampMillisecondArray::from(
-            records
-                .iter()
-                .map(|r| {
-                    r.created
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .map(|d| d.as_millis() as i64)
-                        .unwrap_or(0)
-                })
-                .collect::<Vec<_>>(),
-        )
-        .with_timezone("UTC");
+        let created = utc_millis(records.iter().map(|r| r.created));
         let columns: Vec<ArrayRef> = vec![
             text(&|r| r.id.clone()),
             text(&|r| r.state.name().to_string()),
@@ -244,13 +247,12 @@ struct SessionsTable {
 }
 
 fn sessions_schema() -> SchemaRef {
-    let utc = DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into()));
     Arc::new(Schema::new(vec![
         Field::new("session_id", DataType::Utf8, false),
         Field::new("user", DataType::Utf8, false),
         Field::new("catalog", DataType::Utf8, false),
         Field::new("schema", DataType::Utf8, false),
-        Field::new("created", utc, false),
+        Field::new("created", utc(), false),
         Field::new("idle_ms", DataType::UInt64, false),
         Field::new("prepared_statements", DataType::UInt64, false),
     ]))
@@ -285,15 +287,7 @@ impl Rows for SessionsTable {
             )),
             Arc::new(StringArray::from_iter_values(places.iter().map(|p| &p.0))),
             Arc::new(StringArray::from_iter_values(places.iter().map(|p| &p.1))),
-            Arc::new(
-                TimestampMillisecondArray::from_iter_values(sessions.iter().map(|s| {
-                    s.created
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .map(|d| d.as_millis() as i64)
-                        .unwrap_or(0)
-                }))
-                .with_timezone("UTC"),
-            ),
+            Arc::new(utc_millis(sessions.iter().map(|s| s.created))),
             Arc::new(UInt64Array::from_iter_values(
                 sessions.iter().map(|s| s.idle().as_millis() as u64),
             )),

@@ -346,37 +346,13 @@ assert t.current_snapshot().summary.operation.value in ("delete", "overwrite"), 
 /// An in-process Flight SQL server over an engine and a logged-in client.
 struct FlightClient {
     client: arrow_flight::sql::client::FlightSqlServiceClient<tonic::transport::Channel>,
-    _server: tokio::task::JoinHandle<std::result::Result<(), String>>,
 }
 
 impl FlightClient {
     async fn start(engine: Engine) -> Self {
-        let users =
-            iceflight::flight::users(&engine.config().server, &["u:p".to_string()]).unwrap();
-        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-        let server = tokio::spawn(async move {
-            iceflight::flight::serve(
-                engine,
-                users,
-                "127.0.0.1:0".parse().unwrap(),
-                std::future::pending::<()>(),
-                move |a| {
-                    let _ = ready_tx.send(a);
-                },
-            )
-            .await
-        });
-        let addr: std::net::SocketAddr = ready_rx.await.unwrap();
-        let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
-            .unwrap()
-            .connect()
-            .await
-            .unwrap();
-        let mut client = arrow_flight::sql::client::FlightSqlServiceClient::new(channel);
-        client.handshake("u", "p").await.unwrap();
+        let addr = common::serve_flight(engine, &["u:p"]).await;
         Self {
-            client,
-            _server: server,
+            client: common::flight_client(addr, "u", "p").await,
         }
     }
 
