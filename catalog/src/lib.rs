@@ -11,7 +11,8 @@ pub mod alter;
 pub mod cache;
 pub mod cached_storage;
 pub mod commit;
-pub mod config;
+/// `[[catalog]]` configuration, parsed in `iceflight-input` (no DataFusion there, so it is fuzzed).
+pub use iceflight_input::catalog_config as config;
 pub mod connect;
 pub mod error;
 pub mod load;

@@ -13,6 +13,8 @@
 //! killed outright (SIGKILL, power loss) leaves tables without snapshots, which
 //! [`tpch_status`] reports as incomplete.
 
+pub use iceflight_input::units::parse_size;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -701,50 +703,4 @@ async fn drop_table_and_files(
     catalog.drop_table(ident).await?;
     table.file_io().delete_prefix(&location).await?;
     Ok(())
-}
-
-/// Parses a size such as `4MiB`, `512MB`, `1G` or `1048576` into bytes (binary and decimal
-/// suffixes, case-insensitive).
-pub fn parse_size(s: &str) -> Result<usize, CatalogError> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let value: f64 = num.parse().map_err(|_| {
-        CatalogError::Config(format!("invalid size {s:?} (e.g. 4MiB, 512MB, 1048576)"))
-    })?;
-    let mult: f64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1.0,
-        "k" | "kb" => 1e3,
-        "kib" => 1024.0,
-        "m" | "mb" => 1e6,
-        "mib" => 1024.0 * 1024.0,
-        "g" | "gb" => 1e9,
-        "gib" => 1024.0 * 1024.0 * 1024.0,
-        _ => return Err(CatalogError::Config(format!("invalid size unit in {s:?}"))),
-    };
-    let bytes = value * mult;
-    if bytes.is_nan() || bytes < 1.0 {
-        return Err(CatalogError::Config(format!(
-            "size must be positive: {s:?}"
-        )));
-    }
-    Ok(bytes as usize)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_size;
-
-    #[test]
-    fn sizes() {
-        assert_eq!(parse_size("4MiB").unwrap(), 4 * 1024 * 1024);
-        assert_eq!(parse_size("512MB").unwrap(), 512_000_000);
-        assert_eq!(parse_size("1048576").unwrap(), 1_048_576);
-        assert_eq!(parse_size("1gib").unwrap(), 1 << 30);
-        assert!(parse_size("abc").is_err());
-        assert!(parse_size("0").is_err());
-        assert!(parse_size("4XB").is_err());
-    }
 }

@@ -1,8 +1,9 @@
 //! Typed errors of reading a data file, so that the edge can answer precisely: a file missing
-//! under the table (deleted, or a path the storage does not have) and a file that is not valid
-//! Parquet (a torn or corrupted footer). Recognised from the typed errors in the source chain
-//! (opendal's `NotFound` under iceberg-storage-opendal's wrapper; a Parquet decoding error),
-//! never from message text.
+//! under the table (deleted, or a path the storage does not have), a file that is not valid
+//! Parquet (a torn or corrupted footer), access denied, and storage that did not deliver
+//! (unreachable, reset, timed out; `server/tests/fault_proxy.rs`). Recognised from the typed
+//! errors in the source chain (opendal's error kind under iceberg-storage-opendal's wrapper; a
+//! Parquet decoding error), never from message text.
 
 use std::error::Error as StdError;
 
@@ -15,17 +16,28 @@ pub enum DataFileError {
     /// The file at `path` is not valid Parquet.
     #[error("data file {path} is not valid Parquet: {reason}")]
     Corrupt { path: String, reason: String },
+    /// The storage refused access to `path` (credentials, bucket policy).
+    #[error("data file {path} cannot be read: storage denied access")]
+    Denied { path: String },
+    /// The storage did not deliver `path`'s bytes after the storage layer's own retries: reset
+    /// or refused connections, no answer within its I/O timeout, server errors.
+    #[error("data file {path} could not be read from storage: {reason}")]
+    Unreachable { path: String, reason: String },
 }
 
 /// `e` (an error of reading `path`) as a [`DataFileError`] when it is one of its kinds.
 pub fn classify(path: &str, e: &(dyn StdError + 'static)) -> Option<DataFileError> {
     let mut at: Option<&(dyn StdError + 'static)> = Some(e);
     while let Some(err) = at {
-        if let Some(o) = err.downcast_ref::<opendal::Error>()
-            && o.kind() == opendal::ErrorKind::NotFound
-        {
-            return Some(DataFileError::Missing {
-                path: path.to_string(),
+        if let Some(o) = err.downcast_ref::<opendal::Error>() {
+            let path = path.to_string();
+            return Some(match o.kind() {
+                opendal::ErrorKind::NotFound => DataFileError::Missing { path },
+                opendal::ErrorKind::PermissionDenied => DataFileError::Denied { path },
+                _ => DataFileError::Unreachable {
+                    path,
+                    reason: one_line(o),
+                },
             });
         }
         at = err.source();
@@ -33,9 +45,9 @@ pub fn classify(path: &str, e: &(dyn StdError + 'static)) -> Option<DataFileErro
     None
 }
 
-/// A Parquet error of decoding `path`'s footer: [`DataFileError::Missing`] when the storage
-/// has no such file, [`DataFileError::Corrupt`] when the bytes are not Parquet, `None` when it
-/// is another I/O failure (the storage unreachable, …).
+/// A Parquet error of decoding `path`'s footer: [`DataFileError::Corrupt`] when the bytes are
+/// not Parquet, else what [`classify`] makes of the storage's error (`None`: not a storage
+/// error).
 pub fn classify_parquet(path: &str, e: &parquet::errors::ParquetError) -> Option<DataFileError> {
     use parquet::errors::ParquetError;
     match e {
@@ -45,4 +57,12 @@ pub fn classify_parquet(path: &str, e: &parquet::errors::ParquetError) -> Option
             reason: other.to_string(),
         }),
     }
+}
+
+/// `e`'s message on one line (opendal's lists its context over several).
+fn one_line(e: &dyn std::fmt::Display) -> String {
+    e.to_string()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
 }

@@ -336,20 +336,23 @@ pub fn literal_scalar(lit: &Literal, ty: &DataType) -> Option<ScalarValue> {
 /// footer from the engine's cache, bytes fetched counted.
 #[derive(Clone)]
 pub struct FileSource {
+    path: Arc<str>,
     reader: Arc<dyn FileRead>,
     metadata: Arc<ParquetMetaData>,
     bytes_read: Count,
 }
 
 impl FileSource {
-    /// `reader` over the file whose footer is `metadata`, adding what it fetches to
-    /// `bytes_read`.
+    /// `reader` over the file at `path` whose footer is `metadata`, adding what it fetches to
+    /// `bytes_read`. Its read errors name `path` ([`crate::data_file_error`]).
     pub fn new(
+        path: &str,
         reader: Box<dyn FileRead>,
         metadata: Arc<ParquetMetaData>,
         bytes_read: Count,
     ) -> Self {
         Self {
+            path: Arc::from(path),
             reader: Arc::from(reader),
             metadata,
             bytes_read,
@@ -362,6 +365,15 @@ impl FileSource {
         let reads = ranges.into_iter().map(|r| self.reader.read(r));
         let _ = futures::future::join_all(reads).await;
     }
+
+    /// A storage error of reading this file, typed where it is one of
+    /// [`DataFileError`](crate::data_file_error::DataFileError)'s kinds.
+    fn read_error(&self, e: iceberg::Error) -> ParquetError {
+        match crate::data_file_error::classify(&self.path, &e) {
+            Some(typed) => ParquetError::External(Box::new(typed)),
+            None => ParquetError::External(Box::new(e)),
+        }
+    }
 }
 
 impl AsyncFileReader for FileSource {
@@ -371,7 +383,7 @@ impl AsyncFileReader for FileSource {
                 .reader
                 .read(range)
                 .await
-                .map_err(|e| ParquetError::External(Box::new(e)))?;
+                .map_err(|e| self.read_error(e))?;
             self.bytes_read.add(bytes.len());
             Ok(bytes)
         }
@@ -386,7 +398,7 @@ impl AsyncFileReader for FileSource {
             let reads = ranges.into_iter().map(|r| self.reader.read(r));
             let parts = futures::future::try_join_all(reads)
                 .await
-                .map_err(|e| ParquetError::External(Box::new(e)))?;
+                .map_err(|e| self.read_error(e))?;
             self.bytes_read.add(parts.iter().map(Bytes::len).sum());
             Ok(parts)
         }

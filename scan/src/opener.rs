@@ -383,6 +383,7 @@ impl TaskOpener {
         }
         let file = Arc::new(NativeFile {
             source: FileSource::new(
+                &task.data_file_path,
                 reader,
                 Arc::clone(&metadata),
                 self.metrics.bytes_scanned.clone(),

@@ -111,33 +111,10 @@ impl Default for IceflightOptions {
 /// Default of `iceflight.scan.dynamic_filter_wait`; chosen by measurement (`scan/README.md`).
 pub const DEFAULT_DYNAMIC_FILTER_WAIT: std::time::Duration = std::time::Duration::from_millis(1000);
 
-/// Parses a non-negative duration: `250ms`, `1s`, `1.5s`, `5m`, `1h`, or a plain number of
-/// milliseconds. `None` for anything else (negative, not finite, an unknown unit, more than a
-/// year).
-pub fn parse_duration(value: &str) -> Option<std::time::Duration> {
-    let v = value.trim();
-    let (number, seconds_per_unit) = [("ms", 1e-3), ("s", 1.0), ("m", 60.0), ("h", 3600.0)]
-        .into_iter()
-        .find_map(|(unit, scale)| Some((v.strip_suffix(unit)?, scale)))
-        .unwrap_or((v, 1e-3));
-    let n: f64 = number.trim().parse().ok()?;
-    let seconds = n * seconds_per_unit;
-    (n.is_finite() && n >= 0.0 && seconds <= 366.0 * 86400.0)
-        .then(|| std::time::Duration::from_secs_f64(seconds))
-}
+pub use iceflight_input::units::{format_duration, parse_duration};
 
 /// Longest `iceflight.scan.dynamic_filter_wait` accepted.
 pub const MAX_DYNAMIC_FILTER_WAIT: std::time::Duration = std::time::Duration::from_secs(3600);
-
-/// `1s`, `1.5s` or `250ms`: how [`parse_duration`] reads it back.
-pub fn format_duration(d: std::time::Duration) -> String {
-    let ms = d.as_millis();
-    if ms.is_multiple_of(1000) && ms > 0 {
-        format!("{}s", ms / 1000)
-    } else {
-        format!("{ms}ms")
-    }
-}
 
 impl IceflightOptions {
     /// The settings in `options` (a session's), or the defaults when it carries none.

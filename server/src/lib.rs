@@ -6,7 +6,8 @@
 //! ```
 
 pub mod cli;
-pub mod config;
+/// The configuration file, parsed in `iceflight-input` (no DataFusion there, so it is fuzzed).
+pub use iceflight_input::config;
 pub mod delete_statement;
 pub mod distributed;
 pub mod flight;

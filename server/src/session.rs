@@ -68,11 +68,10 @@ impl Engine {
         config.validate()?;
         let default_catalog = config.effective_default_catalog()?;
         let mut runtime = RuntimeEnvBuilder::new();
-        if let Some(limit) = &config.query.memory_limit {
+        if let Some(bytes) = config.query.memory_limit_bytes()? {
             // A fair spill pool: operators that can spill (sorts, aggregates, sort-merge joins)
             // share what the others leave evenly and spill beyond their share, so concurrent
             // queries each progress; the five largest consumers are named when one fails.
-            let bytes = iceflight_catalog::load::parse_size(limit)?;
             runtime = runtime.with_memory_pool(Arc::new(TrackConsumersPool::new(
                 FairSpillPool::new(bytes),
                 std::num::NonZeroUsize::new(5).expect("5 > 0"),

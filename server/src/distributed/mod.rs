@@ -33,45 +33,7 @@ use crate::session::Engine;
 use channels::WorkerChannels;
 use workers::WorkerList;
 
-/// Which part a process plays (`[distributed] role`, `iceflight serve --role`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    /// Plans and runs every query in this process.
-    #[default]
-    Single,
-    /// Takes Flight SQL queries, plans them with the distributed planner and runs their stages
-    /// on the configured workers.
-    Coordinator,
-    /// Runs the stages coordinators send; serves no Flight SQL.
-    Worker,
-}
-
-impl Role {
-    /// The role as written in the config and on the command line.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Single => "single",
-            Self::Coordinator => "coordinator",
-            Self::Worker => "worker",
-        }
-    }
-}
-
-impl std::str::FromStr for Role {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "single" => Ok(Self::Single),
-            "coordinator" => Ok(Self::Coordinator),
-            "worker" => Ok(Self::Worker),
-            other => Err(format!(
-                "unknown role {other}: must be single, coordinator or worker"
-            )),
-        }
-    }
-}
+pub use iceflight_input::config::Role;
 
 /// What a coordinator or worker adds to every session: the scan's codec, the channels to the
 /// workers and, on a coordinator, the worker list.

@@ -24,7 +24,7 @@ use datafusion_distributed::grpc::{BoxCloneSyncChannel, create_worker_client};
 use datafusion_distributed::{GetWorkerInfoRequest, WorkerResolver};
 use url::Url;
 
-use crate::config::ConfigError;
+use crate::config::{ConfigError, parse_worker_urls};
 
 /// Time a health probe may take, connection included.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
@@ -75,10 +75,10 @@ impl WorkerList {
 
     /// The list without probing (tests).
     ///
-    /// Errors: as [`parse_urls`].
+    /// Errors: as [`parse_worker_urls`].
     pub fn new(urls: &[String]) -> Result<Self, ConfigError> {
         let mut configured: Vec<(Url, tonic::transport::Channel)> = vec![];
-        for url in parse_urls(urls)? {
+        for url in parse_worker_urls(urls)? {
             let channel = tonic::transport::Endpoint::from_shared(url.to_string())
                 .map_err(|e| ConfigError::Invalid(format!("distributed.workers: {url}: {e}")))?
                 .connect_timeout(PROBE_TIMEOUT)
@@ -176,37 +176,6 @@ impl WorkerList {
     }
 }
 
-/// A coordinator's worker URLs, checked.
-///
-/// Errors: none given, a URL that is not `http://host:port`, a URL given twice.
-pub fn parse_urls(urls: &[String]) -> Result<Vec<Url>, ConfigError> {
-    if urls.is_empty() {
-        return Err(ConfigError::Invalid(
-            "role = \"coordinator\" needs workers: [distributed] workers = [\"http://host:port\", …] \
-             or --worker URL"
-                .into(),
-        ));
-    }
-    let mut out: Vec<Url> = vec![];
-    for u in urls {
-        let url = Url::parse(u).map_err(|e| {
-            ConfigError::Invalid(format!("distributed.workers: {u} is not a URL: {e}"))
-        })?;
-        if url.scheme() != "http" || url.host().is_none() || url.port().is_none() {
-            return Err(ConfigError::Invalid(format!(
-                "distributed.workers: {u} must be http://host:port"
-            )));
-        }
-        if out.contains(&url) {
-            return Err(ConfigError::Invalid(format!(
-                "distributed.workers: {u} is listed twice"
-            )));
-        }
-        out.push(url);
-    }
-    Ok(out)
-}
-
 impl WorkerResolver for WorkerList {
     /// The live workers, possibly none: the distributed planner then keeps every query on the
     /// coordinator (module docs).
@@ -251,19 +220,5 @@ mod tests {
         runtime.shutdown_background();
         list.probe().await;
         assert!(list.get_urls().unwrap().is_empty());
-    }
-
-    /// Worker URLs must be `http://host:port`, each once.
-    #[test]
-    fn urls_are_checked() {
-        assert!(parse_urls(&[]).is_err());
-        assert!(parse_urls(&["localhost:1".into()]).is_err());
-        assert!(parse_urls(&["http://localhost".into()]).is_err());
-        assert!(parse_urls(&["http://localhost:50061".into()]).is_ok());
-        let twice = [
-            "http://localhost:50061".to_string(),
-            "http://localhost:50061".into(),
-        ];
-        assert!(parse_urls(&twice).is_err());
     }
 }

@@ -6,7 +6,6 @@ use std::collections::HashMap;
 use argon2::Argon2;
 use argon2::password_hash::rand_core::OsRng;
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
-use base64::Engine as _;
 
 /// Known users and their argon2 password hashes (PHC strings).
 #[derive(Debug, Clone, Default)]
@@ -85,47 +84,9 @@ pub fn hash_password(password: &str) -> Result<String, String> {
         .map_err(|e| format!("hashing password: {e}"))
 }
 
-/// Parses `Basic <base64(user:password)>`, accepting base64 with or without padding.
-pub fn parse_basic(header: &str) -> Option<(String, String)> {
-    let encoded = header
-        .strip_prefix("Basic ")
-        .or_else(|| header.strip_prefix("basic "))?
-        .trim();
-    let bytes = base64::engine::general_purpose::STANDARD_NO_PAD
-        .decode(encoded.trim_end_matches('='))
-        .ok()?;
-    let text = String::from_utf8(bytes).ok()?;
-    let (user, password) = text.split_once(':')?;
-    Some((user.to_string(), password.to_string()))
-}
-
-/// Extracts the token from `Bearer <token>`.
-pub fn parse_bearer(header: &str) -> Option<&str> {
-    header
-        .strip_prefix("Bearer ")
-        .or_else(|| header.strip_prefix("bearer "))
-        .map(str::trim)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn basic_with_and_without_padding() {
-        // "alice:secret" → YWxpY2U6c2VjcmV0 (no padding needed); "bob:pw" → Ym9iOnB3 ; "al:x" → YWw6eA==
-        assert_eq!(
-            parse_basic("Basic YWxpY2U6c2VjcmV0"),
-            Some(("alice".into(), "secret".into()))
-        );
-        assert_eq!(
-            parse_basic("Basic YWw6eA=="),
-            Some(("al".into(), "x".into()))
-        );
-        assert_eq!(parse_basic("Basic YWw6eA"), Some(("al".into(), "x".into())));
-        assert_eq!(parse_basic("Basic !!!"), None);
-        assert_eq!(parse_basic("Bearer abc"), None);
-    }
 
     #[test]
     fn verify_passwords() {

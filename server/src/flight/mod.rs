@@ -18,7 +18,7 @@ pub mod metadata;
 pub mod planner;
 pub mod results;
 pub mod service;
-pub mod session_options;
+pub use iceflight_input::session_options;
 pub mod sessions;
 pub mod sql_info;
 pub mod status;

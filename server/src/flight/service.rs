@@ -17,8 +17,6 @@ use std::time::Duration;
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::{Schema, SchemaRef};
-use arrow_flight::decode::FlightRecordBatchStream;
-use arrow_flight::error::FlightError;
 use arrow_flight::flight_service_server::FlightService;
 use arrow_flight::sql::server::{FlightSqlService, PeekableFlightDataStream};
 use arrow_flight::sql::{
@@ -31,16 +29,16 @@ use arrow_flight::sql::{
     SqlInfo, TicketStatementQuery,
 };
 use arrow_flight::{
-    Action, ActionType, CancelFlightInfoRequest, CancelFlightInfoResult, CancelStatus,
-    FlightDescriptor, FlightEndpoint, FlightInfo, HandshakeRequest, HandshakeResponse, Ticket,
+    Action, ActionType, CancelFlightInfoResult, CancelStatus, FlightDescriptor, FlightEndpoint,
+    FlightInfo, HandshakeRequest, HandshakeResponse, Ticket,
 };
 use datafusion::common::{DataFusionError, ParamValues, ScalarValue};
-use futures::{Stream, StreamExt, TryStreamExt};
+use futures::{Stream, StreamExt};
 use prost::Message;
 use tonic::metadata::MetadataValue;
 use tonic::{Request, Response, Status, Streaming};
 
-use super::auth::{Users, parse_basic, parse_bearer};
+use super::auth::Users;
 use super::execution::{Execution, Limits};
 use super::ingest;
 use super::login_throttle::LoginThrottle;
@@ -49,19 +47,17 @@ use super::planner::{self, Planned};
 use super::results::{self, FlightDataStream};
 use super::session_options::{
     CLOSED, CloseSessionResult, GetSessionOptionsResult, INVALID_NAME, INVALID_VALUE,
-    SessionOptionValue, SetSessionOptionsError, SetSessionOptionsRequest, SetSessionOptionsResult,
+    SessionOptionValue, SetSessionOptionsError, SetSessionOptionsResult,
 };
 use super::sessions::{Prepared, Session, Sessions};
 use super::sql_info::SQL_INFO;
 use super::status::to_status;
 use crate::session::Engine;
+use iceflight_input::auth_header::{parse_basic, parse_bearer};
+use iceflight_input::flight::{SessionAction, decode_action, handle};
+use iceflight_input::parameters::ParameterMessages;
 
-/// Name of our status action: returns JSON
-/// `{"sessions":N,"prepared_statements":N,"planned_statements":N,"running_queries":N}`.
-pub const SERVER_STATUS_ACTION: &str = "iceflight.ServerStatus";
-
-/// Most parameter rows accepted by one `DoPut` (a query binds exactly one row).
-const MAX_PARAMETER_ROWS: usize = 1;
+pub use iceflight_input::flight::SERVER_STATUS_ACTION;
 
 /// Service settings from the configuration.
 #[derive(Debug, Clone)]
@@ -242,9 +238,9 @@ impl IceflightService {
             })
     }
 
-    fn prepared(session: &Session, handle: &[u8]) -> Result<(String, Prepared), Status> {
-        let handle = std::str::from_utf8(handle)
-            .map_err(|_| Status::invalid_argument("malformed prepared statement handle"))?;
+    fn prepared(session: &Session, bytes: &[u8]) -> Result<(String, Prepared), Status> {
+        let handle = handle(bytes, "prepared statement")
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
         session
             .prepared(handle)
             .map(|p| (handle.to_string(), p))
@@ -373,7 +369,7 @@ impl FlightSqlService for IceflightService {
         request: Request<Ticket>,
     ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
         let caller = self.caller(&request)?;
-        let planned = std::str::from_utf8(&ticket.statement_handle)
+        let planned = handle(&ticket.statement_handle, "statement")
             .ok()
             .and_then(|handle| caller.session.planned(handle))
             .ok_or_else(|| {
@@ -491,54 +487,19 @@ impl FlightSqlService for IceflightService {
     ) -> Result<DoPutPreparedStatementResult, Status> {
         let caller = self.caller(&request)?;
         let (handle, prepared) = Self::prepared(&caller.session, &cmd.prepared_statement_handle)?;
-        let mut stream = FlightRecordBatchStream::new_from_flight_data(
-            request.into_inner().map_err(FlightError::from),
-        );
-        let mut row: Option<RecordBatch> = None;
-        let mut rows = 0usize;
-        while let Some(batch) = stream.next().await {
-            let batch =
-                batch.map_err(|e| Status::invalid_argument(format!("reading parameters: {e}")))?;
-            rows += batch.num_rows();
-            if rows > MAX_PARAMETER_ROWS {
-                return Err(Status::invalid_argument(format!(
-                    "bind exactly one parameter row per execution (got more than {MAX_PARAMETER_ROWS})"
-                )));
-            }
-            if batch.num_rows() > 0 {
-                row = Some(batch);
-            }
+        let mut upload = ParameterMessages::default();
+        let mut messages = request.into_inner();
+        while let Some(message) = messages.next().await {
+            upload
+                .push(message?)
+                .map_err(|e| Status::invalid_argument(e.to_string()))?;
         }
-        let expected = prepared.parameter_schema.fields();
-        let values = match row {
-            None if expected.is_empty() => vec![],
-            None => return Err(Status::invalid_argument("no parameter row was sent")),
-            Some(batch) => {
-                if batch.num_columns() != expected.len() {
-                    return Err(Status::invalid_argument(format!(
-                        "the statement takes {} parameter(s), {} were sent",
-                        expected.len(),
-                        batch.num_columns()
-                    )));
-                }
-                // Bound by position: ADBC names parameters "0", "1", ...; JDBC uses our names.
-                batch
-                    .columns()
-                    .iter()
-                    .zip(expected.iter())
-                    .map(|(col, field)| {
-                        let v = ScalarValue::try_from_array(col.as_ref(), 0).map_err(to_status)?;
-                        if v.data_type() == *field.data_type() || v.is_null() {
-                            Ok(v)
-                        } else {
-                            v.cast_to(field.data_type()).map_err(|e| {
-                                Status::invalid_argument(format!("parameter {}: {e}", field.name()))
-                            })
-                        }
-                    })
-                    .collect::<Result<Vec<_>, Status>>()?
-            }
-        };
+        let values = upload
+            .decode(&prepared.parameter_schema)
+            .map_err(|e| Status::invalid_argument(e.to_string()))?
+            .iter()
+            .map(|value| ScalarValue::try_from_array(value, 0).map_err(to_status))
+            .collect::<Result<Vec<_>, Status>>()?;
         caller.session.bind(
             &handle,
             ParamValues::List(values.into_iter().map(Into::into).collect()),
@@ -772,11 +733,10 @@ impl FlightSqlService for IceflightService {
     ) -> Result<Response<<Self as FlightService>::DoActionStream>, Status> {
         let caller = self.caller(&request)?;
         let action = request.into_inner();
-        match action.r#type.as_str() {
-            "SetSessionOptions" => {
-                let req = SetSessionOptionsRequest::decode(action.body).map_err(|e| {
-                    Status::invalid_argument(format!("malformed SetSessionOptionsRequest: {e}"))
-                })?;
+        let decoded = decode_action(&action.r#type, &action.body)
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        match decoded {
+            SessionAction::SetSessionOptions(req) => {
                 let mut errors = HashMap::new();
                 for (name, value) in req.session_options {
                     let code = set_session_option(&caller.session, &name, &value);
@@ -788,7 +748,7 @@ impl FlightSqlService for IceflightService {
                     SetSessionOptionsResult { errors }.encode_to_vec(),
                 ))
             }
-            "GetSessionOptions" => {
+            SessionAction::GetSessionOptions => {
                 let options = caller.session.ctx.copied_config().options().catalog.clone();
                 let session_options = HashMap::from([
                     (
@@ -804,7 +764,7 @@ impl FlightSqlService for IceflightService {
                     GetSessionOptionsResult { session_options }.encode_to_vec(),
                 ))
             }
-            "CloseSession" => {
+            SessionAction::CloseSession => {
                 if !caller.token.is_empty() {
                     self.inner.sessions.close(&caller.token);
                 }
@@ -812,16 +772,7 @@ impl FlightSqlService for IceflightService {
                     CloseSessionResult { status: CLOSED }.encode_to_vec(),
                 ))
             }
-            "CancelFlightInfo" => {
-                let req = CancelFlightInfoRequest::decode(action.body).map_err(|e| {
-                    Status::invalid_argument(format!("malformed CancelFlightInfoRequest: {e}"))
-                })?;
-                let tickets: Vec<Vec<u8>> = req
-                    .info
-                    .iter()
-                    .flat_map(|i| i.endpoint.iter())
-                    .filter_map(|e| e.ticket.as_ref().map(|t| t.ticket.to_vec()))
-                    .collect();
+            SessionAction::CancelFlightInfo { tickets } => {
                 let cancelled = self.inner.execution.cancel(&caller.token, &tickets);
                 let status = if cancelled {
                     CancelStatus::Cancelled
@@ -832,7 +783,7 @@ impl FlightSqlService for IceflightService {
                     CancelFlightInfoResult::new(status).encode_to_vec(),
                 ))
             }
-            SERVER_STATUS_ACTION => {
+            SessionAction::ServerStatus => {
                 let (sessions, prepared, planned) = self.inner.sessions.counts();
                 let running = self.inner.execution.running();
                 let body = format!(
@@ -842,9 +793,6 @@ impl FlightSqlService for IceflightService {
                 );
                 Ok(action_result(body.into_bytes()))
             }
-            other => Err(Status::invalid_argument(format!(
-                "unknown action {other:?}"
-            ))),
         }
     }
 

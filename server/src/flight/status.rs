@@ -43,6 +43,8 @@ pub fn to_status(e: DataFusionError) -> Status {
         return match file {
             DataFileError::Missing { .. } => Status::not_found(message(&e)),
             DataFileError::Corrupt { .. } => Status::data_loss(message(&e)),
+            DataFileError::Denied { .. } => Status::permission_denied(message(&e)),
+            DataFileError::Unreachable { .. } => Status::unavailable(message(&e)),
         };
     }
     if let DataFusionError::External(inner) = root

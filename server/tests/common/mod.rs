@@ -421,3 +421,13 @@ pub async fn flight_run(
         .await
         .map_err(|e| e.to_string())
 }
+
+/// `message` as a request carrying `token` (`authorization: Bearer <token>`), for calls made
+/// without arrow-flight's Flight SQL client.
+pub fn with_token<T>(message: T, token: &str) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    request
+        .metadata_mut()
+        .insert("authorization", format!("Bearer {token}").parse().unwrap());
+    request
+}

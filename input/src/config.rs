@@ -1,10 +1,11 @@
 //! The server's configuration: one typed struct read from TOML (`--config FILE`), then overridden
 //! by `ICEFLIGHT_*` environment variables and command-line flags (flags win; see `cli.rs`).
-//! `config/iceflight.toml` documents every key.
+//! `config/iceflight.toml` documents every key; the server's `cli.rs` applies it.
 
 use std::path::{Path, PathBuf};
 
-use iceflight_catalog::{CatalogConfig, DEFAULT_CATALOG_NAME};
+use crate::catalog_config::{CatalogConfig, DEFAULT_CATALOG_NAME};
+use crate::units::{parse_duration, parse_size};
 use serde::{Deserialize, Serialize};
 
 /// Default data directory (embedded catalog and warehouse), relative to the working directory.
@@ -67,11 +68,21 @@ impl QueryConfig {
     pub fn timeout(&self) -> Result<Option<std::time::Duration>, ConfigError> {
         self.timeout
             .as_ref()
-            .map(|t| match iceflight_scan::options::parse_duration(t) {
+            .map(|t| match parse_duration(t) {
                 Some(d) if !d.is_zero() => Ok(d),
                 _ => Err(ConfigError::Invalid(format!(
                     "query.timeout must be a positive duration such as \"5m\", got {t}"
                 ))),
+            })
+            .transpose()
+    }
+
+    /// `memory_limit` in bytes. Errors: not a size.
+    pub fn memory_limit_bytes(&self) -> Result<Option<usize>, ConfigError> {
+        self.memory_limit
+            .as_ref()
+            .map(|s| {
+                parse_size(s).map_err(|e| ConfigError::Invalid(format!("query.memory_limit: {e}")))
             })
             .transpose()
     }
@@ -81,7 +92,7 @@ impl QueryConfig {
         self.max_result_bytes
             .as_ref()
             .map(|s| {
-                iceflight_catalog::load::parse_size(s)
+                parse_size(s)
                     .map(|n| n as u64)
                     .map_err(|e| ConfigError::Invalid(format!("query.max_result_bytes: {e}")))
             })
@@ -119,7 +130,7 @@ pub struct CacheConfig {
 pub struct DistributedConfig {
     /// `single` (default: everything in this process), `coordinator` (Flight SQL; stages run
     /// on `workers`) or `worker` (runs a coordinator's stages; no Flight SQL).
-    pub role: crate::distributed::Role,
+    pub role: Role,
     /// A coordinator's workers, `http://host:port` each (`--worker URL` adds to them).
     pub workers: Vec<String>,
     /// How often a coordinator probes its workers, e.g. `"1s"`: a dead worker gets no new
@@ -130,7 +141,7 @@ pub struct DistributedConfig {
 impl Default for DistributedConfig {
     fn default() -> Self {
         Self {
-            role: crate::distributed::Role::Single,
+            role: Role::Single,
             workers: vec![],
             health_interval: "1s".into(),
         }
@@ -140,7 +151,7 @@ impl Default for DistributedConfig {
 impl DistributedConfig {
     /// `health_interval` as a duration. Errors: unparsable or zero.
     pub fn health_interval(&self) -> Result<std::time::Duration, ConfigError> {
-        match iceflight_scan::options::parse_duration(&self.health_interval) {
+        match parse_duration(&self.health_interval) {
             Some(d) if !d.is_zero() => Ok(d),
             _ => Err(ConfigError::Invalid(format!(
                 "distributed.health_interval must be a positive duration such as \"1s\", got {}",
@@ -148,6 +159,77 @@ impl DistributedConfig {
             ))),
         }
     }
+}
+
+/// Which part a process plays (`[distributed] role`, `iceflight serve --role`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Plans and runs every query in this process.
+    #[default]
+    Single,
+    /// Takes Flight SQL queries, plans them with the distributed planner and runs their stages
+    /// on the configured workers.
+    Coordinator,
+    /// Runs the stages coordinators send; serves no Flight SQL.
+    Worker,
+}
+
+impl Role {
+    /// The role as written in the config and on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Single => "single",
+            Self::Coordinator => "coordinator",
+            Self::Worker => "worker",
+        }
+    }
+}
+
+impl std::str::FromStr for Role {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "single" => Ok(Self::Single),
+            "coordinator" => Ok(Self::Coordinator),
+            "worker" => Ok(Self::Worker),
+            other => Err(format!(
+                "unknown role {other}: must be single, coordinator or worker"
+            )),
+        }
+    }
+}
+
+/// A coordinator's worker URLs, checked.
+///
+/// Errors: none given, a URL that is not `http://host:port`, a URL given twice.
+pub fn parse_worker_urls(urls: &[String]) -> Result<Vec<url::Url>, ConfigError> {
+    if urls.is_empty() {
+        return Err(ConfigError::Invalid(
+            "role = \"coordinator\" needs workers: [distributed] workers = [\"http://host:port\", …] \
+             or --worker URL"
+                .into(),
+        ));
+    }
+    let mut out: Vec<url::Url> = vec![];
+    for u in urls {
+        let url = url::Url::parse(u).map_err(|e| {
+            ConfigError::Invalid(format!("distributed.workers: {u} is not a URL: {e}"))
+        })?;
+        if url.scheme() != "http" || url.host().is_none() || url.port().is_none() {
+            return Err(ConfigError::Invalid(format!(
+                "distributed.workers: {u} must be http://host:port"
+            )));
+        }
+        if out.contains(&url) {
+            return Err(ConfigError::Invalid(format!(
+                "distributed.workers: {u} is listed twice"
+            )));
+        }
+        out.push(url);
+    }
+    Ok(out)
 }
 
 /// Share of the machine's memory the block cache may use when `[cache] memory` is absent.
@@ -213,7 +295,7 @@ impl CacheConfig {
 }
 
 fn size(value: &str, key: &str) -> Result<u64, ConfigError> {
-    iceflight_catalog::load::parse_size(value)
+    parse_size(value)
         .map(|b| b as u64)
         .map_err(|e| ConfigError::Invalid(format!("{key}: {e}")))
 }
@@ -398,16 +480,13 @@ impl Config {
                 self.server.auth
             )));
         }
-        if let Some(limit) = &self.query.memory_limit {
-            iceflight_catalog::load::parse_size(limit)
-                .map_err(|e| ConfigError::Invalid(format!("query.memory_limit: {e}")))?;
-        }
+        self.query.memory_limit_bytes()?;
         self.distributed.health_interval()?;
         self.query.timeout()?;
         self.query.max_result_bytes()?;
         match self.distributed.role {
-            crate::distributed::Role::Coordinator => {
-                crate::distributed::workers::parse_urls(&self.distributed.workers)?;
+            Role::Coordinator => {
+                parse_worker_urls(&self.distributed.workers)?;
             }
             role if !self.distributed.workers.is_empty() => {
                 return Err(ConfigError::Invalid(format!(
@@ -627,5 +706,19 @@ mod tests {
             err.contains("default catalog nope is not configured"),
             "{err}"
         );
+    }
+
+    /// Worker URLs must be `http://host:port`, each once.
+    #[test]
+    fn urls_are_checked() {
+        assert!(parse_worker_urls(&[]).is_err());
+        assert!(parse_worker_urls(&["localhost:1".into()]).is_err());
+        assert!(parse_worker_urls(&["http://localhost".into()]).is_err());
+        assert!(parse_worker_urls(&["http://localhost:50061".into()]).is_ok());
+        let twice = [
+            "http://localhost:50061".to_string(),
+            "http://localhost:50061".into(),
+        ];
+        assert!(parse_worker_urls(&twice).is_err());
     }
 }

@@ -1,4 +1,5 @@
-//! Catalog configuration: one `[[catalog]]` table per catalog in the server's TOML file.
+//! Catalog configuration: one `[[catalog]]` table per catalog in the server's TOML file
+//! (`iceflight-catalog` connects them).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -98,7 +99,7 @@ fn duration_opt<'de, D: serde::Deserializer<'de>>(
 ) -> Result<Option<std::time::Duration>, D::Error> {
     let s: Option<String> = Option::deserialize(d)?;
     s.map(|s| {
-        iceflight_scan::options::parse_duration(&s).ok_or_else(|| {
+        crate::units::parse_duration(&s).ok_or_else(|| {
             serde::de::Error::custom(format!("invalid duration {s:?} (e.g. 250ms, 30s)"))
         })
     })
@@ -110,7 +111,7 @@ fn duration_opt_ser<S: serde::Serializer>(
     s: S,
 ) -> Result<S::Ok, S::Error> {
     match d {
-        Some(d) => s.serialize_some(&iceflight_scan::options::format_duration(*d)),
+        Some(d) => s.serialize_some(&crate::units::format_duration(*d)),
         None => s.serialize_none(),
     }
 }

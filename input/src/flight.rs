@@ -1,0 +1,196 @@
+//! Flight SQL requests as bytes arrive: commands (in descriptors and tickets), statement and
+//! prepared-statement handles, and the actions iceflight serves beyond arrow-flight's own.
+//!
+//! ```text
+//!   FlightDescriptor.cmd / Ticket.ticket ──► decode_command ──► arrow_flight::sql::Command
+//!   TicketStatementQuery.statement_handle,
+//!   prepared_statement_handle            ──► handle          ──► &str (session map key)
+//!   Action { type, body }                ──► decode_action   ──► SessionAction
+//! ```
+//!
+//! arrow-flight's `FlightSqlService` dispatches descriptors and tickets itself, with the same
+//! two calls [`decode_command`] makes (`Any::decode`, then `Command::try_from`); this function
+//! exists so the fuzz target `flight_command` reaches that code the way a client's bytes do.
+
+use arrow_flight::CancelFlightInfoRequest;
+use arrow_flight::sql::{Any, Command};
+use prost::Message;
+
+use crate::session_options::SetSessionOptionsRequest;
+
+/// Name of iceflight's status action: returns JSON
+/// `{"sessions":N,"prepared_statements":N,"planned_statements":N,"running_queries":N}`.
+pub const SERVER_STATUS_ACTION: &str = "iceflight.ServerStatus";
+
+/// Longest statement or prepared-statement handle accepted, in bytes. iceflight's handles are
+/// UUIDs (36 bytes); anything much longer is not one of ours.
+pub const MAX_HANDLE_BYTES: usize = 128;
+
+/// A request that cannot be decoded; each message is one line for the client
+/// (`InvalidArgument`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    /// Not a protobuf `Any`, or an `Any` of a message it does not hold.
+    #[error("malformed Flight SQL command: {0}")]
+    Command(String),
+    /// A handle that is not UTF-8 or is too long to be one of ours.
+    #[error("malformed {0} handle")]
+    Handle(&'static str),
+    /// An action body that is not the message its type names.
+    #[error("malformed {kind}: {message}")]
+    ActionBody {
+        /// The message expected.
+        kind: &'static str,
+        /// prost's message.
+        message: String,
+    },
+    /// An action type iceflight does not serve.
+    #[error("unknown action {0:?}")]
+    UnknownAction(String),
+}
+
+/// Decodes the bytes of a `FlightDescriptor.cmd` or a `Ticket`: a protobuf `Any` whose type URL
+/// names a Flight SQL command. A well-formed `Any` of a type Flight SQL does not define is
+/// `Command::Unknown`, which the service answers as an unknown command.
+///
+/// Errors: [`DecodeError::Command`].
+pub fn decode_command(bytes: &[u8]) -> Result<Command, DecodeError> {
+    let any = Any::decode(bytes).map_err(|e| DecodeError::Command(e.to_string()))?;
+    Command::try_from(any).map_err(|e| DecodeError::Command(e.to_string()))
+}
+
+/// A statement or prepared-statement handle as the session map keys it. `kind` names the handle
+/// in the error (`"statement"`, `"prepared statement"`).
+///
+/// Errors: [`DecodeError::Handle`] for bytes that are not UTF-8 or longer than
+/// [`MAX_HANDLE_BYTES`].
+pub fn handle<'a>(bytes: &'a [u8], kind: &'static str) -> Result<&'a str, DecodeError> {
+    if bytes.len() > MAX_HANDLE_BYTES {
+        return Err(DecodeError::Handle(kind));
+    }
+    std::str::from_utf8(bytes).map_err(|_| DecodeError::Handle(kind))
+}
+
+/// A `DoAction` iceflight serves itself (arrow-flight serves the prepared-statement actions).
+#[derive(Debug, Clone, PartialEq)]
+pub enum SessionAction {
+    /// `SetSessionOptions`: options to set.
+    SetSessionOptions(SetSessionOptionsRequest),
+    /// `GetSessionOptions`.
+    GetSessionOptions,
+    /// `CloseSession`: ends the caller's session (its token stops working).
+    CloseSession,
+    /// `CancelFlightInfo`: the tickets of the endpoints to cancel.
+    CancelFlightInfo {
+        /// Ticket bytes, in the order the request lists them.
+        tickets: Vec<Vec<u8>>,
+    },
+    /// [`SERVER_STATUS_ACTION`].
+    ServerStatus,
+}
+
+/// Decodes a `DoAction` by its type.
+///
+/// Errors: [`DecodeError::ActionBody`] for a body that is not the type's message,
+/// [`DecodeError::UnknownAction`] for a type iceflight does not serve.
+pub fn decode_action(kind: &str, body: &[u8]) -> Result<SessionAction, DecodeError> {
+    let body_error = |kind: &'static str| {
+        move |e: prost::DecodeError| DecodeError::ActionBody {
+            kind,
+            message: e.to_string(),
+        }
+    };
+    Ok(match kind {
+        "SetSessionOptions" => SessionAction::SetSessionOptions(
+            SetSessionOptionsRequest::decode(body)
+                .map_err(body_error("SetSessionOptionsRequest"))?,
+        ),
+        "GetSessionOptions" => SessionAction::GetSessionOptions,
+        "CloseSession" => SessionAction::CloseSession,
+        "CancelFlightInfo" => {
+            let req = CancelFlightInfoRequest::decode(body)
+                .map_err(body_error("CancelFlightInfoRequest"))?;
+            SessionAction::CancelFlightInfo {
+                tickets: req
+                    .info
+                    .iter()
+                    .flat_map(|i| i.endpoint.iter())
+                    .filter_map(|e| e.ticket.as_ref().map(|t| t.ticket.to_vec()))
+                    .collect(),
+            }
+        }
+        SERVER_STATUS_ACTION => SessionAction::ServerStatus,
+        other => return Err(DecodeError::UnknownAction(other.to_string())),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow_flight::sql::{CommandStatementQuery, ProstMessageExt, TicketStatementQuery};
+    use arrow_flight::{FlightEndpoint, FlightInfo, Ticket};
+
+    use super::*;
+
+    #[test]
+    fn commands_round_trip_and_garbage_is_an_error() {
+        let query = CommandStatementQuery {
+            query: "SELECT 1".into(),
+            transaction_id: None,
+        };
+        let bytes = query.as_any().encode_to_vec();
+        assert_eq!(
+            decode_command(&bytes).unwrap(),
+            Command::CommandStatementQuery(query)
+        );
+        let ticket = TicketStatementQuery {
+            statement_handle: "h".into(),
+        };
+        assert!(matches!(
+            decode_command(&ticket.as_any().encode_to_vec()).unwrap(),
+            Command::TicketStatementQuery(_)
+        ));
+        assert!(matches!(
+            decode_command(&[0xff, 0xff]),
+            Err(DecodeError::Command(_))
+        ));
+    }
+
+    #[test]
+    fn handles_are_short_utf8() {
+        assert_eq!(handle(b"abc", "statement"), Ok("abc"));
+        assert_eq!(
+            handle(&[0xc3], "statement").unwrap_err().to_string(),
+            "malformed statement handle"
+        );
+        assert!(handle(&[b'a'; MAX_HANDLE_BYTES + 1], "statement").is_err());
+    }
+
+    #[test]
+    fn actions() {
+        let info = FlightInfo::new()
+            .with_endpoint(FlightEndpoint::new().with_ticket(Ticket::new("t1")))
+            .with_endpoint(FlightEndpoint::new().with_ticket(Ticket::new("t2")));
+        let body = CancelFlightInfoRequest::new(info).encode_to_vec();
+        assert_eq!(
+            decode_action("CancelFlightInfo", &body).unwrap(),
+            SessionAction::CancelFlightInfo {
+                tickets: vec![b"t1".to_vec(), b"t2".to_vec()]
+            }
+        );
+        assert_eq!(
+            decode_action("CloseSession", b"").unwrap(),
+            SessionAction::CloseSession
+        );
+        assert_eq!(
+            decode_action("SetSessionOptions", &[0x0a])
+                .unwrap_err()
+                .to_string(),
+            "malformed SetSessionOptionsRequest: failed to decode Protobuf message: \
+             SetSessionOptionsRequest.session_options: invalid varint"
+        );
+        assert_eq!(
+            decode_action("Nope", b"").unwrap_err(),
+            DecodeError::UnknownAction("Nope".into())
+        );
+    }
+}

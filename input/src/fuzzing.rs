@@ -1,0 +1,151 @@
+//! The fuzz targets' bodies (`fuzz/fuzz_targets/*.rs` call them; `tests/corpus.rs` replays the
+//! committed corpora through them on the stable toolchain). Each takes arbitrary bytes, feeds
+//! them to the decoder it is named after, and checks what the decoder promises beyond not
+//! panicking: a decoded value encodes back to itself, a bound parameter has its placeholder's
+//! type.
+
+use std::sync::Arc;
+
+use arrow_array::Array;
+use arrow_flight::FlightData;
+use arrow_schema::{DataType, Field, Schema};
+use base64::Engine;
+use prost::Message;
+
+use crate::auth_header::{parse_basic, parse_bearer};
+use crate::config::Config;
+use crate::flight::{SERVER_STATUS_ACTION, decode_action, decode_command, handle};
+use crate::parameters::ParameterMessages;
+use crate::units::{format_duration, parse_duration, parse_size};
+
+/// The action types `flight_action` picks from with its first byte.
+pub const ACTION_TYPES: [&str; 6] = [
+    "SetSessionOptions",
+    "GetSessionOptions",
+    "CloseSession",
+    "CancelFlightInfo",
+    SERVER_STATUS_ACTION,
+    "Unknown",
+];
+
+/// Target `flight_command`: bytes of a descriptor's `cmd` or a ticket.
+pub fn flight_command(data: &[u8]) {
+    if let Ok(command) = decode_command(data) {
+        let again = decode_command(&command.clone().into_any().encode_to_vec())
+            .expect("a decoded command encodes to a decodable one");
+        assert_eq!(again, command);
+    }
+    let _ = handle(data, "statement");
+}
+
+/// Target `flight_action`: the first byte picks the action type, the rest is its body.
+pub fn flight_action(data: &[u8]) {
+    let Some((&pick, body)) = data.split_first() else {
+        return;
+    };
+    let kind = ACTION_TYPES[pick as usize % ACTION_TYPES.len()];
+    let _ = decode_action(kind, body);
+}
+
+/// Target `auth_header`: the header value as text.
+pub fn auth_header(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    if let Some((user, password)) = parse_basic(text) {
+        assert!(!user.contains(':'), "the user name ends at the first ':'");
+        let encoded =
+            base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+        assert_eq!(
+            parse_basic(&format!("Basic {encoded}")),
+            Some((user, password))
+        );
+    }
+    if let Some(token) = parse_bearer(text) {
+        assert_eq!(token, token.trim());
+    }
+}
+
+/// The placeholders `parameters` binds against: one of each kind of cast.
+pub fn parameter_schema() -> Schema {
+    Schema::new(vec![
+        Field::new("$1", DataType::Int64, true),
+        Field::new("$2", DataType::Utf8, true),
+        Field::new("$3", DataType::Float64, true),
+        Field::new("$4", DataType::Date32, true),
+    ])
+}
+
+/// Target `parameters`: `FlightData` messages framed by [`frame`].
+pub fn parameters(data: &[u8]) {
+    let mut messages = ParameterMessages::default();
+    for message in unframe(data) {
+        if messages.push(message).is_err() {
+            return;
+        }
+    }
+    let expected = Arc::new(parameter_schema());
+    if let Ok(values) = messages.decode(&expected) {
+        for (value, field) in values.iter().zip(expected.fields()) {
+            assert_eq!(value.len(), 1);
+            assert!(value.is_null(0) || value.data_type() == field.data_type());
+        }
+    }
+}
+
+/// Target `config`: the text of a configuration file.
+pub fn config(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    if let Ok(config) = Config::from_toml(&text) {
+        let _ = config.validate();
+        let _ = config.effective_default_catalog();
+    }
+    if let Ok(size) = parse_size(&text) {
+        assert!(size >= 1);
+    }
+    if let Some(d) = parse_duration(&text) {
+        let again = parse_duration(&format_duration(d)).expect("a formatted duration parses");
+        assert!(again.abs_diff(d).as_millis() < 1, "{d:?} → {again:?}");
+    }
+}
+
+/// Frames `FlightData` messages for [`parameters`]: per message, a little-endian `u16` header
+/// length, the IPC header, a little-endian `u32` body length, the body.
+pub fn frame(messages: &[FlightData]) -> Vec<u8> {
+    let mut out = vec![];
+    for m in messages {
+        out.extend_from_slice(&(m.data_header.len() as u16).to_le_bytes());
+        out.extend_from_slice(&m.data_header);
+        out.extend_from_slice(&(m.data_body.len() as u32).to_le_bytes());
+        out.extend_from_slice(&m.data_body);
+    }
+    out
+}
+
+/// The messages [`frame`] wrote; a truncated tail is read as far as it goes.
+pub fn unframe(data: &[u8]) -> Vec<FlightData> {
+    fn take<'a>(data: &'a [u8], at: &mut usize, n: usize) -> &'a [u8] {
+        let end = at.saturating_add(n).min(data.len());
+        let part = &data[*at..end];
+        *at = end;
+        part
+    }
+    let mut at = 0;
+    let mut out = vec![];
+    while data.len() - at >= 2 {
+        let len = take(data, &mut at, 2);
+        let header = take(data, &mut at, u16::from_le_bytes([len[0], len[1]]) as usize).to_vec();
+        let body = match take(data, &mut at, 4) {
+            &[a, b, c, d] => {
+                take(data, &mut at, u32::from_le_bytes([a, b, c, d]) as usize).to_vec()
+            }
+            _ => vec![],
+        };
+        out.push(
+            FlightData::new()
+                .with_data_header(header)
+                .with_data_body(body),
+        );
+    }
+    out
+}

@@ -1,0 +1,21 @@
+//! What iceflight reads from outside, decoded without DataFusion or iceberg: Flight SQL
+//! commands, handles and actions, the `authorization` header, the parameter rows of prepared
+//! statements, and the configuration file. Every function here takes untrusted bytes or text
+//! and answers a value or a typed error; none panics, which the fuzz targets in `fuzz/` check
+//! (README "Fuzzing").
+//!
+//! ```text
+//!   client bytes ──► flight::decode_command / handle / decode_action ──► server/src/flight
+//!   authorization ──► auth_header::parse_basic / parse_bearer ──────────► server/src/flight
+//!   DoPut FlightData ──► parameters::ParameterMessages ─────────────────► bound statement
+//!   TOML ──► config::Config::from_toml (catalog_config, units) ─────────► server/src/cli.rs
+//! ```
+
+pub mod auth_header;
+pub mod catalog_config;
+pub mod config;
+pub mod flight;
+pub mod fuzzing;
+pub mod parameters;
+pub mod session_options;
+pub mod units;

@@ -1,0 +1,104 @@
+//! Sizes and durations as written in the config file, on the command line and in `SET`.
+
+use std::time::Duration;
+
+/// A size that is not one: the message quotes the value given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SizeError {
+    /// Not a number followed by a known unit.
+    #[error("invalid size {0:?} (e.g. 4MiB, 512MB, 1048576)")]
+    NotASize(String),
+    /// A number followed by an unknown unit.
+    #[error("invalid size unit in {0:?}")]
+    Unit(String),
+    /// Zero, negative or less than one byte.
+    #[error("size must be positive: {0:?}")]
+    NotPositive(String),
+}
+
+/// Parses a size such as `4MiB`, `512MB`, `1G` or `1048576` into bytes (binary and decimal
+/// suffixes, case-insensitive; fractions allowed, `1.5GiB`).
+///
+/// Errors: [`SizeError`] for anything else, and for a size under one byte.
+pub fn parse_size(s: &str) -> Result<usize, SizeError> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let value: f64 = num
+        .parse()
+        .map_err(|_| SizeError::NotASize(s.to_string()))?;
+    let mult: f64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "k" | "kb" => 1e3,
+        "kib" => 1024.0,
+        "m" | "mb" => 1e6,
+        "mib" => 1024.0 * 1024.0,
+        "g" | "gb" => 1e9,
+        "gib" => 1024.0 * 1024.0 * 1024.0,
+        _ => return Err(SizeError::Unit(s.to_string())),
+    };
+    let bytes = value * mult;
+    if bytes.is_nan() || bytes < 1.0 {
+        return Err(SizeError::NotPositive(s.to_string()));
+    }
+    // `as` saturates: `1e30GiB` is usize::MAX bytes, which no bound check downstream accepts.
+    Ok(bytes as usize)
+}
+
+/// Parses a non-negative duration: `250ms`, `1s`, `1.5s`, `5m`, `1h`, or a plain number of
+/// milliseconds. `None` for anything else (negative, not finite, an unknown unit, more than a
+/// year).
+pub fn parse_duration(value: &str) -> Option<Duration> {
+    let v = value.trim();
+    let (number, seconds_per_unit) = [("ms", 1e-3), ("s", 1.0), ("m", 60.0), ("h", 3600.0)]
+        .into_iter()
+        .find_map(|(unit, scale)| Some((v.strip_suffix(unit)?, scale)))
+        .unwrap_or((v, 1e-3));
+    let n: f64 = number.trim().parse().ok()?;
+    let seconds = n * seconds_per_unit;
+    (n.is_finite() && n >= 0.0 && seconds <= 366.0 * 86400.0)
+        .then(|| Duration::from_secs_f64(seconds))
+}
+
+/// `1s`, `1.5s` or `250ms`: how [`parse_duration`] reads it back.
+pub fn format_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms.is_multiple_of(1000) && ms > 0 {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{ms}ms")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("4MiB").unwrap(), 4 * 1024 * 1024);
+        assert_eq!(parse_size("512MB").unwrap(), 512_000_000);
+        assert_eq!(parse_size("1048576").unwrap(), 1_048_576);
+        assert_eq!(parse_size("1gib").unwrap(), 1 << 30);
+        assert_eq!(
+            parse_size("abc").unwrap_err().to_string(),
+            "invalid size \"abc\" (e.g. 4MiB, 512MB, 1048576)"
+        );
+        assert_eq!(parse_size("0"), Err(SizeError::NotPositive("0".into())));
+        assert_eq!(parse_size("4XB"), Err(SizeError::Unit("4XB".into())));
+    }
+
+    #[test]
+    fn durations_round_trip() {
+        for (text, ms) in [("250ms", 250), ("1.5s", 1500), ("2m", 120_000), ("40", 40)] {
+            let d = parse_duration(text).unwrap();
+            assert_eq!(d.as_millis(), ms, "{text}");
+            assert_eq!(parse_duration(&format_duration(d)), Some(d));
+        }
+        for bad in ["-1s", "inf", "NaN", "1y", "", "9999h"] {
+            assert_eq!(parse_duration(bad), None, "{bad}");
+        }
+    }
+}
