@@ -77,7 +77,14 @@ pub fn parameter_schema() -> Schema {
 }
 
 /// Target `parameters`: `FlightData` messages framed by [`frame`].
+///
+/// libFuzzer's panic hook aborts the process at any panic, before it can unwind; this target
+/// puts the default hook back once, so the panics `parameters.rs` catches from arrow-ipc
+/// (`input/UPSTREAM.md`) are answered as errors, and any other panic still ends in
+/// libfuzzer-sys's abort.
 pub fn parameters(data: &[u8]) {
+    static DEFAULT_HOOK: std::sync::Once = std::sync::Once::new();
+    DEFAULT_HOOK.call_once(|| drop(std::panic::take_hook()));
     let mut messages = ParameterMessages::default();
     for message in unframe(data) {
         if messages.push(message).is_err() {

@@ -88,12 +88,7 @@ impl ParameterMessages {
     /// when `expected` has no fields), a column count other than `expected`'s, a value that
     /// does not cast.
     pub fn decode(self, expected: &Schema) -> Result<Vec<ArrayRef>, ParameterError> {
-        let decoded = FlightRecordBatchStream::new_from_flight_data(stream::iter(
-            self.messages.into_iter().map(Ok),
-        ))
-        .try_collect::<Vec<RecordBatch>>();
-        let batches = futures::executor::block_on(decoded)
-            .map_err(|e| ParameterError::Decode(e.to_string()))?;
+        let batches = decode_ipc(self.messages)?;
         let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
         if rows > 1 {
             return Err(ParameterError::Rows(rows));
@@ -130,6 +125,32 @@ impl ParameterMessages {
             })
             .collect()
     }
+}
+
+/// The batches of `messages`, decoded by arrow-flight (arrow-ipc underneath).
+///
+/// arrow-ipc 58 panics on some malformed input instead of answering an error (an
+/// `assert!` in `BooleanBuffer::new`, `unimplemented!` for some schema fields:
+/// `input/UPSTREAM.md`); such a panic is caught here and answered as
+/// [`ParameterError::Decode`], so a client's bad upload never takes a request down.
+fn decode_ipc(messages: Vec<FlightData>) -> Result<Vec<RecordBatch>, ParameterError> {
+    let decode = move || {
+        let decoded = FlightRecordBatchStream::new_from_flight_data(stream::iter(
+            messages.into_iter().map(Ok),
+        ))
+        .try_collect::<Vec<RecordBatch>>();
+        futures::executor::block_on(decoded).map_err(|e| ParameterError::Decode(e.to_string()))
+    };
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(decode)).unwrap_or_else(|panic| {
+        let why = panic
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| panic.downcast_ref::<&str>().copied())
+            .unwrap_or("the decoder failed");
+        Err(ParameterError::Decode(format!(
+            "malformed Arrow IPC: {why}"
+        )))
+    })
 }
 
 #[cfg(test)]

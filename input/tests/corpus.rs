@@ -282,3 +282,33 @@ fn seeds_are_committed_and_valid() {
         }
     }
 }
+
+/// The inputs that made arrow-ipc panic (`input/UPSTREAM.md`) are answered as decode errors.
+#[test]
+fn arrow_ipc_panics_are_decode_errors() {
+    let expected = Arc::new(fuzzing::parameter_schema());
+    let mut found = 0;
+    for entry in std::fs::read_dir(corpus("parameters")).unwrap() {
+        let path = entry.unwrap().path();
+        if !path
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("arrow-ipc-panic")
+        {
+            continue;
+        }
+        let mut upload = iceflight_input::parameters::ParameterMessages::default();
+        for m in fuzzing::unframe(&std::fs::read(&path).unwrap()) {
+            upload.push(m).unwrap();
+        }
+        let e = upload.decode(&expected).unwrap_err();
+        assert!(
+            matches!(&e, iceflight_input::parameters::ParameterError::Decode(m) if m.starts_with("malformed Arrow IPC")),
+            "{}: {e}",
+            path.display()
+        );
+        found += 1;
+    }
+    assert!(found >= 1);
+}
