@@ -1,8 +1,9 @@
 //! `iceflight-bench clients`: many concurrent Flight SQL clients, each running a fixed mix of
 //! queries against one server: errors, latency percentiles per kind, and the server's resident
 //! memory (peak against baseline) when its pid is given. Speed goes to
-//! `bench/reports/load-<date>.md`; the test at the bottom runs a small version for correctness
-//! (no errors, every execution of a query answers the same rows, nothing left running).
+//! `bench/reports/load-20261202.md`; the test at the bottom runs a small version for
+//! correctness (no errors, every execution of a query gets the engine's answer, nothing left
+//! running).
 //!
 //! ```text
 //!   client 0..N (own connection, own login) ──► M queries each, kind and parameter chosen by
@@ -19,6 +20,7 @@ use arrow_flight::FlightInfo;
 use arrow_flight::sql::client::{FlightSqlServiceClient, PreparedStatement};
 use arrow_flight::sql::{CommandGetDbSchemas, CommandGetTables};
 use datafusion::arrow::array::{Int64Array, RecordBatch};
+use datafusion::arrow::util::pretty::pretty_format_batches;
 use datafusion::common::{DataFusionError, Result};
 use futures::TryStreamExt;
 use tonic::transport::Channel;
@@ -73,11 +75,12 @@ pub struct Outcome {
     pub kinds: BTreeMap<Kind, KindStats>,
     /// The first 20 error texts.
     pub first_errors: Vec<String>,
-    /// Row counts seen per query text (one entry each when answers are consistent).
-    pub rows_by_query: BTreeMap<String, BTreeSet<usize>>,
+    /// Answers seen per query text, as [`fingerprint`]s (one each when answers agree).
+    pub answers: BTreeMap<String, BTreeSet<u64>>,
     /// Wall time of the whole run.
     pub wall: Duration,
-    /// Server RSS before the run, after it, and the highest sample, bytes (with `server_pid`).
+    /// Server RSS when the clients had connected, after the run, and the highest sample
+    /// (every 100 ms) in between, bytes (with `server_pid`).
     pub rss: Option<(u64, u64, u64)>,
 }
 
@@ -161,8 +164,21 @@ async fn connect(args: &Args) -> Result<FlightSqlServiceClient<Channel>> {
     Ok(client)
 }
 
-async fn fetch(client: &mut FlightSqlServiceClient<Channel>, info: FlightInfo) -> Result<usize> {
-    let mut rows = 0;
+/// A hash of `batches` as arrow prints them: equal answers, equal fingerprints.
+pub fn fingerprint(batches: &[RecordBatch]) -> Result<u64> {
+    use std::hash::{Hash, Hasher};
+    let text = pretty_format_batches(batches)?.to_string();
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut hasher);
+    Ok(hasher.finish())
+}
+
+/// Every batch of every endpoint of `info`.
+async fn fetch(
+    client: &mut FlightSqlServiceClient<Channel>,
+    info: FlightInfo,
+) -> Result<Vec<RecordBatch>> {
+    let mut all = vec![];
     for endpoint in info.endpoint {
         let ticket = endpoint
             .ticket
@@ -174,9 +190,9 @@ async fn fetch(client: &mut FlightSqlServiceClient<Channel>, info: FlightInfo) -
             .try_collect()
             .await
             .map_err(ext)?;
-        rows += batches.iter().map(RecordBatch::num_rows).sum::<usize>();
+        all.extend(batches);
     }
-    Ok(rows)
+    Ok(all)
 }
 
 async fn one(
@@ -185,7 +201,7 @@ async fn one(
     namespace: &str,
     kind: Kind,
     text: &str,
-) -> Result<usize> {
+) -> Result<Vec<RecordBatch>> {
     let info = match kind {
         Kind::Metadata => match text {
             "catalogs" => client.get_catalogs().await,
@@ -223,9 +239,9 @@ async fn one(
 }
 
 /// Resident set size of `pid`, bytes (`VmRSS` of `/proc/<pid>/status`).
-fn rss(pid: u32, field: &str) -> Option<u64> {
+fn rss(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with(field))?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
     Some(line.split_whitespace().nth(1)?.parse::<u64>().ok()? * 1024)
 }
 
@@ -233,20 +249,6 @@ fn rss(pid: u32, field: &str) -> Option<u64> {
 /// its statement; a failing query is counted, not returned.
 pub async fn drive(args: &Args) -> Result<Outcome> {
     let outcome = Arc::new(Mutex::new(Outcome::default()));
-    let done = Arc::new(AtomicBool::new(false));
-    let peak = Arc::new(AtomicU64::new(0));
-    let baseline = args.server_pid.and_then(|pid| rss(pid, "VmRSS:"));
-    let sampler = args.server_pid.map(|pid| {
-        let (done, peak) = (Arc::clone(&done), Arc::clone(&peak));
-        tokio::spawn(async move {
-            while !done.load(Ordering::Relaxed) {
-                if let Some(now) = rss(pid, "VmRSS:") {
-                    peak.fetch_max(now, Ordering::Relaxed);
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        })
-    });
     let mut clients = vec![];
     for c in 0..args.clients {
         let mut client = connect(args).await?;
@@ -256,6 +258,20 @@ pub async fn drive(args: &Args) -> Result<Outcome> {
             .map_err(ext)?;
         clients.push((c, client, prepared));
     }
+    let done = Arc::new(AtomicBool::new(false));
+    let peak = Arc::new(AtomicU64::new(0));
+    let baseline = args.server_pid.and_then(rss);
+    let sampler = args.server_pid.map(|pid| {
+        let (done, peak) = (Arc::clone(&done), Arc::clone(&peak));
+        tokio::spawn(async move {
+            while !done.load(Ordering::Relaxed) {
+                if let Some(now) = rss(pid) {
+                    peak.fetch_max(now, Ordering::Relaxed);
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    });
     let start = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     for (c, mut client, mut prepared) in clients {
@@ -267,15 +283,19 @@ pub async fn drive(args: &Args) -> Result<Outcome> {
                 let kind = kind(r);
                 let text = sql(kind, r, &namespace);
                 let began = Instant::now();
-                let result = one(&mut client, &mut prepared, &namespace, kind, &text).await;
+                let answer = one(&mut client, &mut prepared, &namespace, kind, &text).await;
                 let ms = began.elapsed().as_secs_f64() * 1e3;
+                let result = answer.and_then(|batches| {
+                    let rows = batches.iter().map(RecordBatch::num_rows).sum::<usize>();
+                    Ok((rows, fingerprint(&batches)?))
+                });
                 let mut o = outcome.lock().expect("outcome lock");
                 match result {
-                    Ok(rows) => {
+                    Ok((rows, answer)) => {
                         let stats = o.kinds.entry(kind).or_default();
                         stats.latencies_ms.push(ms);
                         stats.rows += rows as u64;
-                        o.rows_by_query.entry(text).or_default().insert(rows);
+                        o.answers.entry(text).or_default().insert(answer);
                     }
                     Err(e) => {
                         o.kinds.entry(kind).or_default().errors += 1;
@@ -299,11 +319,8 @@ pub async fn drive(args: &Args) -> Result<Outcome> {
     let mut outcome = std::mem::take(&mut *outcome.lock().expect("outcome lock"));
     outcome.wall = wall;
     if let (Some(pid), Some(baseline)) = (args.server_pid, baseline) {
-        let after = rss(pid, "VmRSS:").unwrap_or(0);
-        let high = rss(pid, "VmHWM:")
-            .unwrap_or(0)
-            .max(peak.load(Ordering::Relaxed));
-        outcome.rss = Some((baseline, after, high));
+        let after = rss(pid).unwrap_or(0);
+        outcome.rss = Some((baseline, after, peak.load(Ordering::Relaxed).max(after)));
     }
     Ok(outcome)
 }
@@ -354,20 +371,17 @@ pub fn report(args: &Args, outcome: &Outcome) -> String {
     if let Some((baseline, after, high)) = outcome.rss {
         let mib = |b: u64| b as f64 / (1 << 20) as f64;
         out += &format!(
-            "\nserver RSS: {:.0} MiB before, {:.0} MiB peak (VmHWM), {:.0} MiB after\n",
+            "\nserver RSS: {:.0} MiB with the clients connected, {:.0} MiB peak (sampled every \
+             100 ms), {:.0} MiB after\n",
             mib(baseline),
             mib(high),
             mib(after)
         );
     }
-    let inconsistent = outcome
-        .rows_by_query
-        .values()
-        .filter(|r| r.len() > 1)
-        .count();
+    let inconsistent = outcome.answers.values().filter(|r| r.len() > 1).count();
     out += &format!(
-        "\n{} distinct queries; {inconsistent} answered different row counts across executions\n",
-        outcome.rows_by_query.len()
+        "\n{} distinct queries; {inconsistent} gave different answers across executions\n",
+        outcome.answers.len()
     );
     for e in &outcome.first_errors {
         out += &format!("\nerror: {e}");
@@ -383,8 +397,8 @@ mod tests {
     use super::*;
 
     /// 8 clients × 25 mixed queries on TPC-H SF 0.01 through a server in this process: no
-    /// errors, every kind ran, each query text answered one row count however many clients
-    /// ran it, the point and prepared answers are the engine's own, and nothing is left
+    /// errors, every kind ran, each query text got one answer however many clients ran it,
+    /// every SQL answer is the engine's own (the same printed rows), and nothing is left
     /// running.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_clients_get_consistent_answers() {
@@ -428,16 +442,19 @@ mod tests {
         let outcome = drive(&args).await.unwrap();
         assert_eq!(outcome.errors(), 0, "{:?}", outcome.first_errors);
         assert_eq!(outcome.kinds.len(), 5, "{:?}", outcome.kinds.keys());
-        for (text, rows) in &outcome.rows_by_query {
-            assert_eq!(rows.len(), 1, "{text}: {rows:?}");
+        for (text, answers) in &outcome.answers {
+            assert_eq!(answers.len(), 1, "{text}: {answers:?}");
             let expected = match text.parse::<i64>() {
                 Ok(key) => prepared_sql("tpch").replace("$1", &key.to_string()),
                 Err(_) if text.starts_with("SELECT") => text.clone(),
                 Err(_) => continue,
             };
             let batches = ctx.sql(&expected).await.unwrap().collect().await.unwrap();
-            let n: usize = batches.iter().map(RecordBatch::num_rows).sum();
-            assert_eq!(rows.first(), Some(&n), "{expected}");
+            assert_eq!(
+                answers.first(),
+                Some(&fingerprint(&batches).unwrap()),
+                "{expected}"
+            );
         }
         let mut client = connect(&args).await.unwrap();
         let status = client

@@ -23,7 +23,8 @@ use crate::session_options::SetSessionOptionsRequest;
 pub const SERVER_STATUS_ACTION: &str = "iceflight.ServerStatus";
 
 /// Longest statement or prepared-statement handle accepted, in bytes. iceflight's handles are
-/// UUIDs (36 bytes); anything much longer is not one of ours.
+/// UUIDs in their 32-character simple form (`server/src/flight/sessions.rs`); anything much
+/// longer is not one of ours.
 pub const MAX_HANDLE_BYTES: usize = 128;
 
 /// A request that cannot be decoded; each message is one line for the client

@@ -1,13 +1,13 @@
 //! What iceflight reads from outside, decoded without DataFusion or iceberg: Flight SQL
 //! commands, handles and actions, the `authorization` header, the parameter rows of prepared
 //! statements, and the configuration file. Every function here takes untrusted bytes or text
-//! and answers a value or a typed error; none panics, which the fuzz targets in `fuzz/` check
-//! (README "Fuzzing").
+//! and answers a value or a typed error, never a panic (arrow-ipc's own panics are caught:
+//! `UPSTREAM.md`); the fuzz targets in `fuzz/` check it (README "Fuzzing").
 //!
 //! ```text
 //!   client bytes ──► flight::decode_command / handle / decode_action ──► server/src/flight
 //!   authorization ──► auth_header::parse_basic / parse_bearer ──────────► server/src/flight
-//!   DoPut FlightData ──► parameters::ParameterMessages ─────────────────► bound statement
+//!   DoPut FlightData ──► parameters::ParameterMessages ──► cast by the server ──► bound statement
 //!   TOML ──► config::Config::from_toml (catalog_config, units) ─────────► server/src/cli.rs
 //! ```
 

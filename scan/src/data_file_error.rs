@@ -31,14 +31,25 @@ pub fn classify(path: &str, e: &(dyn StdError + 'static)) -> Option<DataFileErro
     while let Some(err) = at {
         if let Some(o) = err.downcast_ref::<opendal::Error>() {
             let path = path.to_string();
-            return Some(match o.kind() {
-                opendal::ErrorKind::NotFound => DataFileError::Missing { path },
-                opendal::ErrorKind::PermissionDenied => DataFileError::Denied { path },
-                _ => DataFileError::Unreachable {
+            return match o.kind() {
+                opendal::ErrorKind::NotFound => Some(DataFileError::Missing { path }),
+                opendal::ErrorKind::PermissionDenied => Some(DataFileError::Denied { path }),
+                // A read past the end: the file is shorter than its footer says.
+                opendal::ErrorKind::RangeNotSatisfied => Some(DataFileError::Corrupt {
                     path,
-                    reason: one_line(o),
-                },
-            });
+                    reason: "shorter than its footer says".into(),
+                }),
+                // What reset or refused connections, timeouts and server errors become, once
+                // opendal's retries are spent. Its message only: the context names endpoints.
+                opendal::ErrorKind::Unexpected | opendal::ErrorKind::RateLimited => {
+                    Some(DataFileError::Unreachable {
+                        path,
+                        reason: one_line(&o.message()),
+                    })
+                }
+                // Configuration and other kinds: not a fault of the file or of the network.
+                _ => None,
+            };
         }
         at = err.source();
     }

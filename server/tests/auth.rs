@@ -86,13 +86,7 @@ async fn raw(addr: std::net::SocketAddr) -> FlightServiceClient<Channel> {
 
 /// A logged-in session's token.
 async fn token(addr: std::net::SocketAddr) -> String {
-    let channel = Channel::from_shared(format!("http://{addr}"))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let mut client = FlightSqlServiceClient::new(channel);
-    client.handshake("alice", "secret").await.unwrap();
+    let client = common::flight_client(addr, "alice", "secret").await;
     client.token().unwrap().clone()
 }
 

@@ -18,11 +18,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use arrow::array::RecordBatch;
+use arrow_flight::FlightDescriptor;
 use arrow_flight::decode::FlightRecordBatchStream;
 use arrow_flight::flight_service_client::FlightServiceClient;
 use arrow_flight::sql::client::FlightSqlServiceClient;
 use arrow_flight::sql::{CommandStatementQuery, ProstMessageExt};
-use arrow_flight::{Action, FlightDescriptor};
 use futures::TryStreamExt;
 use iceflight::config::Config;
 use iceflight::session::Engine;
@@ -40,7 +40,8 @@ enum Fault {
     Pass,
     /// Holds every chunk this long before relaying it.
     Delay(Duration),
-    /// Resets a connection (RST) once it has relayed this many response bytes.
+    /// Resets a connection (RST) once it has relayed this many response bytes since the fault
+    /// was set (roughly: bytes still in the send buffer at the reset are lost too).
     ResetAfter(usize),
     /// Relays nothing more, in either direction, and keeps the connection open.
     BlackHole,
@@ -90,7 +91,9 @@ impl Proxy {
             return;
         };
         let (mut up, mut down) = (vec![0u8; 16 * 1024], vec![0u8; 16 * 1024]);
-        let mut relayed = 0usize;
+        // Response bytes relayed since the fault in force last changed: a reset counts from
+        // when it was set, also on a pooled connection that relayed much before.
+        let (mut relayed, mut counting) = (0usize, Fault::Pass);
         loop {
             tokio::select! {
                 read = client.read(&mut up) => {
@@ -110,7 +113,11 @@ impl Proxy {
                         Ok(0) | Err(_) => return,
                         Ok(n) => n,
                     };
-                    match self.fault() {
+                    let fault = self.fault();
+                    if fault != counting {
+                        (relayed, counting) = (0, fault);
+                    }
+                    match fault {
                         Fault::Pass => {}
                         Fault::Delay(d) => tokio::time::sleep(d).await,
                         Fault::ResetAfter(limit) if relayed + n > limit => {
@@ -134,20 +141,6 @@ impl Proxy {
         std::future::pending::<()>().await;
         drop((client, server));
     }
-}
-
-/// `running_queries` of the server's status action.
-async fn running(client: &mut FlightSqlServiceClient<Channel>) -> u64 {
-    let mut results = client
-        .do_action(Action::new(
-            iceflight::flight::service::SERVER_STATUS_ACTION,
-            "",
-        ))
-        .await
-        .unwrap();
-    let body = results.try_next().await.unwrap().unwrap().body;
-    let status: serde_json::Value = serde_json::from_slice(&body).unwrap();
-    status["running_queries"].as_u64().unwrap()
 }
 
 const QUERY: &str = "SELECT sum(id), max(payload) FROM lake.py.big";
@@ -174,7 +167,7 @@ async fn recovered(
     let batches = common::flight_run(client, QUERY).await.unwrap();
     assert_eq!(common::rows(&batches), answer());
     let deadline = Instant::now() + Duration::from_secs(10);
-    while running(client).await != 0 {
+    while common::running_queries(client).await != 0 {
         assert!(
             Instant::now() < deadline,
             "a query is still registered as running"
@@ -253,7 +246,8 @@ for part in range(4):
         catalogs: vec![catalog],
         ..Config::default()
     };
-    // Every read goes to storage; the pool is there to be checked empty afterwards.
+    // Every data read goes to storage (no block cache; footers and manifests are still cached);
+    // the pool is there to be checked empty afterwards.
     config.cache.enabled = false;
     config.query.memory_limit = Some("512MiB".into());
     let engine = Engine::connect(config).await.unwrap();

@@ -7,11 +7,9 @@ mod common;
 
 use std::time::Duration;
 
-use arrow_flight::Action;
 use arrow_flight::sql::client::FlightSqlServiceClient;
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use iceflight::config::Config;
-use iceflight::flight;
 use iceflight::session::Engine;
 use tonic::transport::Channel;
 
@@ -20,17 +18,6 @@ async fn client(addr: std::net::SocketAddr) -> FlightSqlServiceClient<Channel> {
 }
 
 use common::flight_run as run;
-
-/// `running_queries` of the server's status action.
-async fn running(client: &mut FlightSqlServiceClient<Channel>) -> u64 {
-    let mut results = client
-        .do_action(Action::new(flight::service::SERVER_STATUS_ACTION, ""))
-        .await
-        .unwrap();
-    let body = results.try_next().await.unwrap().unwrap().body;
-    let status: serde_json::Value = serde_json::from_slice(&body).unwrap();
-    status["running_queries"].as_u64().unwrap()
-}
 
 /// The data files of table `t` (`$files`).
 async fn files(client: &mut FlightSqlServiceClient<Channel>, table: &str) -> Vec<String> {
@@ -105,11 +92,11 @@ async fn broken_files_and_a_vanished_client_leave_the_server_serving() {
         let ticket = info.endpoint[0].ticket.clone().unwrap();
         let mut stream = leaver.do_get(ticket).await.unwrap();
         assert!(stream.next().await.unwrap().is_ok());
-        assert_eq!(running(&mut alice).await, 1);
+        assert_eq!(common::running_queries(&mut alice).await, 1);
     }
     let mut left = false;
     for _ in 0..50 {
-        if running(&mut alice).await == 0 {
+        if common::running_queries(&mut alice).await == 0 {
             left = true;
             break;
         }

@@ -494,11 +494,23 @@ impl FlightSqlService for IceflightService {
                 .push(message?)
                 .map_err(|e| Status::invalid_argument(e.to_string()))?;
         }
+        let expected = prepared.parameter_schema.fields();
+        // Bound by position: ADBC names parameters "0", "1", ...; JDBC uses our names.
         let values = upload
-            .decode(&prepared.parameter_schema)
+            .decode(expected.len())
             .map_err(|e| Status::invalid_argument(e.to_string()))?
             .iter()
-            .map(|value| ScalarValue::try_from_array(value, 0).map_err(to_status))
+            .zip(expected.iter())
+            .map(|(value, field)| {
+                let v = ScalarValue::try_from_array(value, 0).map_err(to_status)?;
+                if v.data_type() == *field.data_type() || v.is_null() {
+                    Ok(v)
+                } else {
+                    v.cast_to(field.data_type()).map_err(|e| {
+                        Status::invalid_argument(format!("parameter {}: {e}", field.name()))
+                    })
+                }
+            })
             .collect::<Result<Vec<_>, Status>>()?;
         caller.session.bind(
             &handle,
@@ -527,7 +539,7 @@ impl FlightSqlService for IceflightService {
     ) -> Result<(), Status> {
         let caller = self.caller(&request)?;
         // Closing is idempotent: a handle that already expired is simply gone.
-        if let Ok(handle) = std::str::from_utf8(&query.prepared_statement_handle) {
+        if let Ok(handle) = handle(&query.prepared_statement_handle, "prepared statement") {
             caller.session.close_prepared(handle);
         }
         Ok(())

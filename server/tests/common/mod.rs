@@ -431,3 +431,20 @@ pub fn with_token<T>(message: T, token: &str) -> tonic::Request<T> {
         .insert("authorization", format!("Bearer {token}").parse().unwrap());
     request
 }
+
+/// `running_queries` of the server's status action (`iceflight.ServerStatus`).
+pub async fn running_queries(
+    client: &mut arrow_flight::sql::client::FlightSqlServiceClient<tonic::transport::Channel>,
+) -> u64 {
+    use futures::TryStreamExt;
+    let mut results = client
+        .do_action(arrow_flight::Action::new(
+            iceflight::flight::service::SERVER_STATUS_ACTION,
+            "",
+        ))
+        .await
+        .unwrap();
+    let body = results.try_next().await.unwrap().unwrap().body;
+    let status: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    status["running_queries"].as_u64().unwrap()
+}
