@@ -154,17 +154,9 @@ pub async fn run(data_dir: PathBuf, namespace: &str, rounds: usize, calls: usize
     let batches = ctx.sql("SELECT * FROM lineitem").await?.collect().await?;
     let users = flight::users(&engine.config().server, &[]).map_err(DataFusionError::Execution)?;
 
-    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-    tokio::spawn(flight::serve(
-        engine,
-        users,
-        "127.0.0.1:0".parse().unwrap(),
-        std::future::pending(),
-        move |a| {
-            let _ = ready_tx.send(a);
-        },
-    ));
-    let iceflight_addr = ready_rx.await.map_err(ext)?;
+    let iceflight_addr = flight::serve_on_loopback(engine, users)
+        .await
+        .map_err(DataFusionError::Execution)?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .map_err(ext)?;

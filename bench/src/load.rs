@@ -25,20 +25,26 @@ use datafusion::common::{DataFusionError, Result};
 use futures::TryStreamExt;
 use tonic::transport::Channel;
 
-/// What one run is told.
-#[derive(Debug, Clone)]
+/// What one run is told (`iceflight-bench clients`).
+#[derive(Debug, Clone, clap::Args)]
 pub struct Args {
-    /// Flight SQL address, `host:port`.
+    /// Flight SQL address of the server, `host:port`.
+    #[arg(long, default_value = "127.0.0.1:50051")]
     pub addr: String,
-    /// User and password to log in with; `None` for a server with `auth = "none"`.
-    pub login: Option<(String, String)>,
+    /// `user:password` to log in with (none: the server runs with `auth = "none"`).
+    #[arg(long)]
+    pub login: Option<String>,
     /// Concurrent clients, each on its own connection.
+    #[arg(long, default_value_t = 64)]
     pub clients: usize,
     /// Queries per client.
+    #[arg(long, default_value_t = 1000)]
     pub queries: usize,
     /// Namespace of the TPC-H tables (`iceflight load tpch`).
+    #[arg(long, default_value = "tpch")]
     pub namespace: String,
     /// The server's pid: its resident memory is sampled every 100 ms (Linux `/proc`).
+    #[arg(long)]
     pub server_pid: Option<u32>,
 }
 
@@ -158,7 +164,10 @@ async fn connect(args: &Args) -> Result<FlightSqlServiceClient<Channel>> {
         .await
         .map_err(ext)?;
     let mut client = FlightSqlServiceClient::new(channel);
-    if let Some((user, password)) = &args.login {
+    if let Some(login) = &args.login {
+        let (user, password) = login
+            .split_once(':')
+            .ok_or_else(|| DataFusionError::Plan("--login must be user:password".into()))?;
         client.handshake(user, password).await.map_err(ext)?;
     }
     Ok(client)
@@ -420,20 +429,12 @@ mod tests {
             .unwrap();
         let ctx = engine.session(None, None, &[]).unwrap();
         let users = iceflight::flight::users(&engine.config().server, &["u:p".into()]).unwrap();
-        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-        tokio::spawn(iceflight::flight::serve(
-            engine,
-            users,
-            "127.0.0.1:0".parse().unwrap(),
-            std::future::pending(),
-            move |a| {
-                let _ = ready_tx.send(a);
-            },
-        ));
-        let addr = ready_rx.await.unwrap();
+        let addr = iceflight::flight::serve_on_loopback(engine, users)
+            .await
+            .unwrap();
         let args = Args {
             addr: addr.to_string(),
-            login: Some(("u".into(), "p".into())),
+            login: Some("u:p".into()),
             clients: 8,
             queries: 25,
             namespace: "tpch".into(),

@@ -82,26 +82,7 @@ enum Command {
     },
     /// Concurrent Flight SQL clients × mixed queries against a running server: errors,
     /// p50 / p99 per kind, the server's peak RSS (`load.rs`).
-    Clients {
-        /// Flight SQL address of the server.
-        #[arg(long, default_value = "127.0.0.1:50051")]
-        addr: String,
-        /// `user:password` to log in with (none: the server runs with `auth = "none"`).
-        #[arg(long)]
-        login: Option<String>,
-        /// Concurrent clients.
-        #[arg(long, default_value_t = 64)]
-        clients: usize,
-        /// Queries per client.
-        #[arg(long, default_value_t = 1000)]
-        queries: usize,
-        /// Namespace of the TPC-H tables.
-        #[arg(long, default_value = "tpch")]
-        namespace: String,
-        /// The server's pid, for its resident memory.
-        #[arg(long)]
-        server_pid: Option<u32>,
-    },
+    Clients(load::Args),
     /// Bytes read by nested-field predicates as % of a full scan, three layouts, flat control.
     Nested {
         /// Data directory of the embedded catalog (namespaces nested_clustered, nested_zorder,
@@ -161,34 +142,7 @@ async fn dispatch(command: Command) -> datafusion::common::Result<()> {
             calls,
         } => flight::run(data_dir, &namespace, rounds, calls).await,
         Command::Load { data, replace } => run::load(&data, replace).await,
-        Command::Clients {
-            addr,
-            login,
-            clients,
-            queries,
-            namespace,
-            server_pid,
-        } => {
-            let login = match login {
-                Some(l) => Some(
-                    l.split_once(':')
-                        .map(|(u, p)| (u.to_string(), p.to_string()))
-                        .ok_or_else(|| {
-                            datafusion::common::DataFusionError::Plan(
-                                "--login must be user:password".into(),
-                            )
-                        })?,
-                ),
-                None => None,
-            };
-            let args = load::Args {
-                addr,
-                login,
-                clients,
-                queries,
-                namespace,
-                server_pid,
-            };
+        Command::Clients(args) => {
             let outcome = load::drive(&args).await?;
             println!("{}", load::report(&args, &outcome));
             Ok(())

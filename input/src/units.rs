@@ -48,7 +48,9 @@ pub fn parse_size(s: &str) -> Result<usize, SizeError> {
 }
 
 /// Parses a non-negative duration: `250ms`, `1s`, `1.5s`, `5m`, `1h`, or a plain number of
-/// milliseconds. `None` for anything else (negative, not finite, an unknown unit, more than a
+/// milliseconds, rounded to whole milliseconds (what [`format_duration`] writes back; the
+/// `config` fuzz target found `11411411144` coming out a nanosecond off through `f64`
+/// seconds). `None` for anything else (negative, not finite, an unknown unit, more than a
 /// year).
 pub fn parse_duration(value: &str) -> Option<Duration> {
     let v = value.trim();
@@ -59,7 +61,7 @@ pub fn parse_duration(value: &str) -> Option<Duration> {
     let n: f64 = number.trim().parse().ok()?;
     let seconds = n * seconds_per_unit;
     (n.is_finite() && n >= 0.0 && seconds <= 366.0 * 86400.0)
-        .then(|| Duration::from_secs_f64(seconds))
+        .then(|| Duration::from_millis((seconds * 1e3).round() as u64))
 }
 
 /// `1s`, `1.5s` or `250ms`: how [`parse_duration`] reads it back.
@@ -97,6 +99,11 @@ mod tests {
             assert_eq!(d.as_millis(), ms, "{text}");
             assert_eq!(parse_duration(&format_duration(d)), Some(d));
         }
+        // Whole milliseconds, also where f64 seconds would miss them by a nanosecond.
+        assert_eq!(
+            parse_duration("11411411144"),
+            Some(Duration::from_millis(11_411_411_144))
+        );
         for bad in ["-1s", "inf", "NaN", "1y", "", "9999h"] {
             assert_eq!(parse_duration(bad), None, "{bad}");
         }

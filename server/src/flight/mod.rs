@@ -58,6 +58,30 @@ pub fn users(config: &ServerConfig, quick: &[String]) -> Result<Users, String> {
     Ok(users)
 }
 
+/// Serves `engine` with `users` on a free loopback port, in a task of the current runtime that
+/// runs until the runtime ends (tests, benchmarks); its address once it listens.
+///
+/// Errors: the server could not start (the message is [`serve`]'s).
+pub async fn serve_on_loopback(engine: Engine, users: Users) -> Result<SocketAddr, String> {
+    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+    let server = tokio::spawn(serve(
+        engine,
+        users,
+        SocketAddr::from(([127, 0, 0, 1], 0)),
+        std::future::pending(),
+        move |a| {
+            let _ = ready_tx.send(a);
+        },
+    ));
+    match ready_rx.await {
+        Ok(addr) => Ok(addr),
+        Err(_) => Err(match server.await {
+            Ok(Err(e)) => e,
+            _ => "the Flight SQL server stopped before it listened".to_string(),
+        }),
+    }
+}
+
 /// Serves Flight SQL on `addr` until `shutdown` resolves (SIGINT/SIGTERM in the CLI).
 /// `on_ready` is called with the bound address once the listener is open.
 pub async fn serve(

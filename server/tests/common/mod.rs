@@ -372,17 +372,9 @@ pub async fn rows_through_codec(
 pub async fn serve_flight(engine: Engine, users: &[&str]) -> std::net::SocketAddr {
     let users: Vec<String> = users.iter().map(|u| u.to_string()).collect();
     let users = iceflight::flight::users(&engine.config().server, &users).unwrap();
-    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-    tokio::spawn(iceflight::flight::serve(
-        engine,
-        users,
-        "127.0.0.1:0".parse().unwrap(),
-        std::future::pending(),
-        move |a| {
-            let _ = ready_tx.send(a);
-        },
-    ));
-    ready_rx.await.unwrap()
+    iceflight::flight::serve_on_loopback(engine, users)
+        .await
+        .unwrap()
 }
 
 /// A Flight SQL client of `addr`, logged in as `user` with `password`.
