@@ -147,7 +147,7 @@ pub async fn run(data_dir: PathBuf, namespace: &str, rounds: usize, calls: usize
         default_schema: Some(namespace.to_string()),
         ..Config::default()
     };
-    config.server.auth = "none".into();
+    config.server.auth = iceflight::config::AuthMode::None;
     config.query.target_partitions = 2;
     let engine = Engine::connect(config).await.map_err(ext)?;
     let ctx = engine.session(None, None, &[])?;
