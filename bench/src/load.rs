@@ -12,7 +12,7 @@
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -267,13 +267,12 @@ pub async fn drive(args: &Args) -> Result<Outcome> {
             .map_err(ext)?;
         clients.push((c, client, prepared));
     }
-    let done = Arc::new(AtomicBool::new(false));
     let peak = Arc::new(AtomicU64::new(0));
     let baseline = args.server_pid.and_then(rss);
     let sampler = args.server_pid.map(|pid| {
-        let (done, peak) = (Arc::clone(&done), Arc::clone(&peak));
+        let peak = Arc::clone(&peak);
         tokio::spawn(async move {
-            while !done.load(Ordering::Relaxed) {
+            loop {
                 if let Some(now) = rss(pid) {
                     peak.fetch_max(now, Ordering::Relaxed);
                 }
@@ -321,9 +320,8 @@ pub async fn drive(args: &Args) -> Result<Outcome> {
         joined.map_err(ext)?;
     }
     let wall = start.elapsed();
-    done.store(true, Ordering::Relaxed);
     if let Some(sampler) = sampler {
-        let _ = sampler.await;
+        sampler.abort();
     }
     let mut outcome = std::mem::take(&mut *outcome.lock().expect("outcome lock"));
     outcome.wall = wall;

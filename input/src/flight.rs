@@ -1,19 +1,15 @@
-//! Flight SQL requests as bytes arrive: commands (in descriptors and tickets), statement and
-//! prepared-statement handles, and the actions iceflight serves beyond arrow-flight's own.
+//! Flight SQL requests as bytes arrive: statement and prepared-statement handles, and the
+//! actions iceflight serves beyond arrow-flight's own. (Commands in descriptors and tickets
+//! are decoded by arrow-flight's `FlightSqlService`; the fuzz target `flight_command` feeds
+//! them to the same calls, `crate::fuzzing::decode_command`.)
 //!
 //! ```text
-//!   FlightDescriptor.cmd / Ticket.ticket ──► decode_command ──► arrow_flight::sql::Command
 //!   TicketStatementQuery.statement_handle,
 //!   prepared_statement_handle            ──► handle          ──► &str (session map key)
 //!   Action { type, body }                ──► decode_action   ──► SessionAction
 //! ```
-//!
-//! arrow-flight's `FlightSqlService` dispatches descriptors and tickets itself, with the same
-//! two calls [`decode_command`] makes (`Any::decode`, then `Command::try_from`); this function
-//! exists so the fuzz target `flight_command` reaches that code the way a client's bytes do.
 
 use arrow_flight::CancelFlightInfoRequest;
-use arrow_flight::sql::{Any, Command};
 use prost::Message;
 
 use crate::session_options::SetSessionOptionsRequest;
@@ -31,9 +27,6 @@ pub const MAX_HANDLE_BYTES: usize = 128;
 /// (`InvalidArgument`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
-    /// Not a protobuf `Any`, or an `Any` of a message it does not hold.
-    #[error("malformed Flight SQL command: {0}")]
-    Command(String),
     /// A handle that is not UTF-8 or is too long to be one of ours.
     #[error("malformed {0} handle")]
     Handle(&'static str),
@@ -48,16 +41,6 @@ pub enum DecodeError {
     /// An action type iceflight does not serve.
     #[error("unknown action {0:?}")]
     UnknownAction(String),
-}
-
-/// Decodes the bytes of a `FlightDescriptor.cmd` or a `Ticket`: a protobuf `Any` whose type URL
-/// names a Flight SQL command. A well-formed `Any` of a type Flight SQL does not define is
-/// `Command::Unknown`, which the service answers as an unknown command.
-///
-/// Errors: [`DecodeError::Command`].
-pub fn decode_command(bytes: &[u8]) -> Result<Command, DecodeError> {
-    let any = Any::decode(bytes).map_err(|e| DecodeError::Command(e.to_string()))?;
-    Command::try_from(any).map_err(|e| DecodeError::Command(e.to_string()))
 }
 
 /// A statement or prepared-statement handle as the session map keys it. `kind` names the handle
@@ -127,34 +110,9 @@ pub fn decode_action(kind: &str, body: &[u8]) -> Result<SessionAction, DecodeErr
 
 #[cfg(test)]
 mod tests {
-    use arrow_flight::sql::{CommandStatementQuery, ProstMessageExt, TicketStatementQuery};
     use arrow_flight::{FlightEndpoint, FlightInfo, Ticket};
 
     use super::*;
-
-    #[test]
-    fn commands_round_trip_and_garbage_is_an_error() {
-        let query = CommandStatementQuery {
-            query: "SELECT 1".into(),
-            transaction_id: None,
-        };
-        let bytes = query.as_any().encode_to_vec();
-        assert_eq!(
-            decode_command(&bytes).unwrap(),
-            Command::CommandStatementQuery(query)
-        );
-        let ticket = TicketStatementQuery {
-            statement_handle: "h".into(),
-        };
-        assert!(matches!(
-            decode_command(&ticket.as_any().encode_to_vec()).unwrap(),
-            Command::TicketStatementQuery(_)
-        ));
-        assert!(matches!(
-            decode_command(&[0xff, 0xff]),
-            Err(DecodeError::Command(_))
-        ));
-    }
 
     #[test]
     fn handles_are_short_utf8() {

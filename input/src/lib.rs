@@ -5,7 +5,7 @@
 //! `UPSTREAM.md`); the fuzz targets in `fuzz/` check it (README "Fuzzing").
 //!
 //! ```text
-//!   client bytes ──► flight::decode_command / handle / decode_action ──► server/src/flight
+//!   client bytes ──► flight::handle / decode_action ─────────────────────► server/src/flight
 //!   authorization ──► auth_header::parse_basic / parse_bearer ──────────► server/src/flight
 //!   DoPut FlightData ──► parameters::ParameterMessages ──► cast by the server ──► bound statement
 //!   TOML ──► config::Config::from_toml (catalog_config, units) ─────────► server/src/cli.rs

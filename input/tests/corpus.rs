@@ -248,7 +248,7 @@ fn seeds_are_committed_and_valid() {
         );
         match target {
             "flight_command" => {
-                iceflight_input::flight::decode_command(&data).unwrap();
+                fuzzing::decode_command(&data).unwrap();
             }
             "flight_action" => {
                 let kind = ACTION_TYPES[data[0] as usize % ACTION_TYPES.len()];
