@@ -24,11 +24,7 @@ use tonic::transport::Channel;
 
 /// A handshake; the error's text (arrow-flight's client folds the status into it) on failure.
 async fn login(addr: std::net::SocketAddr, user: &str, password: &str) -> Result<(), String> {
-    let channel = Channel::from_shared(format!("http://{addr}"))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
+    let channel = common::channel(addr).await;
     let mut client = FlightSqlServiceClient::new(channel);
     client
         .handshake(user, password)
@@ -76,11 +72,7 @@ async fn failed_logins_lock_the_user_name_for_the_lockout() {
 
 /// A Flight client without arrow-flight's Flight SQL wrapper: each call carries the token given.
 async fn raw(addr: std::net::SocketAddr) -> FlightServiceClient<Channel> {
-    let channel = Channel::from_shared(format!("http://{addr}"))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
+    let channel = common::channel(addr).await;
     FlightServiceClient::new(channel)
 }
 

@@ -752,11 +752,7 @@ fn serve_start_line_and_log() {
         .to_string();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
-        let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
-            .unwrap()
-            .connect()
-            .await
-            .unwrap();
+        let channel = common::channel(&addr).await;
         let mut client = arrow_flight::sql::client::FlightSqlServiceClient::new(channel);
         assert!(client.handshake("alice", "wrong").await.is_err());
         client.handshake("alice", "secret").await.unwrap();

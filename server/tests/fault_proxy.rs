@@ -179,11 +179,7 @@ async fn recovered(
 
 /// Runs `sql` over plain Flight calls with `token`: its rows, or the status it failed with.
 async fn run(addr: SocketAddr, token: &str, sql: &str) -> Result<Vec<Vec<String>>, Status> {
-    let channel = Channel::from_shared(format!("http://{addr}"))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
+    let channel = common::channel(addr).await;
     let mut flight = FlightServiceClient::new(channel);
     let command = CommandStatementQuery {
         query: sql.into(),

@@ -73,11 +73,7 @@ async fn start_server() -> Server {
 }
 
 async fn client(addr: std::net::SocketAddr) -> FlightSqlServiceClient<Channel> {
-    let channel = Channel::from_shared(format!("http://{addr}"))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
+    let channel = common::channel(addr).await;
     FlightSqlServiceClient::new(channel)
 }
 

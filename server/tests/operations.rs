@@ -121,11 +121,7 @@ async fn queries_table_metrics_and_health() {
     assert_eq!(common::rows(&seen), [["0", "0", "1"]]);
 
     // A refused login, counted.
-    let channel = Channel::from_shared(format!("http://{addr}"))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
+    let channel = common::channel(addr).await;
     assert!(
         FlightSqlServiceClient::new(channel)
             .handshake("alice", "wrong")
@@ -161,11 +157,7 @@ async fn queries_table_metrics_and_health() {
     assert!(status.contains("404"), "{status}");
 
     // gRPC health.
-    let channel = Channel::from_shared(format!("http://{addr}"))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
+    let channel = common::channel(addr).await;
     let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
     let answer = health
         .check(tonic_health::pb::HealthCheckRequest {

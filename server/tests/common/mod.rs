@@ -377,18 +377,22 @@ pub async fn serve_flight(engine: Engine, users: &[&str]) -> std::net::SocketAdd
         .unwrap()
 }
 
+/// A plaintext gRPC channel to `addr` (`host:port`), connected.
+pub async fn channel(addr: impl std::fmt::Display) -> tonic::transport::Channel {
+    tonic::transport::Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap()
+}
+
 /// A Flight SQL client of `addr`, logged in as `user` with `password`.
 pub async fn flight_client(
     addr: std::net::SocketAddr,
     user: &str,
     password: &str,
 ) -> arrow_flight::sql::client::FlightSqlServiceClient<tonic::transport::Channel> {
-    let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let mut client = arrow_flight::sql::client::FlightSqlServiceClient::new(channel);
+    let mut client = arrow_flight::sql::client::FlightSqlServiceClient::new(channel(addr).await);
     client.handshake(user, password).await.unwrap();
     client
 }
