@@ -7,7 +7,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use arrow::array::{Int64Array, RecordBatch};
+use arrow::array::{Float64Array, Int64Array, RecordBatch};
 use arrow::datatypes::{DataType, Field, Schema};
 use arrow_flight::sql::client::FlightSqlServiceClient;
 use arrow_flight::sql::{CommandGetDbSchemas, CommandGetTables, SqlInfo};
@@ -319,6 +319,30 @@ async fn flight_sql_end_to_end() {
         has(&e, tonic::Code::InvalidArgument) && e.contains("one parameter row"),
         "{e}"
     );
+    // A number that an integer placeholder cannot hold exactly is refused, not truncated (3.5
+    // would count the rows below 3); a whole 3.0 binds as 3.
+    let float = |v: f64| {
+        let schema = Arc::new(Schema::new(vec![Field::new("0", DataType::Float64, true)]));
+        RecordBatch::try_new(schema, vec![Arc::new(Float64Array::from(vec![v]))]).unwrap()
+    };
+    stmt.set_parameters(float(3.5)).unwrap();
+    let e = code(stmt.execute().await);
+    assert!(
+        has(&e, tonic::Code::InvalidArgument) && e.contains("does not fit Int64 exactly"),
+        "{e}"
+    );
+    stmt.set_parameters(float(3.0)).unwrap();
+    let info = stmt.execute().await.unwrap();
+    let counted = fetch(&mut c, info).await;
+    let info = c
+        .execute(
+            "SELECT count(*) FROM lineitem WHERE l_orderkey < 3".into(),
+            None,
+        )
+        .await
+        .unwrap();
+    let expected = fetch(&mut c, info).await;
+    assert_eq!(common::rows(&counted), common::rows(&expected));
     stmt.close().await.unwrap();
 
     // CancelFlightInfo stops a running query: a cross join of 3.6e9 rows ends at once.

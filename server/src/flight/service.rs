@@ -503,13 +503,7 @@ impl FlightSqlService for IceflightService {
             .zip(expected.iter())
             .map(|(value, field)| {
                 let v = ScalarValue::try_from_array(value, 0).map_err(to_status)?;
-                if v.data_type() == *field.data_type() || v.is_null() {
-                    Ok(v)
-                } else {
-                    v.cast_to(field.data_type()).map_err(|e| {
-                        Status::invalid_argument(format!("parameter {}: {e}", field.name()))
-                    })
-                }
+                bind_parameter(v, field)
             })
             .collect::<Result<Vec<_>, Status>>()?;
         caller.session.bind(
@@ -831,6 +825,31 @@ impl FlightSqlService for IceflightService {
     }
 
     async fn register_sql_info(&self, _id: i32, _result: &SqlInfo) {}
+}
+
+/// `v` as a value of the placeholder `field`'s type (DataFusion's cast). A number that does not
+/// fit an integer or decimal placeholder exactly (`3.5` for a `BIGINT`) is refused: the cast
+/// would truncate it and the statement would answer for another value (found by a newcomer's
+/// trial: `n_nationkey = ?` bound to 3.5 answered CANADA, the row of 3).
+///
+/// Errors: `InvalidArgument` naming the placeholder.
+fn bind_parameter(v: ScalarValue, field: &arrow::datatypes::Field) -> Result<ScalarValue, Status> {
+    let target = field.data_type();
+    if v.data_type() == *target || v.is_null() {
+        return Ok(v);
+    }
+    let invalid = |e: String| Status::invalid_argument(format!("parameter {}: {e}", field.name()));
+    let cast = v.cast_to(target).map_err(|e| invalid(e.to_string()))?;
+    let source = v.data_type();
+    let numeric = source.is_floating() || source.is_integer() || source.is_decimal();
+    let narrowing = target.is_integer() || target.is_decimal();
+    if numeric && narrowing && !cast.is_null() {
+        let back = cast.cast_to(&source).map_err(|e| invalid(e.to_string()))?;
+        if back != v {
+            return Err(invalid(format!("{v} does not fit {target} exactly")));
+        }
+    }
+    Ok(cast)
 }
 
 /// Applies one session option; returns the `SetSessionOptions` error code, if any.
