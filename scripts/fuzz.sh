@@ -11,6 +11,10 @@
 # instrumented code cannot share the workspace's build.
 set -euo pipefail
 seconds=${1:-20}
+if ! [[ "$seconds" =~ ^[0-9]+$ ]]; then
+  sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
+  exit 2
+fi
 here=$(cd "$(dirname "$0")/.." && pwd)
 target_dir=${ICEFLIGHT_FUZZ_TARGET_DIR:-$HOME/.cache/iceflight-fuzz}
 if ! cargo fuzz --version >/dev/null 2>&1; then
