@@ -416,13 +416,13 @@ mod tests {
         };
         let engine = Engine::connect(config).await.unwrap();
         let catalog = Arc::clone(engine.catalogs().get("local").unwrap());
-        let options = iceflight_catalog::load::LoadOptions {
+        let options = iceflight_datagen::load::LoadOptions {
             scale: 0.01,
             progress: false,
             ..Default::default()
         };
         let namespace = iceberg::NamespaceIdent::new("tpch".into());
-        iceflight_catalog::load::load_tpch(&catalog, &namespace, &options)
+        iceflight_datagen::load::load_tpch(&catalog, &namespace, &options)
             .await
             .unwrap();
         let ctx = engine.session(None, None, &[]).unwrap();

@@ -19,8 +19,8 @@ use datafusion::physical_plan::{ExecutionPlan, collect};
 use iceberg::NamespaceIdent;
 use iceflight::config::Config;
 use iceflight::session::Engine;
-use iceflight_catalog::load::{LoadOptions, load_nested, parse_size};
-use iceflight_catalog::nested::NestedLayout;
+use iceflight_datagen::load::{LoadOptions, load_nested, parse_size};
+use iceflight_datagen::nested::NestedLayout;
 use iceflight_scan::IcebergScanExec;
 use parquet::file::metadata::{PageIndexPolicy, ParquetMetaDataReader};
 

@@ -46,7 +46,7 @@ use iceflight::config::Config;
 use iceflight::flight;
 use iceflight::session::Engine;
 use iceflight_catalog::CatalogConfig;
-use iceflight_catalog::load::{LoadOptions, load_ssb, load_tpch};
+use iceflight_datagen::load::{LoadOptions, load_ssb, load_tpch};
 use iceflight_scan::IcebergScanExec;
 use iceflight_scan::metrics_index::FileMetricsIndex;
 use serde_json::{Value, json};
@@ -958,7 +958,7 @@ pub async fn run(args: Args) -> Result<()> {
             "duckdb" => duckdb_runner(&repo, &args.python, &tables, duckdb_s3(&catalog_config))?,
             "datafusion-parquet" => {
                 let limit = match &config.query.memory_limit {
-                    Some(l) => Some(iceflight_catalog::load::parse_size(l).map_err(ext)?),
+                    Some(l) => Some(iceflight_datagen::load::parse_size(l).map_err(ext)?),
                     None => None,
                 };
                 datafusion_runner(&tables, partitions, limit).await?

@@ -1,16 +1,16 @@
 //! Table metadata and listings of one catalog, cached for all sessions.
 //!
 //! ```text
-//!   load_table ── cached and younger than metadata-cache-ttl? ── yes ──► cached table
+//!   load_table ── cached and younger than metadata_cache_ttl? ── yes ──► cached table
 //!                  │ no
 //!                  ▼
 //!                catalog.load_table ── same metadata location as the cached one? ── keep it
 //!                  (one request)          │ no: the loaded table replaces it
-//!   list_namespaces / list_tables / namespace_exists ── younger than listing-cache-ttl? ── cached
+//!   list_namespaces / list_tables / namespace_exists ── younger than listing_cache_ttl? ── cached
 //!   any write through this catalog (create, drop, rename, commit) ──► everything dropped
 //! ```
 //!
-//! `metadata-cache-ttl` defaults to 0 s: every query asks the catalog for the table, so a commit
+//! `metadata_cache_ttl` defaults to 0 s: every query asks the catalog for the table, so a commit
 //! by another engine is seen by the next query. Even then the cached `Table` is kept while its
 //! metadata location is unchanged, and with it iceberg's manifest cache, so a repeated query
 //! reads no manifest again. Listings default to 5 s. `invalidate` (the SQL
@@ -28,10 +28,10 @@ use iceberg::{
 };
 use iceflight_scan::commit::CommitCatalog;
 
-/// Default `metadata-cache-ttl`: tables are loaded on every lookup.
+/// Default `metadata_cache_ttl`: tables are loaded on every lookup.
 pub const DEFAULT_METADATA_TTL: Duration = Duration::ZERO;
 
-/// Default `listing-cache-ttl`.
+/// Default `listing_cache_ttl`.
 pub const DEFAULT_LISTING_TTL: Duration = Duration::from_secs(5);
 
 type Entries<K, V> = Mutex<HashMap<K, (Instant, V)>>;

@@ -1,5 +1,5 @@
 //! iceflight's catalogs: connects the configured Iceberg catalogs (embedded SQL, REST) and
-//! exposes them to DataFusion; also loads generated data (TPC-H, the nested-field table) into them.
+//! exposes them to DataFusion. Generated data and its loading are in `iceflight-datagen`.
 //!
 //! ```text
 //!   [[catalog]] config ──► connect ──► Arc<dyn iceberg::Catalog>
@@ -15,15 +15,11 @@ pub mod commit;
 pub use iceflight_input::catalog_config as config;
 pub mod connect;
 pub mod error;
-pub mod load;
 pub mod metadata_tables;
-pub mod nested;
 pub mod provider;
 pub mod rest;
-pub mod ssb;
 pub mod table_ref;
 pub mod tables;
-pub mod tpch;
 
 use std::sync::Arc;
 

@@ -7,8 +7,8 @@
 //!
 //! Multi-level namespaces appear as dotted schema names (`a.b`). A table name may carry a
 //! version or name a metadata table (`orders@<snapshot>`, `orders$files`: `table_ref.rs`). Listings and table loads go
-//! through the catalog's shared cache (`cache.rs`: listings for `listing-cache-ttl`, tables for
-//! `metadata-cache-ttl`, 0 s by default so a query plans against the current snapshot). DataFusion's listing methods are synchronous: they
+//! through the catalog's shared cache (`cache.rs`: listings for `listing_cache_ttl`, tables for
+//! `metadata_cache_ttl`, 0 s by default so a query plans against the current snapshot). DataFusion's listing methods are synchronous: they
 //! block the calling thread on the catalog (a multi-threaded tokio runtime is required).
 
 use std::collections::BTreeSet;

@@ -15,7 +15,7 @@
 //! wrapper owns the client-credentials flow: it requests tokens itself (`POST
 //! <oauth2-server-uri | uri/v1/oauth/tokens>`), hands each to a fresh `RestCatalog` as its
 //! static token, and replaces the client at 90 % of `expires_in` (capped by the catalog's
-//! `token-lifetime`) or when the server answers 401. The client is built lazily: a catalog that
+//! `token_lifetime`) or when the server answers 401. The client is built lazily: a catalog that
 //! is down at start-up only fails the queries that use it. Secrets are never logged. Storage
 //! credentials vended at table load win over configured ones (which only fill in).
 
@@ -87,7 +87,7 @@ pub struct ManagedRestCatalog {
     token_uri: String,
     /// A configured bearer token, used until the server rejects it (then `credential`, if any).
     static_token: Option<String>,
-    /// Upper bound on how long a fetched token is used (`token-lifetime`).
+    /// Upper bound on how long a fetched token is used (`token_lifetime`).
     token_lifetime: Option<Duration>,
     http: reqwest::Client,
     client: tokio::sync::Mutex<Option<Client>>,

@@ -45,29 +45,14 @@ pub struct CatalogConfig {
     pub scope: Option<String>,
     /// `rest`: use a fetched token at most this long (e.g. `600s`), even when the server grants
     /// it for longer; it is refreshed at 90 % of the shorter lifetime.
-    #[serde(
-        default,
-        rename = "token-lifetime",
-        deserialize_with = "duration_opt",
-        serialize_with = "duration_opt_ser"
-    )]
+    #[serde(default, with = "crate::units::duration_text::option")]
     pub token_lifetime: Option<std::time::Duration>,
     /// How long a loaded table is reused before the catalog is asked again (default `0s`: every
     /// query plans against the catalog's current metadata). `cache.rs`.
-    #[serde(
-        default,
-        rename = "metadata-cache-ttl",
-        deserialize_with = "duration_opt",
-        serialize_with = "duration_opt_ser"
-    )]
+    #[serde(default, with = "crate::units::duration_text::option")]
     pub metadata_cache_ttl: Option<std::time::Duration>,
     /// How long namespace and table listings are reused (default `5s`).
-    #[serde(
-        default,
-        rename = "listing-cache-ttl",
-        deserialize_with = "duration_opt",
-        serialize_with = "duration_opt_ser"
-    )]
+    #[serde(default, with = "crate::units::duration_text::option")]
     pub listing_cache_ttl: Option<std::time::Duration>,
     /// Extra iceberg catalog / FileIO properties (`s3.endpoint`, `header.X-...`, ...).
     #[serde(default)]
@@ -91,28 +76,6 @@ impl std::fmt::Debug for CatalogConfig {
             .field("listing_cache_ttl", &self.listing_cache_ttl)
             .field("properties", &self.properties.keys().collect::<Vec<_>>())
             .finish()
-    }
-}
-
-fn duration_opt<'de, D: serde::Deserializer<'de>>(
-    d: D,
-) -> Result<Option<std::time::Duration>, D::Error> {
-    let s: Option<String> = Option::deserialize(d)?;
-    s.map(|s| {
-        crate::units::parse_duration(&s).ok_or_else(|| {
-            serde::de::Error::custom(format!("invalid duration {s:?} (e.g. 250ms, 30s)"))
-        })
-    })
-    .transpose()
-}
-
-fn duration_opt_ser<S: serde::Serializer>(
-    d: &Option<std::time::Duration>,
-    s: S,
-) -> Result<S::Ok, S::Error> {
-    match d {
-        Some(d) => s.serialize_some(&crate::units::format_duration(*d)),
-        None => s.serialize_none(),
     }
 }
 

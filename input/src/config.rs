@@ -3,6 +3,7 @@
 //! `config/iceflight.toml` documents every key; the server's `cli.rs` applies it.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use crate::catalog_config::{CatalogConfig, DEFAULT_CATALOG_NAME};
 use crate::units::{parse_duration, parse_size};
@@ -40,6 +41,10 @@ pub struct Config {
     /// Configured catalogs; none means the embedded catalog `local` in `data_dir`.
     #[serde(rename = "catalog")]
     pub catalogs: Vec<CatalogConfig>,
+    /// One warning per renamed key the file still used (`deprecated_keys.rs`); the server logs
+    /// them at start. Never read from or written to the file.
+    #[serde(skip)]
+    pub deprecated_keys: Vec<String>,
 }
 
 /// Execution settings applied to every session.
@@ -326,22 +331,28 @@ pub struct ServerConfig {
     pub users: Vec<UserConfig>,
     /// Queries running at once; more wait in a queue.
     pub max_concurrent_queries: usize,
-    /// Seconds a query waits in the queue before failing with `ResourceExhausted`.
-    pub queue_timeout_secs: u64,
-    /// Seconds an unused prepared statement handle lives (clients such as JDBC leak them).
-    pub prepared_statement_ttl_secs: u64,
-    /// Seconds an idle session (bearer token) lives.
-    pub session_ttl_secs: u64,
+    /// How long a query waits in the queue before failing with `ResourceExhausted`, e.g. `"30s"`.
+    #[serde(with = "crate::units::duration_text")]
+    pub queue_timeout: Duration,
+    /// How long an unused prepared statement handle lives (clients such as JDBC leak them),
+    /// e.g. `"5m"`; at least 1 s.
+    #[serde(with = "crate::units::duration_text")]
+    pub prepared_statement_ttl: Duration,
+    /// How long an idle session (bearer token) lives, e.g. `"1h"`; at least 1 s.
+    #[serde(with = "crate::units::duration_text")]
+    pub session_ttl: Duration,
     /// `[server.tls]`: serve TLS only (`flight/tls.rs`); `None`: plaintext.
     pub tls: Option<TlsConfig>,
-    /// Failed logins within 5 minutes that lock a user name for `login_lockout_secs` (a peer
+    /// Failed logins within 5 minutes that lock a user name for `login_lockout` (a peer
     /// address: 4 × that; `flight/login_throttle.rs`). 0: no throttling.
     pub max_failed_logins: u32,
-    /// Seconds a locked user name or peer address is refused.
-    pub login_lockout_secs: u64,
-    /// Seconds a result may wait for its client to read on before its query ends and frees
-    /// its slots (a client that stopped reading). 0: no limit.
-    pub stream_idle_timeout_secs: u64,
+    /// How long a locked user name or peer address is refused, e.g. `"60s"`.
+    #[serde(with = "crate::units::duration_text")]
+    pub login_lockout: Duration,
+    /// How long a result may wait for its client to read on before its query ends and frees
+    /// its slots (a client that stopped reading), e.g. `"5m"`. `"0s"`: no limit.
+    #[serde(with = "crate::units::duration_text")]
+    pub stream_idle_timeout: Duration,
     /// Address of the Prometheus `/metrics` listener (`metrics.rs`), e.g. `"127.0.0.1:9464"`;
     /// absent: none.
     pub metrics_listen: Option<String>,
@@ -390,15 +401,15 @@ impl Default for ServerConfig {
             auth: AuthMode::Basic,
             users: vec![],
             max_concurrent_queries: 8,
-            queue_timeout_secs: 30,
-            prepared_statement_ttl_secs: 300,
-            session_ttl_secs: 3600,
+            queue_timeout: Duration::from_secs(30),
+            prepared_statement_ttl: Duration::from_secs(300),
+            session_ttl: Duration::from_secs(3600),
             tls: None,
             max_failed_logins: 5,
-            login_lockout_secs: 60,
+            login_lockout: Duration::from_secs(60),
             max_queries_per_user: 0,
             metrics_listen: None,
-            stream_idle_timeout_secs: 300,
+            stream_idle_timeout: Duration::from_secs(300),
         }
     }
 }
@@ -425,6 +436,7 @@ impl Default for Config {
             server: ServerConfig::default(),
             distributed: DistributedConfig::default(),
             catalogs: vec![],
+            deprecated_keys: vec![],
         }
     }
 }
@@ -478,9 +490,20 @@ impl Config {
         })
     }
 
-    /// Parses TOML text; the error is the parser's one-line message.
+    /// Parses TOML text; the error is the parser's one-line message. Keys renamed since an
+    /// earlier release are read under their new names, each with a warning in
+    /// [`Self::deprecated_keys`] (`deprecated_keys.rs`).
     pub fn from_toml(text: &str) -> Result<Self, String> {
-        toml::from_str(text).map_err(|e| e.message().to_string() + &location(text, e.span()))
+        let parse_error = |e: toml::de::Error| e.message().to_string() + &location(text, e.span());
+        let mut table: toml::Table = toml::from_str(text).map_err(parse_error)?;
+        let warnings = crate::deprecated_keys::migrate(&mut table)?;
+        if warnings.is_empty() {
+            // From the text, so an error names its line.
+            return toml::from_str(text).map_err(parse_error);
+        }
+        let mut config: Self = table.try_into().map_err(parse_error)?;
+        config.deprecated_keys = warnings;
+        Ok(config)
     }
 
     /// Checks values that parse but cannot work together.

@@ -74,6 +74,50 @@ pub fn format_duration(d: Duration) -> String {
     }
 }
 
+/// Serde for a duration key written as text (`"30s"`, `"5m"`; [`parse_duration`]), used with
+/// `#[serde(with = "crate::units::duration_text")]`: every duration of the config file is read
+/// this way, and written back by [`format_duration`].
+pub mod duration_text {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// Errors: text [`super::parse_duration`] does not read, with the value given.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let s = String::deserialize(d)?;
+        super::parse_duration(&s).ok_or_else(|| {
+            serde::de::Error::custom(format!("invalid duration {s:?} (e.g. 250ms, 30s, 5m)"))
+        })
+    }
+
+    /// Writes [`super::format_duration`]'s text.
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&super::format_duration(*d))
+    }
+
+    /// The same for an optional key (absent: `None`).
+    pub mod option {
+        use std::time::Duration;
+
+        use serde::{Deserialize, Deserializer, Serializer};
+
+        /// Errors: as [`super::deserialize`].
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+            #[derive(Deserialize)]
+            struct Text(#[serde(with = "super")] Duration);
+            Ok(Option::<Text>::deserialize(d)?.map(|t| t.0))
+        }
+
+        /// Writes [`super::super::format_duration`]'s text, or nothing.
+        pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+            match d {
+                Some(d) => s.serialize_some(&super::super::format_duration(*d)),
+                None => s.serialize_none(),
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,11 +17,11 @@ use clap::{Args, Parser, Subcommand};
 use datafusion::common::DataFusionError;
 use iceberg::NamespaceIdent;
 use iceflight_catalog::CatalogError;
-use iceflight_catalog::load::{
+use iceflight_datagen::load::{
     LoadOptions, LoadReport, TpchStatus, check_scale, load_nested, load_tpch, parse_size,
     tpch_status,
 };
-use iceflight_catalog::nested::NestedLayout;
+use iceflight_datagen::nested::NestedLayout;
 
 use crate::config::Config;
 use crate::message::{message, one_line};

@@ -1,7 +1,7 @@
 //! `iceflight_invalidate_cache([catalog])`: drops the cached table metadata and listings of one
 //! catalog; without an argument, of all catalogs and the engine's block, footer and
 //! manifest-metrics caches too. Returns how many entries were dropped, so the
-//! next query sees the catalog's current state even with a long `metadata-cache-ttl`. Works from
+//! next query sees the catalog's current state even with a long `metadata_cache_ttl`. Works from
 //! any client (`SELECT iceflight_invalidate_cache('lake')`), like Trino's
 //! `system.flush_metadata_cache()`.
 

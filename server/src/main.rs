@@ -13,6 +13,9 @@ fn main() {
     };
     let config = resolve_config(&cli.global).unwrap_or_else(|e| fail(e));
     init_logging(&config.log);
+    for warning in &config.deprecated_keys {
+        tracing::warn!("{warning}");
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -328,13 +328,84 @@ pub async fn execute_statement(
     ctx.execute_logical_plan(plan).await?.execute_stream().await
 }
 
+/// The logical plan of one parsed statement ([`plan_known_statement`]); when planning fails and
+/// the statement reads a table that does not exist, the error is a typed
+/// [`CatalogError::NotFound`] naming it (→ `NotFound` at the edge), decided from the catalogs
+/// rather than from DataFusion's message.
+///
+/// Errors: the planner's; a missing catalog, schema or table of the statement.
+pub async fn plan_statement(ctx: &SessionContext, statement: Statement) -> Result<LogicalPlan> {
+    let references = ctx.state().resolve_table_references(&statement).ok();
+    let reads = reads_tables(&statement);
+    match plan_known_statement(ctx, statement).await {
+        Err(e) if reads && matches!(e.find_root(), DataFusionError::Plan(_)) => {
+            match missing_table(ctx, references.unwrap_or_default()).await {
+                Some(missing) => Err(DataFusionError::External(Box::new(CatalogError::NotFound(
+                    missing,
+                )))),
+                None => Err(e),
+            }
+        }
+        planned => planned,
+    }
+}
+
+/// Whether every table the statement names must exist already (a query, `INSERT`, `DELETE`,
+/// `UPDATE`, `SHOW COLUMNS`, `DESCRIBE`, `EXPLAIN` of one): not for `CREATE TABLE`, whose own name is among its references.
+fn reads_tables(statement: &Statement) -> bool {
+    use datafusion::sql::sqlparser::ast::Statement as Sql;
+    match statement {
+        Statement::Statement(inner) => matches!(
+            inner.as_ref(),
+            Sql::Query(_)
+                | Sql::Insert(_)
+                | Sql::Delete(_)
+                | Sql::Update(_)
+                | Sql::ShowColumns { .. }
+                | Sql::ExplainTable { .. }
+        ),
+        Statement::Explain(explain) => reads_tables(&explain.statement),
+        _ => false,
+    }
+}
+
+/// The first of `references` whose catalog, schema or table does not exist, described
+/// (`table local.tpch.nope does not exist`).
+async fn missing_table(
+    ctx: &SessionContext,
+    references: Vec<datafusion::sql::TableReference>,
+) -> Option<String> {
+    let state = ctx.state();
+    let defaults = &state.config_options().catalog;
+    for reference in references {
+        let name = reference.resolve(&defaults.default_catalog, &defaults.default_schema);
+        // DataFusion answers information_schema itself, outside the catalogs' schemas.
+        if name.schema.as_ref() == datafusion::catalog::information_schema::INFORMATION_SCHEMA {
+            continue;
+        }
+        let Some(catalog) = ctx.catalog(&name.catalog) else {
+            return Some(format!("catalog {} does not exist", name.catalog));
+        };
+        let Some(schema) = catalog.schema(&name.schema) else {
+            return Some(format!(
+                "schema {}.{} does not exist",
+                name.catalog, name.schema
+            ));
+        };
+        if !schema.table_exist(&name.table) && schema.table(&name.table).await.ok()?.is_none() {
+            return Some(format!("table {name} does not exist"));
+        }
+    }
+    None
+}
+
 /// The logical plan of one parsed statement: DataFusion's (a `DELETE` readied with its condition
 /// as written, `delete_statement.rs`), except for what DataFusion does not plan: `ALTER TABLE` (an [`AlterTable`] node, `catalog/src/alter.rs`) and `CREATE TABLE …
 /// WITH (…)` (a [`CreateTableWith`] node, `catalog/src/tables.rs`), both run by
 /// [`run_own_statement`].
 ///
 /// Errors: the planner's; an `ALTER TABLE` operation or table option iceflight does not know.
-pub async fn plan_statement(ctx: &SessionContext, statement: Statement) -> Result<LogicalPlan> {
+async fn plan_known_statement(ctx: &SessionContext, statement: Statement) -> Result<LogicalPlan> {
     use datafusion::sql::sqlparser::ast::{AlterTableOperation, ColumnOption, RenameTableNameKind};
     use datafusion::sql::sqlparser::ast::{CreateTableOptions, Statement as Sql};
     let Statement::Statement(inner) = &statement else {

@@ -64,7 +64,7 @@ impl LoadInterrupt {
         Self { token, code, task }
     }
 
-    /// The token a load watches ([`iceflight_catalog::load::LoadOptions::cancel`]).
+    /// The token a load watches ([`iceflight_datagen::load::LoadOptions::cancel`]).
     pub fn token(&self) -> CancellationToken {
         self.token.clone()
     }

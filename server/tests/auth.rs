@@ -41,7 +41,7 @@ async fn failed_logins_lock_the_user_name_for_the_lockout() {
         ..Config::default()
     };
     config.server.max_failed_logins = 3;
-    config.server.login_lockout_secs = 2;
+    config.server.login_lockout = Duration::from_secs(2);
     let engine = Engine::connect(config).await.unwrap();
     let addr = common::serve_flight(engine, &["alice:secret", "bob:hunter2"]).await;
 
@@ -88,7 +88,7 @@ fn descriptor(command: impl ProstMessageExt) -> FlightDescriptor {
 
 /// A token or handle works in its own session only: another session of the same user cannot
 /// run a prepared statement or a statement ticket it did not create; `CloseSession` revokes the
-/// token at once; an idle session's token expires after `session_ttl_secs`.
+/// token at once; an idle session's token expires after `session_ttl`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokens_and_handles_belong_to_one_session() {
     let dir = tempfile::tempdir().unwrap();
@@ -96,7 +96,7 @@ async fn tokens_and_handles_belong_to_one_session() {
         data_dir: dir.path().to_path_buf(),
         ..Config::default()
     };
-    config.server.session_ttl_secs = 2;
+    config.server.session_ttl = Duration::from_secs(2);
     let engine = Engine::connect(config).await.unwrap();
     let addr = common::serve_flight(engine, &["alice:secret"]).await;
     let (first, second) = (token(addr).await, token(addr).await);
@@ -179,7 +179,7 @@ async fn tokens_and_handles_belong_to_one_session() {
         .await
         .expect("the other session lives on");
 
-    // Idle past session_ttl_secs (2 s; the sweeper runs every second): the token expires.
+    // Idle past session_ttl (2 s; the sweeper runs every second): the token expires.
     tokio::time::sleep(Duration::from_millis(3500)).await;
     let refused = flight
         .get_flight_info(common::with_token(select(), &second))

@@ -22,7 +22,7 @@ use iceberg::NamespaceIdent;
 use iceflight::config::Config;
 use iceflight::session::Engine;
 use iceflight_catalog::CatalogConfig;
-use iceflight_catalog::load::{LoadOptions, load_tpch};
+use iceflight_datagen::load::{LoadOptions, load_tpch};
 use weed::{KEY, SECRET, Weed, lake};
 
 /// Block size of the test engines: SF 0.01's files are 0.1–2 MiB, so 64 KiB gives each file

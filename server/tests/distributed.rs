@@ -227,7 +227,7 @@ async fn ssb_q11_on_sorted_dates_prunes_on_the_workers() {
     let dir = tempfile::tempdir().unwrap();
     let single = common::engine(dir.path(), 2).await;
     let catalog = Arc::clone(single.catalogs().get("local").unwrap());
-    let options = iceflight_catalog::load::LoadOptions {
+    let options = iceflight_datagen::load::LoadOptions {
         scale: 0.1,
         target_file_size: 2 * 1024 * 1024,
         row_group_rows: 16384,
@@ -235,7 +235,7 @@ async fn ssb_q11_on_sorted_dates_prunes_on_the_workers() {
         ..Default::default()
     };
     let namespace = iceberg::NamespaceIdent::new("ssb".into());
-    iceflight_catalog::load::load_ssb(&catalog, &namespace, &options, true)
+    iceflight_datagen::load::load_ssb(&catalog, &namespace, &options, true)
         .await
         .unwrap();
     let workers = Worker::start_many(dir.path(), 2);

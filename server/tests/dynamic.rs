@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use common::{execute, rows, scan_metric};
 use iceberg::NamespaceIdent;
-use iceflight_catalog::load::{LoadOptions, load_tpch};
+use iceflight_datagen::load::{LoadOptions, load_tpch};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn join_dynamic_filter_prunes_files_and_keeps_answers() {

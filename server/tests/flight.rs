@@ -17,7 +17,7 @@ use iceberg::NamespaceIdent;
 use iceflight::config::Config;
 use iceflight::flight::{self, service::SERVER_STATUS_ACTION};
 use iceflight::session::Engine;
-use iceflight_catalog::load::{LoadOptions, load_tpch};
+use iceflight_datagen::load::{LoadOptions, load_tpch};
 use tonic::transport::Channel;
 
 struct Server {
@@ -35,7 +35,7 @@ async fn start_server() -> Server {
         ..Config::default()
     };
     config.query.target_partitions = 2;
-    config.server.prepared_statement_ttl_secs = 2;
+    config.server.prepared_statement_ttl = std::time::Duration::from_secs(2);
     let engine = Engine::connect(config).await.unwrap();
     let catalog = Arc::clone(engine.catalogs().get("local").unwrap());
     let options = LoadOptions {

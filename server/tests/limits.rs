@@ -125,7 +125,7 @@ async fn timeout_result_cap_and_per_user_slots() {
         c.query.timeout = Some("3s".into());
         c.query.max_result_bytes = Some("1MiB".into());
         c.server.max_queries_per_user = 1;
-        c.server.queue_timeout_secs = 1;
+        c.server.queue_timeout = std::time::Duration::from_secs(1);
     })
     .await;
     let addr = serve(engine).await;
@@ -177,14 +177,14 @@ async fn timeout_result_cap_and_per_user_slots() {
 }
 
 /// A client that opens a large result and stops reading loses it after
-/// `stream_idle_timeout_secs`: the only query slot is free again for the next query.
+/// `stream_idle_timeout`: the only query slot is free again for the next query.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_result_nobody_reads_frees_its_slot() {
     let dir = tempfile::tempdir().unwrap();
     let engine = engine(dir.path(), |c| {
         c.server.max_concurrent_queries = 1;
-        c.server.queue_timeout_secs = 10;
-        c.server.stream_idle_timeout_secs = 1;
+        c.server.queue_timeout = std::time::Duration::from_secs(10);
+        c.server.stream_idle_timeout = std::time::Duration::from_secs(1);
     })
     .await;
     let addr = serve(engine).await;

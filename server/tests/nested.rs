@@ -15,8 +15,8 @@ use common::{column, execute, make_case_fixtures, plan_text, query, rows, scan_m
 use datafusion::prelude::SessionContext;
 use iceberg::NamespaceIdent;
 use iceflight::session::Engine;
-use iceflight_catalog::load::{LoadOptions, load_nested};
-use iceflight_catalog::nested::{NULL_STRUCT_EVERY, NestedLayout};
+use iceflight_datagen::load::{LoadOptions, load_nested};
+use iceflight_datagen::nested::{NULL_STRUCT_EVERY, NestedLayout};
 
 const ROWS: usize = 20_000;
 

@@ -23,7 +23,7 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 use iceberg::NamespaceIdent;
 use iceberg::spec::{NestedField, PrimitiveType, Type};
 use iceflight::session::{Engine, engine_physical_optimizer_rules};
-use iceflight_catalog::load::{LoadOptions, create_table_with_files};
+use iceflight_datagen::load::{LoadOptions, create_table_with_files};
 use iceflight_scan::metrics_index::FileMetricsIndex;
 
 /// The same tables twice: through our scan (`ours`) and as DataFusion listing tables over their

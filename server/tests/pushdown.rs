@@ -18,7 +18,7 @@ use std::sync::Arc;
 use common::{Answer, Executed, compare, execute, plan_text, repo_root, rows, table_scan_metric};
 use iceberg::NamespaceIdent;
 use iceflight::session::Engine;
-use iceflight_catalog::load::{LoadOptions, load_tpch};
+use iceflight_datagen::load::{LoadOptions, load_tpch};
 
 async fn load(engine: &Engine, namespace: &str, sort: &str, row_group_rows: usize) {
     let catalog = Arc::clone(engine.catalogs().get("local").unwrap());

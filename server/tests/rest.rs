@@ -19,10 +19,10 @@ use datafusion::common::DataFusionError;
 use iceberg::{Catalog, NamespaceIdent};
 use iceflight::config::Config;
 use iceflight::session::Engine;
-use iceflight_catalog::load::{LoadOptions, load_nested};
-use iceflight_catalog::nested::{NULL_STRUCT_EVERY, NestedLayout};
 use iceflight_catalog::rest::ManagedRestCatalog;
 use iceflight_catalog::{CatalogConfig, CatalogError};
+use iceflight_datagen::load::{LoadOptions, load_nested};
+use iceflight_datagen::nested::{NULL_STRUCT_EVERY, NestedLayout};
 
 mod weed;
 

@@ -44,7 +44,7 @@ pub struct Limits {
     pub timeout: Option<Duration>,
     /// `query.max_result_bytes`: largest result, in Arrow bytes.
     pub max_result_bytes: Option<u64>,
-    /// `server.stream_idle_timeout_secs`: how long a result may wait for its client to read
+    /// `server.stream_idle_timeout`: how long a result may wait for its client to read
     /// before the query ends and frees its slots.
     pub stream_idle_timeout: Option<Duration>,
 }

@@ -93,26 +93,26 @@ pub async fn serve(
 ) -> Result<(), String> {
     let server = engine.config().server.clone();
     let sessions = Arc::new(Sessions::new(
-        Duration::from_secs(server.session_ttl_secs.max(1)),
-        Duration::from_secs(server.prepared_statement_ttl_secs.max(1)),
+        server.session_ttl.max(Duration::from_secs(1)),
+        server.prepared_statement_ttl.max(Duration::from_secs(1)),
     ));
     let options = ServiceOptions {
         auth_required: server.auth_required(),
         limits: execution::Limits {
             max_concurrent_queries: server.max_concurrent_queries.max(1),
             max_queries_per_user: server.max_queries_per_user,
-            queue_timeout: Duration::from_secs(server.queue_timeout_secs),
+            queue_timeout: server.queue_timeout,
             timeout: engine.config().query.timeout().map_err(|e| e.to_string())?,
             max_result_bytes: engine
                 .config()
                 .query
                 .max_result_bytes()
                 .map_err(|e| e.to_string())?,
-            stream_idle_timeout: (server.stream_idle_timeout_secs > 0)
-                .then(|| Duration::from_secs(server.stream_idle_timeout_secs)),
+            stream_idle_timeout: (!server.stream_idle_timeout.is_zero())
+                .then_some(server.stream_idle_timeout),
         },
         max_failed_logins: server.max_failed_logins,
-        login_lockout: Duration::from_secs(server.login_lockout_secs),
+        login_lockout: server.login_lockout,
     };
     engine.attach_sessions(Arc::clone(&sessions));
     if let Some(listen) = &server.metrics_listen {

@@ -9,7 +9,7 @@
 //!
 //! A handle, prepared or planned, is 128 random bits (UUID v4) and names an entry of one
 //! session only: another session's handle is unknown here. Both kinds expire after
-//! `prepared_statement_ttl_secs` unused.
+//! `prepared_statement_ttl` unused.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

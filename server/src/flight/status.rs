@@ -3,7 +3,7 @@
 //! | error | status |
 //! |---|---|
 //! | SQL parse / plan / schema error | `InvalidArgument` (parser message kept) |
-//! | unknown catalog, schema or table | `NotFound` |
+//! | unknown catalog, schema or table (typed by `session::plan_statement` and the catalogs) | `NotFound` |
 //! | catalog unreachable | `Unavailable` |
 //! | a worker or other peer unreachable (a connection error, `distributed/channels.rs`) | `Unavailable` |
 //! | a table or catalog a worker does not have (an I/O `NotFound`, `catalog/src/lib.rs`) | `NotFound` |
@@ -60,14 +60,10 @@ pub fn to_status(e: DataFusionError) -> Status {
         DataFusionError::SQL(..) | DataFusionError::SchemaError(..) => {
             Status::invalid_argument(message(&e))
         }
-        DataFusionError::Plan(m) => {
-            if is_not_found(m) {
-                Status::not_found(message(&e))
-            } else {
-                Status::invalid_argument(message(&e))
-            }
+        // A missing table arrives as a typed `CatalogError::NotFound` (`session::plan_statement`).
+        DataFusionError::Plan(_) | DataFusionError::Configuration(_) => {
+            Status::invalid_argument(message(&e))
         }
-        DataFusionError::Configuration(_) => Status::invalid_argument(message(&e)),
         // A statement iceflight understands and does not run (`DELETE`, `INSERT OVERWRITE`).
         DataFusionError::NotImplemented(_) => Status::unimplemented(message(&e)),
         DataFusionError::ResourcesExhausted(_) => Status::resource_exhausted(message(&e)),
@@ -109,13 +105,6 @@ fn is_connection(kind: std::io::ErrorKind) -> bool {
     )
 }
 
-fn is_not_found(m: &str) -> bool {
-    let m = m.to_ascii_lowercase();
-    m.contains("not found")
-        || m.contains("failed to resolve schema")
-        || m.contains("does not exist")
-}
-
 /// An `Internal` status whose message carries an id that is also logged with the full error.
 pub fn internal(e: &dyn std::fmt::Display) -> Status {
     let id = uuid::Uuid::new_v4().simple().to_string();
@@ -129,7 +118,13 @@ mod tests {
 
     #[test]
     fn maps_kinds() {
+        // A message never decides: DataFusion's own "not found" text is a plan error like any
+        // other; the missing table comes typed.
         let e = DataFusionError::Plan("table 'local.t.x' not found".into());
+        assert_eq!(to_status(e).code(), tonic::Code::InvalidArgument);
+        let e = DataFusionError::External(Box::new(CatalogError::NotFound(
+            "table local.t.x does not exist".into(),
+        )));
         assert_eq!(to_status(e).code(), tonic::Code::NotFound);
         let e = DataFusionError::Plan("Invalid function 'foo'".into());
         assert_eq!(to_status(e).code(), tonic::Code::InvalidArgument);

@@ -72,9 +72,9 @@ pub async fn engine(dir: &Path, target_partitions: usize) -> Engine {
 
 /// TPC-H at `scale` loaded by our loader into namespace `tpch` of the embedded catalog of
 /// `engine` (8 MiB files, 65 536-row row groups: several lineitem files at SF 0.1).
-pub async fn load_tpch_local(engine: &Engine, scale: f64) -> iceflight_catalog::load::LoadReport {
+pub async fn load_tpch_local(engine: &Engine, scale: f64) -> iceflight_datagen::load::LoadReport {
     let catalog = Arc::clone(engine.catalogs().get("local").expect("embedded catalog"));
-    let options = iceflight_catalog::load::LoadOptions {
+    let options = iceflight_datagen::load::LoadOptions {
         scale,
         target_file_size: 8 * 1024 * 1024,
         row_group_rows: 65536,
@@ -82,7 +82,7 @@ pub async fn load_tpch_local(engine: &Engine, scale: f64) -> iceflight_catalog::
         ..Default::default()
     };
     let namespace = iceberg::NamespaceIdent::new("tpch".into());
-    iceflight_catalog::load::load_tpch(&catalog, &namespace, &options)
+    iceflight_datagen::load::load_tpch(&catalog, &namespace, &options)
         .await
         .expect("load TPC-H")
 }

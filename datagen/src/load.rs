@@ -38,9 +38,9 @@ use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use tokio_util::sync::CancellationToken;
 
-use crate::error::CatalogError;
 use crate::nested::{self, NestedLayout};
 use crate::{ssb, tpch};
+use iceflight_catalog::CatalogError;
 
 /// Layout options of a load.
 #[derive(Debug, Clone)]
