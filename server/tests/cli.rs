@@ -199,7 +199,10 @@ fn sql_errors_are_one_line_naming_the_object() {
     let dir = tpch_dir();
     let d = dir.path();
     let cases: &[(&[&str], &[&str])] = &[
-        (&["sql", "SELECT * FROM t.nope"], &["nope", "not found"]),
+        (
+            &["sql", "SELECT * FROM t.nope"],
+            &["table local.t.nope does not exist"],
+        ),
         (&["sql", "SELECT * FROM nons.region"], &["nons"]),
         (
             &["sql", "--catalog", "nocat", "SELECT 1"],
