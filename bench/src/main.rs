@@ -72,7 +72,7 @@ enum Command {
         replace: bool,
     },
     /// A suite's queries on several engines over the same files, alternating rounds, answers
-    /// compared; writes bench/results/<suite>-sf<scale>[-sorted]-<yyyymmdd>.json, .md and .png.
+    /// compared; writes `bench/results/{suite}-sf{scale}[-sorted]-{yyyymmdd}` .json, .md and .png.
     Run(run::Args),
     /// Redraws the PNG chart of results files (`<stem>.json` → `<stem>.png`).
     Chart {

@@ -61,7 +61,7 @@ fn ext(e: impl std::error::Error + Send + Sync + 'static) -> DataFusionError {
 /// Where a suite's tables live: shared by `load` and `run`.
 #[derive(clap::Args, Clone, Debug)]
 pub struct DataArgs {
-    /// Suite: `tpch` or `ssb` (its queries are the folder bench/queries/<suite>).
+    /// Suite: `tpch` or `ssb` (its queries are the folder `bench/queries/{suite}`).
     #[arg(long, default_value = "tpch")]
     pub suite: String,
     /// Scale factor (1 = 6 M lineitem / lineorder rows); `load` defaults to 1. `run` reads the

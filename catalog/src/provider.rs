@@ -1,4 +1,4 @@
-//! DataFusion catalog and schema providers over an iceberg [`Catalog`].
+//! DataFusion catalog and schema providers over an iceberg [`iceberg::Catalog`].
 //!
 //! ```text
 //!   SessionContext ──► IcebergCatalogProvider ("local") ──► IcebergSchemaProvider ("tpch", "a.b")
@@ -52,7 +52,7 @@ pub fn to_df_error(e: iceberg::Error) -> DataFusionError {
 
 /// The default schema of a session that has none (no `default_schema` configured and the
 /// catalog does not hold exactly one namespace). Never a namespace name (namespace parts are
-/// non-empty), so DataFusion resolves an unqualified table to it and [`NoDefaultSchemaProvider`]
+/// non-empty), so DataFusion resolves an unqualified table to it and `NoDefaultSchemaProvider`
 /// answers with the namespaces to choose from.
 pub const NO_DEFAULT_SCHEMA: &str = "";
 

@@ -247,9 +247,9 @@ fn insert_semi_join(
     key: Column,
 ) -> Result<Option<LogicalPlan>> {
     let rebuilt = |input: LogicalPlan| -> Result<Option<LogicalPlan>> {
-        Ok(insert_semi_join(&input, group, keys.clone(), key.clone())?
+        insert_semi_join(&input, group, keys.clone(), key.clone())?
             .map(|new| plan.with_new_exprs(plan.expressions(), vec![new]))
-            .transpose()?)
+            .transpose()
     };
     match plan {
         LogicalPlan::SubqueryAlias(a) => rebuilt(a.input.as_ref().clone()),

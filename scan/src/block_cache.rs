@@ -16,7 +16,7 @@
 //! Iceberg data, delete and manifest files and `*.metadata.json` are written once under unique
 //! names (Iceberg table spec, "File System Operations": files are immutable once written), so a
 //! block never goes stale: entries leave only by eviction or an explicit [`BlockCache::clear`] /
-//! [`BlockCache::invalidate_prefix`] (writes through [`crate::cached_storage`]).
+//! [`BlockCache::invalidate_prefix`] (writes through `catalog/src/cached_storage.rs`).
 //!
 //! Memory is bounded by [`BlockCacheConfig::capacity`] bytes, weighed as block length plus path
 //! and bookkeeping. The bound is moka's: its TinyLFU admission keeps a block only if it is used

@@ -10,7 +10,7 @@
 //!               ──► limit
 //! ```
 //!
-//! Tasks are planned by [`crate::IcebergTableProvider::scan`] and spread over the output
+//! Tasks are planned by `IcebergTableProvider::scan` (`provider.rs`) and spread over the output
 //! partitions by size. Each task is opened only when the stream reaches it, so dynamic filters
 //! that complete later still prune later files.
 

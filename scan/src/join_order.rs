@@ -324,9 +324,12 @@ impl Cluster {
                     })
                     .collect();
                 let both = lm | rm;
-                let filter = conjunction(residuals.iter().filter_map(|(m, r)| {
-                    (m & !both == 0 && m & !lm != 0 && m & !rm != 0).then(|| (*r).clone())
-                }));
+                let filter = conjunction(
+                    residuals
+                        .iter()
+                        .filter(|(m, _)| m & !both == 0 && m & !lm != 0 && m & !rm != 0)
+                        .map(|(_, r)| (*r).clone()),
+                );
                 let join = Join::try_new(
                     Arc::new(left),
                     Arc::new(right),

@@ -11,7 +11,7 @@
 //!               decoded ──► current types ──► equality deletes ──► output ──► live row filter
 //! ```
 //!
-//! One [`TaskOpener`] per output partition holds what its tasks share.
+//! One `TaskOpener` per output partition holds what its tasks share.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -4,7 +4,7 @@
 use datafusion::common::config::{ConfigEntry, ConfigExtension, ExtensionOptions};
 use datafusion::common::{DataFusionError, Result};
 
-/// Settings read by [`crate::IcebergTableProvider::scan`] from the session's config extensions.
+/// Settings read by `IcebergTableProvider::scan` (`provider.rs`) from the session's config extensions.
 #[derive(Debug, Clone, PartialEq)]
 pub struct IceflightOptions {
     /// `iceflight.scan.batch_size`: rows per batch decoded by the Parquet reader; 0 (default)

@@ -103,10 +103,10 @@ pub struct ServeArgs {
     #[arg(long, env = "ICEFLIGHT_DEFAULT_SCHEMA")]
     pub default_schema: Option<String>,
     /// single (everything in this process), coordinator (Flight SQL; stages on the workers) or
-    /// worker (runs a coordinator's stages) [default: [distributed] role, else single].
+    /// worker (runs a coordinator's stages); default: the config's distributed.role, else single.
     #[arg(long, env = "ICEFLIGHT_ROLE")]
     pub role: Option<crate::distributed::Role>,
-    /// A worker of this coordinator, http://host:port; repeatable (added to [distributed] workers).
+    /// A worker of this coordinator, http://host:port; repeatable (added to the config's distributed.workers).
     #[arg(long = "worker", value_name = "URL")]
     pub workers: Vec<String>,
 }

@@ -328,7 +328,7 @@ pub async fn execute_statement(
     ctx.execute_logical_plan(plan).await?.execute_stream().await
 }
 
-/// The logical plan of one parsed statement ([`plan_known_statement`]); when planning fails and
+/// The logical plan of one parsed statement (`plan_known_statement`); when planning fails and
 /// the statement reads a table that does not exist, the error is a typed
 /// [`CatalogError::NotFound`] naming it (→ `NotFound` at the edge), decided from the catalogs
 /// rather than from DataFusion's message.

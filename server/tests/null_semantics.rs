@@ -26,6 +26,9 @@ use iceflight::session::{Engine, engine_physical_optimizer_rules};
 use iceflight_datagen::load::{LoadOptions, create_table_with_files};
 use iceflight_scan::metrics_index::FileMetricsIndex;
 
+/// One data file of a fixture table: rows of nullable INT columns.
+type DataFileRows = Vec<Vec<Option<i32>>>;
+
 /// The same tables twice: through our scan (`ours`) and as DataFusion listing tables over their
 /// data files (`raw`).
 struct Fixture {
@@ -93,7 +96,7 @@ async fn fixture() -> Fixture {
         ..LoadOptions::default()
     };
     let n = None;
-    let tables: Vec<(&str, &[&str], Vec<Vec<Vec<Option<i32>>>>)> = vec![
+    let tables: Vec<(&str, &[&str], Vec<DataFileRows>)> = vec![
         // c08
         (
             "fact",

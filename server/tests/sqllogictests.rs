@@ -23,7 +23,9 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use tokio::sync::Mutex;
 
 use arrow::datatypes::DataType;
 use async_trait::async_trait;
@@ -46,12 +48,12 @@ static FIXTURES: [Fixture; 2] = [
     Fixture {
         name: "cases",
         namespace: "cases",
-        dir: Mutex::new(None),
+        dir: Mutex::const_new(None),
     },
     Fixture {
         name: "tpch",
         namespace: "tpch",
-        dir: Mutex::new(None),
+        dir: Mutex::const_new(None),
     },
 ];
 
@@ -65,7 +67,7 @@ impl Fixture {
 
     /// The fixture's data directory, built by the first caller while later ones wait.
     async fn path(&self) -> PathBuf {
-        let mut dir = self.dir.lock().unwrap();
+        let mut dir = self.dir.lock().await;
         if dir.is_none() {
             let d = tempfile::tempdir().unwrap();
             self.build(d.path()).await;
@@ -333,7 +335,7 @@ fn main() {
     let conclusion = sqllogictest::harness::run(&args, trials);
     // The fixtures' directories are removed before exiting (statics are never dropped).
     for fixture in &FIXTURES {
-        fixture.dir.lock().unwrap().take();
+        fixture.dir.blocking_lock().take();
     }
     conclusion.exit();
 }
