@@ -8,14 +8,14 @@
 //! ```
 
 pub mod alter;
-pub mod cache;
+pub(crate) mod cache;
 pub mod cached_storage;
-pub mod commit;
+pub(crate) mod commit;
 /// `[[catalog]]` configuration, parsed in `iceflight-input` (no DataFusion there, so it is fuzzed).
 pub use iceflight_input::catalog_config as config;
-pub mod connect;
-pub mod error;
-pub mod metadata_tables;
+pub(crate) mod connect;
+pub(crate) mod error;
+pub(crate) mod metadata_tables;
 pub mod provider;
 pub mod rest;
 pub mod table_ref;

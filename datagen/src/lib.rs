@@ -9,5 +9,5 @@
 
 pub mod load;
 pub mod nested;
-pub mod ssb;
-pub mod tpch;
+pub(crate) mod ssb;
+pub(crate) mod tpch;

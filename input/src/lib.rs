@@ -14,7 +14,7 @@
 pub mod auth_header;
 pub mod catalog_config;
 pub mod config;
-pub mod deprecated_keys;
+pub(crate) mod deprecated_keys;
 pub mod flight;
 pub mod fuzzing;
 pub mod parameters;

@@ -26,8 +26,8 @@ use crate::delete_files;
 /// The keys of one equality-delete file, in Arrow row format over the data columns' types.
 #[derive(Debug)]
 pub struct DeleteKeys {
-    /// Equality field ids, in the order the key columns are encoded.
-    pub field_ids: Vec<i32>,
+    /// The key columns' types, in the order of the equality field ids the file was loaded
+    /// with.
     types: Vec<DataType>,
     /// Row-format converter over `types`, built once and shared by every batch.
     converter: RowConverter,
@@ -70,25 +70,14 @@ impl DeleteKeys {
             keys.extend(rows.iter().map(|r| r.as_ref().to_vec()));
         }
         Ok(Self {
-            field_ids: field_ids.to_vec(),
             types: types.to_vec(),
             converter,
             keys,
         })
     }
 
-    /// Number of distinct delete keys.
-    pub fn len(&self) -> usize {
-        self.keys.len()
-    }
-
-    /// Whether the file deletes nothing.
-    pub fn is_empty(&self) -> bool {
-        self.keys.is_empty()
-    }
-
-    /// Marks rows to keep: `false` where the key formed by `columns` (same order as
-    /// [`Self::field_ids`]) equals a delete key, NULLs matching NULLs.
+    /// Marks rows to keep: `false` where the key formed by `columns` (in the order of the
+    /// equality field ids the file was loaded with) equals a delete key, NULLs matching NULLs.
     pub fn keep_mask(&self, columns: &[ArrayRef], num_rows: usize) -> Result<BooleanArray> {
         if self.keys.is_empty() {
             return Ok(BooleanArray::from(vec![true; num_rows]));
@@ -144,8 +133,8 @@ impl DeleteKeysCache {
     }
 }
 
-/// Applies every delete file to `batch`, whose columns `key_positions[i][j]` hold field
-/// `deletes[i].field_ids[j]`.
+/// Applies every delete file to `batch`: `deletes[i].1[j]` is the column of `batch` holding the
+/// `j`-th equality field of delete file `i`.
 pub fn apply(batch: RecordBatch, deletes: &[(Arc<DeleteKeys>, Vec<usize>)]) -> Result<RecordBatch> {
     let mut batch = batch;
     for (keys, positions) in deletes {
@@ -176,7 +165,6 @@ mod tests {
         let converter = converter(&types).unwrap();
         let rows = converter.convert_columns(&[col]).unwrap();
         DeleteKeys {
-            field_ids: vec![2],
             types,
             keys: rows.iter().map(|r| r.as_ref().to_vec()).collect(),
             converter,

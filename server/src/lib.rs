@@ -8,16 +8,16 @@
 pub mod cli;
 /// The configuration file, parsed in `iceflight-input` (no DataFusion there, so it is fuzzed).
 pub use iceflight_input::config;
-pub mod delete_statement;
+pub(crate) mod delete_statement;
 pub mod distributed;
 pub mod flight;
-pub mod invalidate;
-pub mod join_filters;
+pub(crate) mod invalidate;
+pub(crate) mod join_filters;
 pub mod message;
-pub mod metrics;
-pub mod output;
-pub mod query_history;
+pub(crate) mod metrics;
+pub(crate) mod output;
+pub(crate) mod query_history;
 pub mod session;
-pub mod signals;
-pub mod system;
-pub mod table_versions;
+pub(crate) mod signals;
+pub(crate) mod system;
+pub(crate) mod table_versions;
