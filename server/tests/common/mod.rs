@@ -284,6 +284,17 @@ pub fn plan_text(plan: &Arc<dyn ExecutionPlan>) -> String {
         .to_string()
 }
 
+/// The executed plan's `IcebergScanExec` lines, whole and unindented, one per scan: what a
+/// snapshot asserts (domains, gate decisions, dynamic filters as they ended), never fragments.
+pub fn scan_lines(plan: &Arc<dyn ExecutionPlan>) -> String {
+    plan_text(plan)
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("IcebergScanExec: "))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// Runs SQL text as a client's statement runs (iceflight's front end: `FOR … AS OF` rewritten,
 /// `ALTER TABLE` and `CREATE TABLE … WITH` planned by iceflight); rows as text.
 pub async fn statement_rows(
