@@ -72,6 +72,14 @@ async fn start_server() -> Server {
     }
 }
 
+impl Server {
+    /// Stops the server and waits for it to finish cleanly.
+    async fn stop(mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        self.handle.await.unwrap().unwrap();
+    }
+}
+
 async fn client(addr: std::net::SocketAddr) -> FlightSqlServiceClient<Channel> {
     let channel = common::channel(addr).await;
     FlightSqlServiceClient::new(channel)
@@ -135,20 +143,37 @@ fn has(e: &str, code: tonic::Code) -> bool {
     e.contains(&format!("{code:?}")) || e.contains(code.description())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn flight_sql_end_to_end() {
-    let mut server = start_server().await;
+/// A server of its own (TPC-H SF 0.01 in a fresh data directory) and a client logged in as
+/// alice.
+async fn logged_in() -> (Server, FlightSqlServiceClient<Channel>) {
+    let server = start_server().await;
+    let mut c = client(server.addr).await;
+    c.handshake("alice", "secret").await.unwrap();
+    (server, c)
+}
 
+/// The timing-sensitive tests (a CPU-heavy query, the JVM and Python client suites) run one at a
+/// time, so one's load does not stretch the other's time bounds.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Login: a wrong password and missing credentials are refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn login_is_required() {
+    let server = start_server().await;
     // Login: wrong password and missing credentials are refused.
     let mut anon = client(server.addr).await;
     let e = code(anon.execute("SELECT 1".into(), None).await);
     assert!(has(&e, tonic::Code::Unauthenticated), "{e}");
     let e = code(anon.handshake("alice", "wrong").await);
     assert!(has(&e, tonic::Code::Unauthenticated), "{e}");
-    let mut c = client(server.addr).await;
-    c.handshake("alice", "secret").await.unwrap();
+    server.stop().await;
+}
 
-    // Statements: SELECT 1 without FROM, a TPC-H query, DDL through CommandStatementUpdate.
+/// SELECT without FROM, a TPC-H query against DuckDB's answer, DDL through
+/// `CommandStatementUpdate`, EXPLAIN ANALYZE.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statements_run_and_ddl_goes_through_statement_update() {
+    let (server, mut c) = logged_in().await;
     let info = c.execute("SELECT 1 AS one".into(), None).await.unwrap();
     let batches = fetch(&mut c, info).await;
     assert_eq!(common::rows(&batches), [["1"]]);
@@ -177,8 +202,13 @@ async fn flight_sql_end_to_end() {
         text.contains("IcebergScanExec") && text.contains("files_opened"),
         "{text}"
     );
+    server.stop().await;
+}
 
-    // Errors: parser message kept (InvalidArgument), unknown table (NotFound).
+/// A syntax error keeps the parser's message (`InvalidArgument`); an unknown table is `NotFound`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_keep_the_parser_message_and_a_missing_table_is_not_found() {
+    let (server, mut c) = logged_in().await;
     let e = code(c.execute("SELEC 1".into(), None).await);
     assert!(
         has(&e, tonic::Code::InvalidArgument) && e.contains("SELEC"),
@@ -186,8 +216,13 @@ async fn flight_sql_end_to_end() {
     );
     let e = code(c.execute("SELECT * FROM nope".into(), None).await);
     assert!(has(&e, tonic::Code::NotFound), "{e}");
+    server.stop().await;
+}
 
-    // Prepared statement with a parameter, executed three times.
+/// A prepared statement with a parameter, executed three times.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prepared_statement_runs_with_each_bound_parameter() {
+    let (server, mut c) = logged_in().await;
     let mut stmt = c
         .prepare(
             "SELECT count(*) AS n FROM lineitem WHERE l_orderkey < ?".into(),
@@ -219,9 +254,14 @@ async fn flight_sql_end_to_end() {
         }
     }
     stmt.close().await.unwrap();
+    server.stop().await;
+}
 
-    // Metadata: catalogs (the engine's `system` catalog too, as in Trino), schemas with a NULL
-    // catalog filter, tables with schemas, SqlInfo.
+/// Catalogs (the engine's `system` catalog too, as in Trino), schemas with a NULL catalog
+/// filter, tables with their schemas, SqlInfo, table types.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metadata_commands_answer_as_clients_expect() {
+    let (server, mut c) = logged_in().await;
     let info = c.get_catalogs().await.unwrap();
     assert_eq!(
         common::rows(&fetch(&mut c, info).await),
@@ -282,8 +322,13 @@ async fn flight_sql_end_to_end() {
         common::rows(&fetch(&mut c, info).await),
         [["TABLE"], ["VIEW"]]
     );
+    server.stop().await;
+}
 
-    // Malformed input never crashes the server.
+/// Malformed tickets and actions are `InvalidArgument`; the server keeps serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_input_is_refused_without_a_crash() {
+    let (server, mut c) = logged_in().await;
     let e = code(c.do_get(Ticket::new("garbage")).await.map(|_| ()));
     assert!(has(&e, tonic::Code::InvalidArgument), "{e}");
     let e = code(
@@ -298,8 +343,14 @@ async fn flight_sql_end_to_end() {
             .map(|_| ()),
     );
     assert!(has(&e, tonic::Code::InvalidArgument), "{e}");
+    server.stop().await;
+}
 
-    // A parameter batch of many rows is refused, not executed or crashed on.
+/// A parameter batch of many rows, and a number an integer placeholder cannot hold exactly,
+/// are refused rather than executed, truncated or crashed on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parameters_that_do_not_fit_are_refused() {
+    let (server, mut c) = logged_in().await;
     let mut stmt = c
         .prepare(
             "SELECT count(*) FROM lineitem WHERE l_orderkey < $1".into(),
@@ -344,7 +395,14 @@ async fn flight_sql_end_to_end() {
     let expected = fetch(&mut c, info).await;
     assert_eq!(common::rows(&counted), common::rows(&expected));
     stmt.close().await.unwrap();
+    server.stop().await;
+}
 
+/// CancelFlightInfo stops a running query; a CPU-heavy query runs apart from the gRPC runtime.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_stops_queries_and_heavy_queries_leave_the_server_responsive() {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let (server, mut c) = logged_in().await;
     // CancelFlightInfo stops a running query: a cross join of 3.6e9 rows ends at once.
     let info = c
         .execute(
@@ -408,7 +466,14 @@ async fn flight_sql_end_to_end() {
         .await
         .expect("cancelled query ended");
     assert_eq!(status(&mut c).await["running_queries"], 0);
+    server.stop().await;
+}
 
+/// `SET` through a prepared statement (ADBC's only path) runs at execute; errors raised while
+/// running are `InvalidArgument`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn set_runs_through_a_prepared_statement() {
+    let (server, mut c) = logged_in().await;
     // Through a prepared statement (ADBC's only path), SET runs at execute, without a fetch;
     // errors raised while running are the statement's fault (InvalidArgument).
     let stmt = c
@@ -440,8 +505,15 @@ async fn flight_sql_end_to_end() {
             && e.contains("invalid setting datafusion.execution.batch_size=abc"),
         "{e}"
     );
+    server.stop().await;
+}
 
-    // The real clients.
+/// The real clients (ADBC, flightsql-dbapi, JDBC: `tests/flight/run_clients.sh`), then the
+/// prepared statement handles they leak (JDBC) expire after the TTL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adbc_dbapi_and_jdbc_clients_pass_their_suites() {
+    let _alone = ONE_AT_A_TIME.lock().await;
+    let (server, mut c) = logged_in().await;
     let script = common::repo_root().join("tests/flight/run_clients.sh");
     let out = tokio::process::Command::new("bash")
         .arg(script)
@@ -460,7 +532,5 @@ async fn flight_sql_end_to_end() {
     let s = status(&mut c).await;
     assert_eq!(s["prepared_statements"], 0, "{s}");
     assert_eq!(s["running_queries"], 0, "{s}");
-
-    let _ = server.stop.take().unwrap().send(());
-    server.handle.await.unwrap().unwrap();
+    server.stop().await;
 }
