@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::catalog_config::{CatalogConfig, DEFAULT_CATALOG_NAME};
-use crate::units::{parse_duration, parse_size};
+use crate::units::parse_size;
 use serde::{Deserialize, Serialize};
 
 /// Default data directory (embedded catalog and warehouse), relative to the working directory.
@@ -60,7 +60,8 @@ pub struct QueryConfig {
     pub memory_limit: Option<String>,
     /// Longest a query may run, from its start to its last row sent, e.g. `"5m"` (statements
     /// that write are not cut short). Absent = no limit.
-    pub timeout: Option<String>,
+    #[serde(with = "crate::units::duration_text::option")]
+    pub timeout: Option<Duration>,
     /// Largest result a query may send, in Arrow bytes, e.g. `"1GiB"`. Absent = no limit.
     pub max_result_bytes: Option<String>,
     /// Directory for the files of operators that spill under `memory_limit`. Absent = the OS's
@@ -69,17 +70,14 @@ pub struct QueryConfig {
 }
 
 impl QueryConfig {
-    /// `timeout` as a duration. Errors: unparsable or zero.
-    pub fn timeout(&self) -> Result<Option<std::time::Duration>, ConfigError> {
-        self.timeout
-            .as_ref()
-            .map(|t| match parse_duration(t) {
-                Some(d) if !d.is_zero() => Ok(d),
-                _ => Err(ConfigError::Invalid(format!(
-                    "query.timeout must be a positive duration such as \"5m\", got {t}"
-                ))),
-            })
-            .transpose()
+    /// `timeout`, checked. Errors: zero.
+    pub fn timeout(&self) -> Result<Option<Duration>, ConfigError> {
+        match self.timeout {
+            Some(d) if d.is_zero() => Err(ConfigError::Invalid(
+                "query.timeout must be a positive duration such as \"5m\", got 0".into(),
+            )),
+            other => Ok(other),
+        }
     }
 
     /// `memory_limit` in bytes. Errors: not a size.
@@ -140,7 +138,8 @@ pub struct DistributedConfig {
     pub workers: Vec<String>,
     /// How often a coordinator probes its workers, e.g. `"1s"`: a dead worker gets no new
     /// tasks once a probe or a query finds it down; a restarted one gets them after a probe.
-    pub health_interval: String,
+    #[serde(with = "crate::units::duration_text")]
+    pub health_interval: Duration,
 }
 
 impl Default for DistributedConfig {
@@ -148,21 +147,21 @@ impl Default for DistributedConfig {
         Self {
             role: Role::Single,
             workers: vec![],
-            health_interval: "1s".into(),
+            health_interval: Duration::from_secs(1),
         }
     }
 }
 
 impl DistributedConfig {
-    /// `health_interval` as a duration. Errors: unparsable or zero.
-    pub fn health_interval(&self) -> Result<std::time::Duration, ConfigError> {
-        match parse_duration(&self.health_interval) {
-            Some(d) if !d.is_zero() => Ok(d),
-            _ => Err(ConfigError::Invalid(format!(
-                "distributed.health_interval must be a positive duration such as \"1s\", got {}",
-                self.health_interval
-            ))),
+    /// `health_interval`, checked. Errors: zero.
+    pub fn health_interval(&self) -> Result<Duration, ConfigError> {
+        if self.health_interval.is_zero() {
+            return Err(ConfigError::Invalid(
+                "distributed.health_interval must be a positive duration such as \"1s\", got 0"
+                    .into(),
+            ));
         }
+        Ok(self.health_interval)
     }
 }
 

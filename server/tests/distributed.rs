@@ -84,7 +84,7 @@ async fn coordinator(dir: &Path, workers: &[&Worker]) -> Engine {
     config.query.target_partitions = 2;
     config.distributed.role = Role::Coordinator;
     config.distributed.workers = workers.iter().map(|w| w.url.clone()).collect();
-    config.distributed.health_interval = "200ms".into();
+    config.distributed.health_interval = std::time::Duration::from_millis(200);
     Engine::connect(config).await.expect("coordinator")
 }
 

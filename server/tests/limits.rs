@@ -122,7 +122,7 @@ const ENDLESS: &str = "SELECT sum(value) FROM generate_series(1, 1000000000000)"
 async fn timeout_result_cap_and_per_user_slots() {
     let dir = tempfile::tempdir().unwrap();
     let engine = engine(dir.path(), |c| {
-        c.query.timeout = Some("3s".into());
+        c.query.timeout = Some(std::time::Duration::from_secs(3));
         c.query.max_result_bytes = Some("1MiB".into());
         c.server.max_queries_per_user = 1;
         c.server.queue_timeout = std::time::Duration::from_secs(1);
