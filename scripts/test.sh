@@ -7,6 +7,9 @@ cd "$here"
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/iceflight-target}
 ICEFLIGHT_PYTHON=$(scripts/setup-python.sh)
 export ICEFLIGHT_PYTHON
+# The demo's and the tests' feature sets, compared before anything is built (the rebuild check
+# below only sees a drift when the demo's artifacts are stale).
+"$ICEFLIGHT_PYTHON" scripts/same_features.py
 cargo test --workspace --locked "$@"
 # README's demo command (`cargo run -p iceflight`) must reuse what the tests built: one feature
 # set for both (server/Cargo.toml pins the features other members turn on). A dependency compiled
