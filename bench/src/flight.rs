@@ -152,11 +152,11 @@ pub async fn run(data_dir: PathBuf, namespace: &str, rounds: usize, calls: usize
     let engine = Engine::connect(config).await.map_err(ext)?;
     let ctx = engine.session(None, None, &[])?;
     let batches = ctx.sql("SELECT * FROM lineitem").await?.collect().await?;
-    let users = flight::users(&engine.config().server, &[]).map_err(DataFusionError::Execution)?;
+    let users = flight::users(&engine.config().server, &[]).map_err(ext)?;
 
     let iceflight_addr = flight::serve_on_loopback(engine, users)
         .await
-        .map_err(DataFusionError::Execution)?;
+        .map_err(ext)?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .map_err(ext)?;

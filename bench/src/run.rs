@@ -540,8 +540,8 @@ fn set_statements(settings: &[String]) -> Result<Vec<String>> {
 /// iceflight over Flight SQL on `engine`, each of `settings` (`SET …` statements) run first in
 /// the bench's session.
 async fn iceflight_runner(engine: &Engine, settings: &[&str]) -> Result<Runner> {
-    let users = flight::users(&engine.config().server, &["bench:bench".to_string()])
-        .map_err(|e| DataFusionError::Plan(e.to_string()))?;
+    let users =
+        flight::users(&engine.config().server, &["bench:bench".to_string()]).map_err(ext)?;
     let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
     let served = engine.clone();
     tokio::spawn(async move {
@@ -957,11 +957,7 @@ pub async fn run(args: Args) -> Result<()> {
             }
             "duckdb" => duckdb_runner(&repo, &args.python, &tables, duckdb_s3(&catalog_config))?,
             "datafusion-parquet" => {
-                let limit = match &config.query.memory_limit {
-                    Some(l) => Some(iceflight_datagen::load::parse_size(l).map_err(ext)?),
-                    None => None,
-                };
-                datafusion_runner(&tables, partitions, limit).await?
+                datafusion_runner(&tables, partitions, config.query.memory_limit_bytes()).await?
             }
             "iceberg-datafusion" => {
                 upstream_runner(&repo, &tables, duckdb_s3(&catalog_config), partitions)?

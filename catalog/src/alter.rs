@@ -20,7 +20,9 @@ use std::fmt;
 use std::sync::{Arc, LazyLock};
 
 use arrow::datatypes::{DataType, Field, Schema};
-use datafusion::common::{DFSchema, DFSchemaRef, DataFusionError, Result, not_impl_err, plan_err};
+use datafusion::common::{
+    DFSchema, DFSchemaRef, DataFusionError, Result, not_impl_err, plan_datafusion_err, plan_err,
+};
 use datafusion::logical_expr::{Expr, LogicalPlan, UserDefinedLogicalNodeCore};
 use iceberg::spec::Type;
 use iceberg::transaction::{AddColumn, ApplyTransactionAction, Transaction};
@@ -185,7 +187,7 @@ pub async fn alter_table(catalog: &dyn Catalog, node: &AlterTable) -> Result<()>
         // as invalid data: the statement's mistake.
         let refused = |e: iceberg::Error| match e.kind() {
             iceberg::ErrorKind::DataInvalid | iceberg::ErrorKind::FeatureUnsupported => {
-                DataFusionError::Plan(format!("ALTER TABLE {ident}: {}", e.message()))
+                plan_datafusion_err!("ALTER TABLE {ident}: {}", e.message())
             }
             _ => to_df_error(e),
         };

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use datafusion::catalog::{CatalogProvider, SchemaProvider, TableProvider};
-use datafusion::common::{DataFusionError, Result};
+use datafusion::common::{DataFusionError, Result, plan_datafusion_err};
 use iceberg::{ErrorKind, NamespaceIdent, TableIdent};
 use iceflight_scan::IcebergTableProvider;
 use iceflight_scan::commit::CommitCatalog;
@@ -58,7 +58,7 @@ pub const NO_DEFAULT_SCHEMA: &str = "";
 
 /// Parses a dotted schema name into a namespace.
 fn namespace_of(name: &str) -> Result<NamespaceIdent> {
-    NamespaceIdent::from_strs(name.split('.')).map_err(|e| DataFusionError::Plan(e.to_string()))
+    NamespaceIdent::from_strs(name.split('.')).map_err(|e| plan_datafusion_err!("{e}"))
 }
 
 /// One iceberg catalog as a DataFusion catalog.

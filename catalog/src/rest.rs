@@ -133,7 +133,9 @@ enum Failure {
 }
 
 /// The HTTP status iceberg-catalog-rest attached to `e` (its `status` context line, never
-/// text from the response body).
+/// text from the response body). iceberg 0.10.1 has no accessor for an error's context; its
+/// Debug rendering is the only place the line appears (catalog/UPSTREAM.md, "A REST error's
+/// HTTP status is only in its Debug rendering").
 fn http_status(e: &Error) -> Option<u16> {
     format!("{e:?}").lines().find_map(|line| {
         let v = line.trim_start().strip_prefix("status: ")?;
@@ -267,9 +269,9 @@ impl ManagedRestCatalog {
             .form(&form);
         let response = request.send().await.map_err(|e| {
             let what = if e.is_timeout() {
-                "no answer in time"
+                format!("no answer within {}s", REQUEST_TIMEOUT.as_secs())
             } else {
-                "unreachable"
+                "unreachable".to_string()
             };
             self.unavailable(format!("token endpoint {} {what}: {e}", self.token_uri))
         })?;

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use arrow::array::RecordBatch;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::TableProvider;
-use datafusion::common::{DataFusionError, Result, plan_err};
+use datafusion::common::{DataFusionError, Result, plan_datafusion_err, plan_err};
 use datafusion::datasource::{MemTable, TableType};
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
@@ -72,7 +72,7 @@ pub async fn create_empty(
 ) -> Result<Table> {
     let schema = iceberg_columns(schema)?;
     let iceberg_schema = iceberg::arrow::arrow_schema_to_schema_auto_assign_ids(&schema)
-        .map_err(|e| DataFusionError::Plan(format!("table {ident}: {}", e.message())))?;
+        .map_err(|e| plan_datafusion_err!("table {ident}: {}", e.message()))?;
     let spec = layout.partition_spec(&iceberg_schema)?;
     let order = layout.sort_order(&iceberg_schema)?;
     let creation = TableCreation::builder()
@@ -181,11 +181,11 @@ pub(crate) fn iceberg_columns(schema: &SchemaRef) -> Result<Schema> {
         .iter()
         .map(|f| {
             let data_type = storable(f.data_type()).ok_or_else(|| {
-                DataFusionError::Plan(format!(
+                plan_datafusion_err!(
                     "column {} of type {} has no Iceberg type",
                     f.name(),
                     f.data_type()
-                ))
+                )
             })?;
             Ok(Field::new(f.name(), data_type, f.is_nullable()))
         })
@@ -273,7 +273,7 @@ impl TableLayout {
                 _ => return Err(bad(entry)),
             };
             let field = schema.field_by_name(column).ok_or_else(|| {
-                DataFusionError::Plan(format!("partitioning '{entry}': no column {column}"))
+                plan_datafusion_err!("partitioning '{entry}': no column {column}")
             })?;
             let name = match suffix {
                 None => column.to_string(),
@@ -300,9 +300,9 @@ impl TableLayout {
         let mut fields = vec![];
         for (entry, (column, direction, null_order)) in self.sorted_by.iter().zip(self.sort_keys()?)
         {
-            let field = schema.field_by_name(&column).ok_or_else(|| {
-                DataFusionError::Plan(format!("sorted_by '{entry}': no column {column}"))
-            })?;
+            let field = schema
+                .field_by_name(&column)
+                .ok_or_else(|| plan_datafusion_err!("sorted_by '{entry}': no column {column}"))?;
             fields.push(SortField {
                 source_id: field.id,
                 transform: Transform::Identity,
@@ -315,7 +315,7 @@ impl TableLayout {
             .with_fields(fields)
             .build(schema)
             .map(Some)
-            .map_err(|e| DataFusionError::Plan(format!("sorted_by: {}", e.message())))
+            .map_err(|e| plan_datafusion_err!("sorted_by: {}", e.message()))
     }
 }
 
@@ -401,15 +401,15 @@ fn positive(entry: &str, text: &str) -> Result<u32> {
 }
 
 fn bad(entry: &str) -> DataFusionError {
-    DataFusionError::Plan(format!(
+    plan_datafusion_err!(
         "'{entry}' is not a partition or sort entry iceflight reads (col, year(col), month(col), \
          day(col), hour(col), bucket(col, n), truncate(col, width), void(col); col [ASC|DESC] \
          [NULLS FIRST|LAST])"
-    ))
+    )
 }
 
 fn plan_error(entry: &str, e: &iceberg::Error) -> DataFusionError {
-    DataFusionError::Plan(format!("'{entry}': {}", e.message()))
+    plan_datafusion_err!("'{entry}': {}", e.message())
 }
 
 /// `CREATE TABLE … WITH (partitioning = …, sorted_by = …) [AS SELECT …]`, which DataFusion 54

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::catalog_config::{CatalogConfig, DEFAULT_CATALOG_NAME};
-use crate::units::parse_size;
+use crate::units::ByteSize;
 use serde::{Deserialize, Serialize};
 
 /// Default data directory (embedded catalog and warehouse), relative to the working directory.
@@ -57,13 +57,13 @@ pub struct QueryConfig {
     pub batch_size: usize,
     /// Memory for all running queries together, e.g. `"4GiB"` (DataFusion's memory pool; operators
     /// that can spill do, others fail with `ResourceExhausted`). Absent = unlimited.
-    pub memory_limit: Option<String>,
+    pub memory_limit: Option<ByteSize>,
     /// Longest a query may run, from its start to its last row sent, e.g. `"5m"` (statements
     /// that write are not cut short). Absent = no limit.
     #[serde(with = "crate::units::duration_text::option")]
     pub timeout: Option<Duration>,
     /// Largest result a query may send, in Arrow bytes, e.g. `"1GiB"`. Absent = no limit.
-    pub max_result_bytes: Option<String>,
+    pub max_result_bytes: Option<ByteSize>,
     /// Directory for the files of operators that spill under `memory_limit`. Absent = the OS's
     /// temporary directory.
     pub spill_dir: Option<PathBuf>,
@@ -80,26 +80,15 @@ impl QueryConfig {
         }
     }
 
-    /// `memory_limit` in bytes. Errors: not a size.
-    pub fn memory_limit_bytes(&self) -> Result<Option<usize>, ConfigError> {
+    /// `memory_limit` in bytes (saturating on a 32-bit machine).
+    pub fn memory_limit_bytes(&self) -> Option<usize> {
         self.memory_limit
-            .as_ref()
-            .map(|s| {
-                parse_size(s).map_err(|e| ConfigError::Invalid(format!("query.memory_limit: {e}")))
-            })
-            .transpose()
+            .map(|s| usize::try_from(s.bytes()).unwrap_or(usize::MAX))
     }
 
-    /// `max_result_bytes` in bytes. Errors: not a size.
-    pub fn max_result_bytes(&self) -> Result<Option<u64>, ConfigError> {
-        self.max_result_bytes
-            .as_ref()
-            .map(|s| {
-                parse_size(s)
-                    .map(|n| n as u64)
-                    .map_err(|e| ConfigError::Invalid(format!("query.max_result_bytes: {e}")))
-            })
-            .transpose()
+    /// `max_result_bytes` in bytes.
+    pub fn max_result_bytes(&self) -> Option<u64> {
+        self.max_result_bytes.map(ByteSize::bytes)
     }
 }
 
@@ -111,19 +100,19 @@ pub struct CacheConfig {
     pub enabled: bool,
     /// Bound of the block cache, e.g. `"6GiB"`. Absent = [`DEFAULT_CACHE_MEMORY_SHARE`] of the
     /// machine's memory. Outside DataFusion's memory pool (`[query] memory_limit`).
-    pub memory: Option<String>,
+    pub memory: Option<ByteSize>,
     /// Size of one cached block, e.g. `"1MiB"` (reads are cut into aligned blocks).
-    pub block_size: String,
+    pub block_size: ByteSize,
     /// Cache local files (`file://`, plain paths) too. On: even with the files in the OS page
     /// cache, TPC-H SF 1 on local files ran 17 % faster warm with it
     /// (`bench/reports/block-cache-20261201.md`).
     pub local_files: bool,
     /// Bound of the decoded Parquet footers kept, e.g. `"256MiB"`.
-    pub metadata_memory: String,
+    pub metadata_memory: ByteSize,
     /// A directory for the block cache's disk tier (emptied at start); absent = no disk tier.
     pub disk: Option<std::path::PathBuf>,
     /// Bound of the disk tier, e.g. `"20GiB"` (at least 32 MiB).
-    pub disk_capacity: String,
+    pub disk_capacity: ByteSize,
 }
 
 /// `[distributed]`: scaling out on datafusion-distributed (README "Scaling out",
@@ -244,11 +233,11 @@ impl Default for CacheConfig {
         Self {
             enabled: true,
             memory: None,
-            block_size: "1MiB".into(),
+            block_size: ByteSize(1 << 20),
             local_files: true,
-            metadata_memory: "256MiB".into(),
+            metadata_memory: ByteSize(256 << 20),
             disk: None,
-            disk_capacity: "10GiB".into(),
+            disk_capacity: ByteSize(10 << 30),
         }
     }
 }
@@ -257,10 +246,9 @@ impl CacheConfig {
     /// The block cache's bound in bytes: `memory`, else the default share of `MemTotal` in
     /// `/proc/meminfo` (8 GiB assumed where that file is missing).
     ///
-    /// Errors: an unparsable size.
-    pub fn memory_bytes(&self) -> Result<u64, ConfigError> {
-        match &self.memory {
-            Some(m) => size(m, "cache.memory"),
+    pub fn memory_bytes(&self) -> u64 {
+        match self.memory {
+            Some(m) => m.bytes(),
             None => {
                 let total = std::fs::read_to_string("/proc/meminfo")
                     .ok()
@@ -270,38 +258,25 @@ impl CacheConfig {
                         Some(kib * 1024)
                     })
                     .unwrap_or(8 << 30);
-                Ok((total as f64 * DEFAULT_CACHE_MEMORY_SHARE) as u64)
+                (total as f64 * DEFAULT_CACHE_MEMORY_SHARE) as u64
             }
         }
     }
 
-    /// `block_size` in bytes. Errors: unparsable, or above 64 MiB.
-    pub fn block_size_bytes(&self) -> Result<u64, ConfigError> {
-        let b = size(&self.block_size, "cache.block_size")?;
-        if b > 64 << 20 {
-            return Err(ConfigError::Invalid(format!(
-                "cache.block_size must be at most 64MiB, got {}",
-                self.block_size
-            )));
-        }
-        Ok(b)
+    /// `block_size` in bytes (at most 64 MiB once [`Config::validate`] passed).
+    pub fn block_size_bytes(&self) -> u64 {
+        self.block_size.bytes()
     }
 
-    /// `disk_capacity` in bytes. Errors: unparsable.
-    pub fn disk_capacity_bytes(&self) -> Result<u64, ConfigError> {
-        size(&self.disk_capacity, "cache.disk_capacity")
+    /// `disk_capacity` in bytes.
+    pub fn disk_capacity_bytes(&self) -> u64 {
+        self.disk_capacity.bytes()
     }
 
-    /// `metadata_memory` in bytes. Errors: unparsable.
-    pub fn metadata_memory_bytes(&self) -> Result<u64, ConfigError> {
-        size(&self.metadata_memory, "cache.metadata_memory")
+    /// `metadata_memory` in bytes.
+    pub fn metadata_memory_bytes(&self) -> u64 {
+        self.metadata_memory.bytes()
     }
-}
-
-fn size(value: &str, key: &str) -> Result<u64, ConfigError> {
-    parse_size(value)
-        .map(|b| b as u64)
-        .map_err(|e| ConfigError::Invalid(format!("{key}: {e}")))
 }
 
 impl Default for QueryConfig {
@@ -507,10 +482,8 @@ impl Config {
 
     /// Checks values that parse but cannot work together.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        self.query.memory_limit_bytes()?;
         self.distributed.health_interval()?;
         self.query.timeout()?;
-        self.query.max_result_bytes()?;
         match self.distributed.role {
             Role::Coordinator => {
                 parse_worker_urls(&self.distributed.workers)?;
@@ -523,18 +496,20 @@ impl Config {
             }
             _ => {}
         }
-        self.cache.memory_bytes()?;
-        self.cache.block_size_bytes()?;
-        self.cache.metadata_memory_bytes()?;
-        let disk_capacity = self.cache.disk_capacity_bytes()?;
+        if self.cache.block_size_bytes() > 64 << 20 {
+            return Err(ConfigError::Invalid(format!(
+                "cache.block_size must be at most 64MiB, got {}",
+                self.cache.block_size
+            )));
+        }
         if self.cache.disk.is_some() {
-            if self.cache.block_size_bytes()? > 16 << 20 {
+            if self.cache.block_size_bytes() > 16 << 20 {
                 return Err(ConfigError::Invalid(format!(
                     "cache.block_size must be at most 16MiB with a disk tier (cache.disk), got {}",
                     self.cache.block_size
                 )));
             }
-            if disk_capacity < 32 << 20 {
+            if self.cache.disk_capacity_bytes() < 32 << 20 {
                 return Err(ConfigError::Invalid(format!(
                     "cache.disk_capacity must be at least 32MiB, got {}",
                     self.cache.disk_capacity
@@ -622,9 +597,10 @@ mod tests {
                 .unwrap_err()
                 .to_string()
         };
+        // A size that is not one fails while the file is read, naming its line.
         assert_eq!(
-            invalid("[cache]\nmemory = \"lots\""),
-            "invalid configuration: cache.memory: invalid size \"lots\" (e.g. 4MiB, 512MB, 1048576)"
+            Config::from_toml("[cache]\nmemory = \"lots\"").unwrap_err(),
+            "invalid size \"lots\" (e.g. 4MiB, 512MB, 1048576) (line 2)"
         );
         assert_eq!(
             invalid("[cache]\nblock_size = \"128MiB\""),
@@ -640,7 +616,7 @@ mod tests {
             "invalid configuration: cache.disk_capacity must be at least 32MiB, got 1MiB"
         );
         let c = Config::from_toml("[cache]\nmemory = \"2GiB\"").unwrap();
-        assert_eq!(c.cache.memory_bytes().unwrap(), 2 << 30);
+        assert_eq!(c.cache.memory_bytes(), 2 << 30);
         assert!(c.cache.local_files && c.cache.enabled && c.cache.disk.is_none());
     }
 
@@ -711,13 +687,8 @@ mod tests {
             err.contains("unknown variant `maybe`, expected `basic` or `none`"),
             "{err}"
         );
-        let c = Config::from_toml("[query]\nmemory_limit = \"lots\"").unwrap();
-        assert!(
-            c.validate()
-                .unwrap_err()
-                .to_string()
-                .contains("memory_limit")
-        );
+        let err = Config::from_toml("[query]\nmemory_limit = \"lots\"").unwrap_err();
+        assert!(err.starts_with("invalid size \"lots\""), "{err}");
     }
 
     #[test]

@@ -47,6 +47,78 @@ pub fn parse_size(s: &str) -> Result<usize, SizeError> {
     Ok(bytes as usize)
 }
 
+/// A size in bytes as the config file writes it (`"4GiB"`, `"512MB"`, `"1048576"` or an integer),
+/// read by [`parse_size`] while the file is parsed, so a bad size fails there with the file's
+/// line. Written back ([`std::fmt::Display`], serde) in the largest binary unit that divides it
+/// exactly (`4GiB`, `1536MiB`, `1000B`), which reads back to the same bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ByteSize(pub u64);
+
+impl ByteSize {
+    /// The size in bytes.
+    pub fn bytes(self) -> u64 {
+        self.0
+    }
+}
+
+impl std::str::FromStr for ByteSize {
+    type Err = SizeError;
+
+    /// Errors: as [`parse_size`].
+    fn from_str(s: &str) -> Result<Self, SizeError> {
+        parse_size(s).map(|b| Self(b as u64))
+    }
+}
+
+impl std::fmt::Display for ByteSize {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let b = self.0;
+        match [(1u64 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")]
+            .into_iter()
+            .find(|(unit, _)| b.is_multiple_of(*unit))
+        {
+            Some((unit, name)) => write!(f, "{}{name}", b / unit),
+            None => write!(f, "{b}B"),
+        }
+    }
+}
+
+impl serde::Serialize for ByteSize {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for ByteSize {
+    /// Errors: text [`parse_size`] refuses, or an integer below 1, with the value given.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = ByteSize;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a size such as \"4MiB\", \"512MB\" or 1048576")
+            }
+
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<ByteSize, E> {
+                v.parse().map_err(E::custom)
+            }
+
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<ByteSize, E> {
+                match u64::try_from(v) {
+                    Ok(b) if b >= 1 => Ok(ByteSize(b)),
+                    _ => Err(E::custom(SizeError::NotPositive(v.to_string()))),
+                }
+            }
+
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<ByteSize, E> {
+                self.visit_i64(i64::try_from(v).unwrap_or(i64::MAX))
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
+}
+
 /// Parses a non-negative duration: `250ms`, `1s`, `1.5s`, `5m`, `1h`, or a plain number of
 /// milliseconds, rounded to whole milliseconds (what [`format_duration`] writes back; the
 /// `config` fuzz target found `11411411144` coming out a nanosecond off through `f64`
@@ -134,6 +206,33 @@ mod tests {
         );
         assert_eq!(parse_size("0"), Err(SizeError::NotPositive("0".into())));
         assert_eq!(parse_size("4XB"), Err(SizeError::Unit("4XB".into())));
+    }
+
+    #[test]
+    fn byte_sizes_are_written_in_the_largest_exact_unit_and_read_back() {
+        for (text, bytes, written) in [
+            ("4GiB", 4u64 << 30, "4GiB"),
+            ("1.5GiB", 1536 << 20, "1536MiB"),
+            ("512MB", 512_000_000, "500000KiB"),
+            ("1000", 1000, "1000B"),
+        ] {
+            let size: ByteSize = text.parse().unwrap();
+            assert_eq!(size.bytes(), bytes, "{text}");
+            assert_eq!(size.to_string(), written, "{text}");
+            assert_eq!(written.parse::<ByteSize>().unwrap(), size, "{text}");
+        }
+        #[derive(serde::Deserialize)]
+        struct Doc {
+            size: ByteSize,
+        }
+        let doc: Doc = toml::from_str("size = 2048").unwrap();
+        assert_eq!(doc.size, ByteSize(2048));
+        let err = toml::from_str::<Doc>("size = \"4XB\"").err().unwrap();
+        assert!(
+            err.message().contains("invalid size unit in \"4XB\""),
+            "{err}"
+        );
+        assert!(toml::from_str::<Doc>("size = 0").is_err());
     }
 
     #[test]

@@ -336,10 +336,7 @@ impl PhysicalExtensionCodec for IcebergScanCodec {
             return exec_err!("IcebergScanCodec cannot encode {}", node.name());
         };
         self.encode(scan)?.encode(buf).map_err(|e| {
-            DataFusionError::Internal(format!(
-                "encoding the scan of {}: {e}",
-                scan.table.identifier()
-            ))
+            internal_datafusion_err!("encoding the scan of {}: {e}", scan.table.identifier())
         })
     }
 }

@@ -3,7 +3,7 @@
 
 use arrow::datatypes::Schema;
 use bytes::Bytes;
-use datafusion::common::{DataFusionError, Result};
+use datafusion::common::{DataFusionError, Result, exec_datafusion_err};
 use iceberg::io::FileIO;
 use parquet::arrow::PARQUET_FIELD_ID_META_KEY;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -30,9 +30,7 @@ pub fn column(schema: &Schema, id: i32, kind: &str, path: &str) -> Result<usize>
         .iter()
         .position(|f| f.metadata().get(PARQUET_FIELD_ID_META_KEY) == Some(&id.to_string()))
         .ok_or_else(|| {
-            DataFusionError::Execution(format!(
-                "{kind} delete file {path} has no column with field id {id}"
-            ))
+            exec_datafusion_err!("{kind} delete file {path} has no column with field id {id}")
         })
 }
 

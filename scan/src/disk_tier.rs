@@ -14,7 +14,7 @@
 //! written before is never read again and ages out. A failing disk never fails a query: its
 //! error is logged once and the read goes to the object store.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use bytes::Bytes;
@@ -28,6 +28,35 @@ const FRONT_MEMORY: usize = 8 << 20;
 
 /// foyer's write unit on the device, bytes (a block-cache block must fit in it).
 const DEVICE_BLOCK: usize = 16 << 20;
+
+/// Why a [`DiskTier`] cannot open; one line naming the setting or the directory.
+#[derive(Debug, thiserror::Error)]
+pub enum DiskTierError {
+    /// `cache.block_size` does not fit in foyer's 16 MiB device block.
+    #[error("cache.block_size {0} is above the disk tier's 16 MiB limit")]
+    BlockTooLarge(u64),
+    /// `cache.disk_capacity` holds fewer than two device blocks.
+    #[error("cache.disk_capacity must be at least 32MiB, got {0} bytes")]
+    CapacityTooSmall(u64),
+    /// The tier's directory cannot be emptied or created.
+    #[error("cannot {action} the disk cache {}: {source}", path.display())]
+    Directory {
+        /// `empty` or `create`.
+        action: &'static str,
+        /// `<cache.disk>/iceflight-blocks`.
+        path: PathBuf,
+        /// The operating system's reason.
+        source: std::io::Error,
+    },
+    /// foyer refused the device or the cache.
+    #[error("disk cache {}: {source}", path.display())]
+    Foyer {
+        /// `<cache.disk>/iceflight-blocks`.
+        path: PathBuf,
+        /// foyer's reason.
+        source: foyer::Error,
+    },
+}
 
 /// Blocks on a local disk (module docs).
 pub struct DiskTier {
@@ -72,29 +101,34 @@ impl DiskTier {
     ///
     /// Errors: the directory cannot be made, `capacity` is below 2 × 16 MiB (foyer's device
     /// blocks), or `block_size` is above 16 MiB.
-    pub async fn open(dir: &Path, capacity: u64, block_size: u64) -> Result<Self, String> {
+    pub async fn open(dir: &Path, capacity: u64, block_size: u64) -> Result<Self, DiskTierError> {
         if block_size > DEVICE_BLOCK as u64 {
-            return Err(format!(
-                "cache.block_size {block_size} is above the disk tier's 16 MiB limit"
-            ));
+            return Err(DiskTierError::BlockTooLarge(block_size));
         }
         if capacity < 2 * DEVICE_BLOCK as u64 {
-            return Err(format!(
-                "cache.disk_capacity must be at least 32MiB, got {capacity} bytes"
-            ));
+            return Err(DiskTierError::CapacityTooSmall(capacity));
         }
         let dir = &dir.join("iceflight-blocks");
+        let directory = |action: &'static str| {
+            move |source: std::io::Error| DiskTierError::Directory {
+                action,
+                path: dir.clone(),
+                source,
+            }
+        };
+        let foyer = |source: foyer::Error| DiskTierError::Foyer {
+            path: dir.clone(),
+            source,
+        };
         if dir.exists() {
-            std::fs::remove_dir_all(dir)
-                .map_err(|e| format!("cannot empty the disk cache {}: {e}", dir.display()))?;
+            std::fs::remove_dir_all(dir).map_err(directory("empty"))?;
         }
-        std::fs::create_dir_all(dir)
-            .map_err(|e| format!("cannot create the disk cache {}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(directory("create"))?;
         let capacity = capacity - capacity % DEVICE_BLOCK as u64;
         let device = FsDeviceBuilder::new(dir)
             .with_capacity(capacity as usize)
             .build()
-            .map_err(|e| format!("disk cache {}: {e}", dir.display()))?;
+            .map_err(foyer)?;
         let cache = HybridCacheBuilder::new()
             .with_name("iceflight-blocks")
             .with_policy(HybridCachePolicy::WriteOnInsertion)
@@ -104,7 +138,7 @@ impl DiskTier {
             .with_engine_config(BlockEngineConfig::new(device).with_block_size(DEVICE_BLOCK))
             .build()
             .await
-            .map_err(|e| format!("disk cache {}: {e}", dir.display()))?;
+            .map_err(foyer)?;
         Ok(Self {
             cache,
             capacity,

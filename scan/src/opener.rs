@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use datafusion::common::{DataFusionError, Result};
+use datafusion::common::{DataFusionError, Result, not_impl_err};
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_expr::expressions::DynamicFilterPhysicalExpr;
 use futures::stream::BoxStream;
@@ -254,9 +254,9 @@ impl TaskOpener {
             let mut positions = Vec::with_capacity(ids.len());
             for id in &ids {
                 let Some((_, ty)) = self.field_types.iter().find(|(fid, _)| fid == id) else {
-                    return Err(DataFusionError::NotImplemented(format!(
+                    return not_impl_err!(
                         "equality delete on field id {id}, which is not a top-level column of the current schema"
-                    )));
+                    );
                 };
                 types.push(ty.clone());
                 positions.push(match read_ids.iter().position(|r| r == id) {

@@ -18,7 +18,8 @@ use arrow::datatypes::{DataType, SchemaRef};
 use async_trait::async_trait;
 use datafusion::catalog::Session;
 use datafusion::common::{
-    DataFusionError, Result, Statistics, internal_err, not_impl_err, plan_err,
+    DataFusionError, Result, Statistics, internal_datafusion_err, internal_err, not_impl_err,
+    plan_err,
 };
 use datafusion::datasource::sink::DataSinkExec;
 use datafusion::datasource::{TableProvider, TableType};
@@ -135,10 +136,7 @@ impl IcebergTableProvider {
             .get(PARQUET_FIELD_ID_META_KEY)
             .and_then(|v| v.parse().ok())
             .ok_or_else(|| {
-                DataFusionError::Internal(format!(
-                    "column {} has no iceberg field id",
-                    field.name()
-                ))
+                internal_datafusion_err!("column {} has no iceberg field id", field.name())
             })
     }
 

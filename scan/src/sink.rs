@@ -24,7 +24,7 @@ use arrow::array::RecordBatch;
 use arrow::compute::{CastOptions, cast_with_options};
 use arrow::datatypes::SchemaRef;
 use async_trait::async_trait;
-use datafusion::common::{DataFusionError, Result};
+use datafusion::common::{DataFusionError, Result, exec_datafusion_err, exec_err};
 use datafusion::datasource::sink::DataSink;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_plan::stream::RecordBatchReceiverStream;
@@ -222,11 +222,11 @@ pub async fn commit_append(
 /// Errors: a column count that differs, a cast that fails, or a NULL in a required column.
 fn conform(schema: &SchemaRef, batch: RecordBatch) -> Result<RecordBatch> {
     if batch.num_columns() != schema.fields().len() {
-        return Err(DataFusionError::Execution(format!(
+        return exec_err!(
             "{} column(s) written to a table of {}",
             batch.num_columns(),
             schema.fields().len()
-        )));
+        );
     }
     let columns = batch
         .columns()
@@ -242,15 +242,13 @@ fn conform(schema: &SchemaRef, batch: RecordBatch) -> Result<RecordBatch> {
                     safe: false,
                     ..Default::default()
                 };
-                cast_with_options(column, field.data_type(), &options).map_err(|e| {
-                    DataFusionError::Execution(format!("column {}: {e}", field.name()))
-                })
+                cast_with_options(column, field.data_type(), &options)
+                    .map_err(|e| exec_datafusion_err!("column {}: {e}", field.name()))
             }
         })
         .collect::<Result<Vec<_>>>()?;
-    RecordBatch::try_new(Arc::clone(schema), columns).map_err(|e| {
-        DataFusionError::Execution(format!("rows do not fit the table's columns: {e}"))
-    })
+    RecordBatch::try_new(Arc::clone(schema), columns)
+        .map_err(|e| exec_datafusion_err!("rows do not fit the table's columns: {e}"))
 }
 
 fn external(e: iceberg::Error) -> DataFusionError {

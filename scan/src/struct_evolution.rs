@@ -20,7 +20,7 @@ use std::sync::Arc;
 use arrow::array::{Array, ArrayRef, StructArray, new_null_array};
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, Field};
-use datafusion::common::Result;
+use datafusion::common::{Result, not_impl_err};
 use iceberg::spec::{NestedField, NestedFieldRef, Schema as IcebergSchema, StructType, Type};
 use parquet::arrow::PARQUET_FIELD_ID_META_KEY;
 use parquet::file::metadata::ParquetMetaData;
@@ -131,7 +131,7 @@ fn prune(f: &NestedFieldRef, present: &HashSet<i32>) -> Result<Option<NestedFiel
 }
 
 fn not_supported<T>(what: String) -> Result<T> {
-    Err(datafusion::common::DataFusionError::NotImplemented(what))
+    not_impl_err!("{what}")
 }
 
 /// `array` as `target`: struct children matched by field id (by name when a side has none),

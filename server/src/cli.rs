@@ -320,7 +320,8 @@ pub async fn run(cli: Cli, config: Config, out: &mut dyn Write) -> Result<(), Cl
         Command::Demo(args) => run_demo(config, args, out).await,
         Command::HashPassword(args) => {
             let password = read_password(args)?;
-            let hash = crate::flight::auth::hash_password(&password).map_err(CliError::Failed)?;
+            let hash =
+                crate::flight::auth::hash_password(&password).map_err(CliError::from_display)?;
             writeln!(out, "{hash}").map_err(CliError::from_display)
         }
     }
@@ -472,9 +473,10 @@ async fn run_serve(
             },
         )
         .await
-        .map_err(CliError::Failed);
+        .map_err(CliError::from_display);
     }
-    let users = crate::flight::users(&config.server, &args.users).map_err(CliError::Failed)?;
+    let users =
+        crate::flight::users(&config.server, &args.users).map_err(CliError::from_display)?;
     if !args.users.is_empty() {
         eprintln!(
             "warning: --user puts a password on the command line, where other local users can \
@@ -514,7 +516,7 @@ async fn serve_until_signal(
         },
     )
     .await
-    .map_err(CliError::Failed)
+    .map_err(CliError::from_display)
 }
 
 async fn run_demo(mut config: Config, args: DemoArgs, out: &mut dyn Write) -> Result<(), CliError> {
@@ -527,7 +529,7 @@ async fn run_demo(mut config: Config, args: DemoArgs, out: &mut dyn Write) -> Re
     } else {
         vec![]
     };
-    let users = crate::flight::users(&config.server, &quick).map_err(CliError::Failed)?;
+    let users = crate::flight::users(&config.server, &quick).map_err(CliError::from_display)?;
     let engine = Engine::connect(config)
         .await
         .map_err(CliError::from_display)?;

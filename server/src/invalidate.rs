@@ -6,7 +6,7 @@
 //! `system.flush_metadata_cache()`.
 
 use datafusion::arrow::datatypes::DataType;
-use datafusion::common::{Result, ScalarValue, exec_err};
+use datafusion::common::{Result, ScalarValue, exec_err, plan_datafusion_err};
 use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, TypeSignature, Volatility,
 };
@@ -78,7 +78,7 @@ impl ScalarUDFImpl for InvalidateCache {
         let dropped = self
             .catalogs
             .invalidate(name.as_deref())
-            .map_err(|e| datafusion::common::DataFusionError::Plan(e.to_string()))?
+            .map_err(|e| plan_datafusion_err!("{e}"))?
             + match name {
                 None => self.caches.clear() as usize,
                 Some(_) => 0,

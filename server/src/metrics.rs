@@ -146,12 +146,12 @@ impl Collector for Now {
 /// Serves `GET /metrics` from `registry` on `addr` until the process ends; returns the bound
 /// address (port 0 picks a free one).
 ///
-/// Errors: the address cannot be bound, as one line.
-pub async fn serve(addr: SocketAddr, registry: Registry) -> Result<SocketAddr, String> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| format!("cannot listen on {addr} for metrics: {e}"))?;
-    let bound = listener.local_addr().map_err(|e| e.to_string())?;
+/// Errors: the address cannot be bound ([`crate::flight::ServeError::Listen`]).
+pub async fn serve(
+    addr: SocketAddr,
+    registry: Registry,
+) -> Result<SocketAddr, crate::flight::ServeError> {
+    let (listener, bound) = crate::flight::listen(addr, "metrics").await?;
     let registry = Arc::new(registry);
     tokio::spawn(async move {
         loop {

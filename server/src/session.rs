@@ -21,7 +21,7 @@ use iceflight_catalog::tables::{CreateTableWith, TableLayout, create_table_with}
 use iceflight_catalog::{CatalogError, Catalogs, NO_DEFAULT_SCHEMA};
 use iceflight_scan::block_cache::{BlockCache, BlockCacheConfig};
 use iceflight_scan::caches::ScanCaches;
-use iceflight_scan::disk_tier::DiskTier;
+use iceflight_scan::disk_tier::{DiskTier, DiskTierError};
 use iceflight_scan::footer::FooterCache;
 
 use crate::config::{Config, ConfigError};
@@ -60,6 +60,9 @@ pub enum EngineError {
     /// A catalog failed to connect.
     #[error(transparent)]
     Catalog(#[from] CatalogError),
+    /// `[cache] disk` cannot be opened.
+    #[error("cache.disk: {0}")]
+    DiskCache(#[from] DiskTierError),
 }
 
 impl Engine {
@@ -68,7 +71,7 @@ impl Engine {
         config.validate()?;
         let default_catalog = config.effective_default_catalog()?;
         let mut runtime = RuntimeEnvBuilder::new();
-        if let Some(bytes) = config.query.memory_limit_bytes()? {
+        if let Some(bytes) = config.query.memory_limit_bytes() {
             // A fair spill pool: operators that can spill (sorts, aggregates, sort-merge joins)
             // share what the others leave evenly and spill beyond their share, so concurrent
             // queries each progress; the five largest consumers are named when one fails.
@@ -90,19 +93,18 @@ impl Engine {
         let blocks = match config.cache.enabled {
             false => None,
             true => {
-                let block_size = config.cache.block_size_bytes()?;
+                let block_size = config.cache.block_size_bytes();
                 let mut blocks = BlockCache::new(BlockCacheConfig {
-                    capacity: config.cache.memory_bytes()?,
+                    capacity: config.cache.memory_bytes(),
                     block_size,
                 });
                 if let Some(dir) = &config.cache.disk {
                     let disk = DiskTier::open(
                         &crate::config::absolute(dir),
-                        config.cache.disk_capacity_bytes()?,
+                        config.cache.disk_capacity_bytes(),
                         block_size,
                     )
-                    .await
-                    .map_err(|e| ConfigError::Invalid(format!("cache.disk: {e}")))?;
+                    .await?;
                     blocks = blocks.with_disk(disk);
                 }
                 Some(Arc::new(blocks))
@@ -112,7 +114,7 @@ impl Engine {
         let caches = Arc::new(ScanCaches {
             blocks: blocks.clone(),
             local_files: config.cache.local_files,
-            footers: FooterCache::new(config.cache.metadata_memory_bytes()?),
+            footers: FooterCache::new(config.cache.metadata_memory_bytes()),
             indexes: Default::default(),
             manifest_reads: Arc::clone(&manifest_reads),
         });

@@ -47,11 +47,11 @@ async fn engine_with(dir: &Path, weed: &Weed, memory: Option<&str>, disk: Option
     config.catalogs = vec![lake];
     config.default_schema = Some("tpch".into());
     config.query.target_partitions = 2;
-    config.cache.block_size = BLOCK.into();
+    config.cache.block_size = BLOCK.parse().unwrap();
     config.cache.disk = disk.map(Path::to_path_buf);
-    config.cache.disk_capacity = "64MiB".into();
+    config.cache.disk_capacity = "64MiB".parse().unwrap();
     match memory {
-        Some(m) => config.cache.memory = Some(m.into()),
+        Some(m) => config.cache.memory = Some(m.parse().unwrap()),
         None => config.cache.enabled = false,
     }
     Engine::connect(config).await.unwrap()

@@ -245,7 +245,7 @@ for part in range(4):
     // Every data read goes to storage (no block cache; footers and manifests are still cached);
     // the pool is there to be checked empty afterwards.
     config.cache.enabled = false;
-    config.query.memory_limit = Some("512MiB".into());
+    config.query.memory_limit = Some("512MiB".parse().unwrap());
     let engine = Engine::connect(config).await.unwrap();
     let addr = common::serve_flight(engine.clone(), &["alice:secret"]).await;
     let mut alice = common::flight_client(addr, "alice", "secret").await;

@@ -23,7 +23,7 @@ use tonic::transport::Channel;
 struct Server {
     addr: std::net::SocketAddr,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
-    handle: tokio::task::JoinHandle<Result<(), String>>,
+    handle: tokio::task::JoinHandle<Result<(), iceflight::flight::ServeError>>,
     _dir: tempfile::TempDir,
 }
 

@@ -54,7 +54,7 @@ async fn operators_larger_than_the_pool_spill_and_finish() {
     let spill = tempfile::tempdir().unwrap();
     let spill_dir = spill.path().to_path_buf();
     let bounded = engine(dir.path(), |c| {
-        c.query.memory_limit = Some("2MiB".into());
+        c.query.memory_limit = Some("2MiB".parse().unwrap());
         c.query.target_partitions = 1;
         c.query.spill_dir = Some(spill_dir);
     })
@@ -123,7 +123,7 @@ async fn timeout_result_cap_and_per_user_slots() {
     let dir = tempfile::tempdir().unwrap();
     let engine = engine(dir.path(), |c| {
         c.query.timeout = Some(std::time::Duration::from_secs(3));
-        c.query.max_result_bytes = Some("1MiB".into());
+        c.query.max_result_bytes = Some("1MiB".parse().unwrap());
         c.server.max_queries_per_user = 1;
         c.server.queue_timeout = std::time::Duration::from_secs(1);
     })

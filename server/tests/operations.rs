@@ -12,10 +12,6 @@ use iceflight::config::Config;
 use iceflight::session::Engine;
 use tonic::transport::Channel;
 
-async fn client(addr: std::net::SocketAddr) -> FlightSqlServiceClient<Channel> {
-    common::flight_client(addr, "alice", "secret").await
-}
-
 use common::flight_run as run;
 
 /// `GET path` over HTTP/1.1 on loopback `port`: status line and body.
@@ -40,34 +36,58 @@ fn sample(text: &str, line_start: &str) -> f64 {
         .unwrap_or_else(|| panic!("no sample {line_start} in:\n{text}"))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn queries_table_metrics_and_health() {
-    let dir = tempfile::tempdir().unwrap();
-    let metrics_port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut config = Config {
-        data_dir: dir.path().to_path_buf(),
-        default_schema: Some("ops".into()),
-        ..Config::default()
-    };
-    config.server.metrics_listen = Some(format!("127.0.0.1:{metrics_port}"));
-    let users = ["alice:secret", "bob:secret"];
-    let engine = Engine::connect(config).await.unwrap();
-    let addr = common::serve_flight(engine, &users).await;
-    let mut alice = client(addr).await;
+/// A Flight SQL server of one test (users alice and bob, password `secret`, default schema
+/// `ops`) with `/metrics` on a port of its own.
+struct Server {
+    _dir: tempfile::TempDir,
+    addr: std::net::SocketAddr,
+    metrics_port: u16,
+}
 
-    let rows = run(&mut alice, "SELECT * FROM (VALUES (1), (2), (3)) AS t(x)")
-        .await
-        .unwrap();
+impl Server {
+    async fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let metrics_port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut config = Config {
+            data_dir: dir.path().to_path_buf(),
+            default_schema: Some("ops".into()),
+            ..Config::default()
+        };
+        config.server.metrics_listen = Some(format!("127.0.0.1:{metrics_port}"));
+        let engine = Engine::connect(config).await.unwrap();
+        let addr = common::serve_flight(engine, &["alice:secret", "bob:secret"]).await;
+        Self {
+            _dir: dir,
+            addr,
+            metrics_port,
+        }
+    }
+
+    async fn alice(&self) -> FlightSqlServiceClient<Channel> {
+        common::flight_client(self.addr, "alice", "secret").await
+    }
+
+    async fn bob(&self) -> FlightSqlServiceClient<Channel> {
+        common::flight_client(self.addr, "bob", "secret").await
+    }
+}
+
+const VALUES: &str = "SELECT * FROM (VALUES (1), (2), (3)) AS t(x)";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_queries_table_lists_finished_failed_and_running_queries() {
+    let server = Server::start().await;
+    let mut alice = server.alice().await;
+    let rows = run(&mut alice, VALUES).await.unwrap();
     assert_eq!(rows.iter().map(|b| b.num_rows()).sum::<usize>(), 3);
     let e = run(&mut alice, "SELECT nope").await.unwrap_err();
     assert!(e.contains("nope"), "{e}");
-
-    // The history: the finished query with its rows, the failed one with its error, and the
-    // query reading the table itself, running.
+    // The finished query with its rows, the failed one with its error, and the query reading
+    // the table itself, running.
     let listed = run(
         &mut alice,
         "SELECT state, \"user\", query, rows, error FROM system.runtime.queries ORDER BY created",
@@ -75,16 +95,7 @@ async fn queries_table_metrics_and_health() {
     .await
     .unwrap();
     let text = common::rows(&listed);
-    assert_eq!(
-        text[0],
-        [
-            "FINISHED",
-            "alice",
-            "SELECT * FROM (VALUES (1), (2), (3)) AS t(x)",
-            "3",
-            "NULL"
-        ]
-    );
+    assert_eq!(text[0], ["FINISHED", "alice", VALUES, "3", "NULL"]);
     assert_eq!(text[1][0], "FAILED");
     assert!(text[1][4].starts_with("InvalidArgument: "), "{:?}", text[1]);
     assert!(text[1][4].contains("nope"), "{:?}", text[1]);
@@ -94,8 +105,13 @@ async fn queries_table_metrics_and_health() {
         "{:?}",
         text[2]
     );
+    assert_eq!(text.len(), 3, "{text:?}");
+}
 
-    // Sessions: alice's, with its current catalog and schema (not its token).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sessions_table_shows_a_session_s_catalog_and_schema_but_not_its_token() {
+    let server = Server::start().await;
+    let mut alice = server.alice().await;
     let sessions = run(
         &mut alice,
         "SELECT \"user\", catalog, schema, prepared_statements, length(session_id) \
@@ -107,9 +123,14 @@ async fn queries_table_metrics_and_health() {
         common::rows(&sessions),
         [["alice", "local", "ops", "0", "32"]]
     );
+}
 
-    // bob sees only his own queries and session.
-    let mut bob = common::flight_client(addr, "bob", "secret").await;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_sees_only_their_own_queries_and_sessions() {
+    let server = Server::start().await;
+    let mut alice = server.alice().await;
+    run(&mut alice, VALUES).await.unwrap();
+    let mut bob = server.bob().await;
     let seen = run(
         &mut bob,
         "SELECT (SELECT count(*) FROM system.runtime.queries WHERE \"user\" <> 'bob') AS q, \
@@ -119,33 +140,35 @@ async fn queries_table_metrics_and_health() {
     .await
     .unwrap();
     assert_eq!(common::rows(&seen), [["0", "0", "1"]]);
+}
 
-    // A refused login, counted.
-    let channel = common::channel(addr).await;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_queries_rows_sessions_and_refused_logins() {
+    let server = Server::start().await;
+    let mut alice = server.alice().await;
+    run(&mut alice, VALUES).await.unwrap();
+    run(&mut alice, "SELECT nope").await.unwrap_err();
+    let mut bob = server.bob().await;
+    run(&mut bob, "SELECT 1").await.unwrap();
+    let channel = common::channel(server.addr).await;
     assert!(
         FlightSqlServiceClient::new(channel)
             .handshake("alice", "wrong")
             .await
             .is_err()
     );
-
-    // Prometheus.
-    let (status, body) = get(metrics_port, "/metrics");
+    let (status, body) = get(server.metrics_port, "/metrics");
     assert!(status.contains("200"), "{status}");
-    // The values query, the queries and sessions tables, bob's query.
     assert_eq!(
         sample(&body, "iceflight_queries_total{state=\"FINISHED\"}"),
-        4.0
+        2.0
     );
     assert_eq!(
         sample(&body, "iceflight_queries_total{state=\"FAILED\"}"),
         1.0
     );
-    assert_eq!(sample(&body, "iceflight_query_duration_seconds_count"), 5.0);
-    assert!(
-        sample(&body, "iceflight_result_rows_total") >= 6.0,
-        "{body}"
-    );
+    assert_eq!(sample(&body, "iceflight_query_duration_seconds_count"), 3.0);
+    assert_eq!(sample(&body, "iceflight_result_rows_total"), 4.0, "{body}");
     assert_eq!(sample(&body, "iceflight_sessions_active"), 2.0);
     assert_eq!(sample(&body, "iceflight_queries_running"), 0.0);
     assert_eq!(sample(&body, "iceflight_login_failures_total"), 1.0);
@@ -153,11 +176,14 @@ async fn queries_table_metrics_and_health() {
         body.contains("iceflight_cache_hits_total{cache=\"footer\"}"),
         "{body}"
     );
-    let (status, _) = get(metrics_port, "/other");
+    let (status, _) = get(server.metrics_port, "/other");
     assert!(status.contains("404"), "{status}");
+}
 
-    // gRPC health.
-    let channel = common::channel(addr).await;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_health_answers_serving() {
+    let server = Server::start().await;
+    let channel = common::channel(server.addr).await;
     let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
     let answer = health
         .check(tonic_health::pb::HealthCheckRequest {

@@ -113,9 +113,9 @@ pub async fn serve_worker(
     addr: SocketAddr,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     on_ready: impl FnOnce(SocketAddr),
-) -> Result<(), String> {
+) -> Result<(), crate::flight::ServeError> {
     let Some(cluster) = engine.cluster().cloned() else {
-        return Err("serve_worker needs an engine with role = worker".into());
+        return Err(crate::flight::ServeError::NotAWorker);
     };
     let caches = Arc::clone(engine.caches());
     let worker = Worker::from_session_builder(move |ctx: WorkerQueryContext| {
@@ -134,10 +134,7 @@ pub async fn serve_worker(
         }
     })
     .with_runtime_env(engine.runtime());
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
-    let bound = listener.local_addr().map_err(|e| e.to_string())?;
+    let (listener, bound) = crate::flight::listen(addr, "the distributed worker").await?;
     tracing::info!(address = %bound, "datafusion-distributed worker listening");
     on_ready(bound);
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));

@@ -7,6 +7,35 @@ use argon2::Argon2;
 use argon2::password_hash::rand_core::OsRng;
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 
+/// Why a user cannot be added or a password hashed; one line naming the user where there is one.
+#[derive(Debug, thiserror::Error)]
+pub enum UserError {
+    /// `password_hash` of a `[[server.user]]` is not an argon2 PHC string.
+    #[error("user {name}: invalid password hash: {reason}")]
+    InvalidHash {
+        /// The user's name.
+        name: String,
+        /// The PHC parser's reason (password-hash's error, which is no `std::error::Error`
+        /// without its `std` feature).
+        reason: argon2::password_hash::Error,
+    },
+    /// A `--user` flag is not `NAME:PASSWORD` with a name.
+    #[error("--user expects NAME:PASSWORD, got {0:?}")]
+    NotNamePassword(String),
+    /// An empty password (`--user NAME:`, `hash-password` of nothing).
+    #[error("{}an empty password is refused", .0.as_ref().map(|n| format!("--user {n}: ")).unwrap_or_default())]
+    EmptyPassword(Option<String>),
+    /// argon2 failed to hash (its parameters or the salt).
+    #[error("hashing password: {0}")]
+    Hashing(argon2::password_hash::Error),
+    /// Login is required (`server.auth = "basic"`) and no user is configured.
+    #[error(
+        "no users configured: add [[server.user]] entries or --user NAME:PASSWORD \
+         (or set server.auth = \"none\" to serve without login)"
+    )]
+    NoUsers,
+}
+
 /// Known users and their argon2 password hashes (PHC strings).
 #[derive(Debug, Clone, Default)]
 pub struct Users {
@@ -15,8 +44,11 @@ pub struct Users {
 
 impl Users {
     /// Adds a user with an argon2 PHC hash (`$argon2id$...`). Errors if the hash does not parse.
-    pub fn add_hash(&mut self, name: &str, phc: &str) -> Result<(), String> {
-        PasswordHash::new(phc).map_err(|e| format!("user {name}: invalid password hash: {e}"))?;
+    pub fn add_hash(&mut self, name: &str, phc: &str) -> Result<(), UserError> {
+        PasswordHash::new(phc).map_err(|reason| UserError::InvalidHash {
+            name: name.to_string(),
+            reason,
+        })?;
         self.hashes.insert(name.to_string(), phc.to_string());
         Ok(())
     }
@@ -24,13 +56,13 @@ impl Users {
     /// Adds a user from `NAME:PASSWORD`, hashing the password.
     ///
     /// Errors: no `:`, an empty name or an empty password.
-    pub fn add_plain(&mut self, spec: &str) -> Result<(), String> {
+    pub fn add_plain(&mut self, spec: &str) -> Result<(), UserError> {
         let (name, password) = spec
             .split_once(':')
             .filter(|(n, _)| !n.is_empty())
-            .ok_or_else(|| format!("--user expects NAME:PASSWORD, got {spec:?}"))?;
+            .ok_or_else(|| UserError::NotNamePassword(spec.to_string()))?;
         if password.is_empty() {
-            return Err(format!("--user {name}: an empty password is refused"));
+            return Err(UserError::EmptyPassword(Some(name.to_string())));
         }
         let hash = hash_password(password)?;
         self.hashes.insert(name.to_string(), hash);
@@ -73,15 +105,15 @@ impl Users {
 /// Hashes a password with argon2id and a random salt (PHC string, for `password_hash` in config).
 ///
 /// Errors: an empty password; a hashing failure.
-pub fn hash_password(password: &str) -> Result<String, String> {
+pub fn hash_password(password: &str) -> Result<String, UserError> {
     if password.is_empty() {
-        return Err("an empty password is refused".into());
+        return Err(UserError::EmptyPassword(None));
     }
     let salt = SaltString::generate(&mut OsRng);
     Argon2::default()
         .hash_password(password.as_bytes(), &salt)
         .map(|h| h.to_string())
-        .map_err(|e| format!("hashing password: {e}"))
+        .map_err(UserError::Hashing)
 }
 
 #[cfg(test)]
@@ -96,11 +128,13 @@ mod tests {
         assert!(!users.verify("alice", "wrong"));
         assert!(!users.verify("bob", "secret"));
         assert!(users.add_plain("nocolon").is_err());
-        assert!(
-            users
-                .add_plain("alice:")
-                .unwrap_err()
-                .contains("empty password")
+        assert!(matches!(
+            users.add_plain("alice:"),
+            Err(UserError::EmptyPassword(Some(name))) if name == "alice"
+        ));
+        assert_eq!(
+            users.add_plain("alice:").unwrap_err().to_string(),
+            "--user alice: an empty password is refused"
         );
         assert!(hash_password("").is_err());
         let phc = hash_password("pw").unwrap();

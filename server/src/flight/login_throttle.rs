@@ -28,6 +28,27 @@ const WINDOW: Duration = Duration::from_secs(300);
 /// made-up names must not grow memory without bound).
 const MAX_ENTRIES: usize = 10_000;
 
+/// A login refused before its password is checked: who is locked and for how long still.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Locked {
+    /// The user name has failed too often.
+    #[error("too many failed logins for user {user}; retry in {} s", .retry_in.as_secs().max(1))]
+    User {
+        /// The name logged in with.
+        user: String,
+        /// Until the lock ends.
+        retry_in: Duration,
+    },
+    /// The peer address has failed too often, across names.
+    #[error("too many failed logins from {peer}; retry in {} s", .retry_in.as_secs().max(1))]
+    Peer {
+        /// The client's address.
+        peer: IpAddr,
+        /// Until the lock ends.
+        retry_in: Duration,
+    },
+}
+
 /// Failed logins of one user name or peer.
 #[derive(Debug, Clone, Copy)]
 struct Failures {
@@ -57,23 +78,19 @@ impl LoginThrottle {
         }
     }
 
-    /// `Err(message)` when `user` or `peer` is locked now: one line saying which and for how
-    /// long.
-    pub fn check(&self, user: &str, peer: Option<IpAddr>) -> Result<(), String> {
+    /// [`Locked`] when `user` or `peer` is locked now (the user is checked first).
+    pub fn check(&self, user: &str, peer: Option<IpAddr>) -> Result<(), Locked> {
         let now = Instant::now();
-        if let Some(left) = locked(&self.users, user, now) {
-            return Err(format!(
-                "too many failed logins for user {user}; retry in {} s",
-                left.as_secs().max(1)
-            ));
+        if let Some(retry_in) = locked(&self.users, user, now) {
+            return Err(Locked::User {
+                user: user.to_string(),
+                retry_in,
+            });
         }
         if let Some(peer) = peer
-            && let Some(left) = locked(&self.peers, &peer, now)
+            && let Some(retry_in) = locked(&self.peers, &peer, now)
         {
-            return Err(format!(
-                "too many failed logins from {peer}; retry in {} s",
-                left.as_secs().max(1)
-            ));
+            return Err(Locked::Peer { peer, retry_in });
         }
         Ok(())
     }
@@ -165,14 +182,29 @@ mod tests {
         assert!(t.check("alice", peer).is_ok());
         t.failed("alice", peer);
         let e = t.check("alice", peer).unwrap_err();
-        assert!(e.contains("user alice") && e.contains("retry in"), "{e}");
+        assert!(
+            matches!(&e, Locked::User { user, .. } if user == "alice"),
+            "{e}"
+        );
+        assert!(
+            e.to_string()
+                .starts_with("too many failed logins for user alice; retry in "),
+            "{e}"
+        );
         // Another name from the same peer is still let through, until the peer's own limit.
         assert!(t.check("bob", peer).is_ok());
         for i in 0..9 {
             t.failed(&format!("guess{i}"), peer);
         }
         let e = t.check("bob", peer).unwrap_err();
-        assert!(e.contains("from 10.0.0.1"), "{e}");
+        assert!(
+            matches!(e, Locked::Peer { peer: p, .. } if Some(p) == peer),
+            "{e}"
+        );
+        assert!(
+            e.to_string()
+                .starts_with("too many failed logins from 10.0.0.1; retry in ")
+        );
         assert!(t.check("bob", Some("10.0.0.2".parse().unwrap())).is_ok());
     }
 

@@ -30,17 +30,57 @@ use std::time::Duration;
 
 use arrow_flight::flight_service_server::FlightServiceServer;
 
-use crate::config::ServerConfig;
+use crate::config::{ConfigError, ServerConfig};
 use crate::session::Engine;
-use auth::Users;
+use auth::{UserError, Users};
 use service::{IceflightService, ServiceOptions};
 use sessions::Sessions;
+
+/// Why a server (Flight SQL, a worker, `/metrics`) could not start or stopped with an error; one
+/// line each.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The users of `[[server.user]]` and `--user`.
+    #[error(transparent)]
+    Users(#[from] UserError),
+    /// A `[query]` or `[server]` setting the server reads when it starts.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// `[server.tls]`'s files.
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
+    /// An address to listen on cannot be bound (in use, not local, no permission).
+    #[error("cannot listen on {addr} for {what}: {source}")]
+    Listen {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// `Flight SQL`, `metrics`, `the distributed worker`.
+        what: &'static str,
+        /// The operating system's reason.
+        source: std::io::Error,
+    },
+    /// The engine cannot make the anonymous session (its default catalog).
+    #[error("{}", crate::message::message(.0))]
+    Engine(datafusion::error::DataFusionError),
+    /// `serve_worker` on an engine whose `distributed.role` is not `worker`.
+    #[error("serving a worker needs an engine with distributed.role = \"worker\"")]
+    NotAWorker,
+    /// The server task ended before its listener was open.
+    #[error("the Flight SQL server stopped before it listened")]
+    Stopped,
+    /// tonic's server failed while serving.
+    #[error("server error: {0}")]
+    Transport(#[from] tonic::transport::Error),
+}
 
 /// How long open result streams may run after a shutdown signal.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Builds the user list from the configuration and `--user NAME:PASSWORD` flags.
-pub fn users(config: &ServerConfig, quick: &[String]) -> Result<Users, String> {
+///
+/// Errors: a hash that does not parse, a flag that is not `NAME:PASSWORD`, or no user at all
+/// while login is required.
+pub fn users(config: &ServerConfig, quick: &[String]) -> Result<Users, UserError> {
     let mut users = Users::default();
     for u in &config.users {
         users.add_hash(&u.name, &u.password_hash)?;
@@ -49,11 +89,7 @@ pub fn users(config: &ServerConfig, quick: &[String]) -> Result<Users, String> {
         users.add_plain(spec)?;
     }
     if config.auth_required() && users.is_empty() {
-        return Err(
-            "no users configured: add [[server.user]] entries or --user NAME:PASSWORD \
-                    (or set server.auth = \"none\" to serve without login)"
-                .into(),
-        );
+        return Err(UserError::NoUsers);
     }
     Ok(users)
 }
@@ -62,7 +98,7 @@ pub fn users(config: &ServerConfig, quick: &[String]) -> Result<Users, String> {
 /// runs until the runtime ends (tests, benchmarks); its address once it listens.
 ///
 /// Errors: the server could not start (the message is [`serve`]'s).
-pub async fn serve_on_loopback(engine: Engine, users: Users) -> Result<SocketAddr, String> {
+pub async fn serve_on_loopback(engine: Engine, users: Users) -> Result<SocketAddr, ServeError> {
     let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
     let server = tokio::spawn(serve(
         engine,
@@ -77,20 +113,22 @@ pub async fn serve_on_loopback(engine: Engine, users: Users) -> Result<SocketAdd
         Ok(addr) => Ok(addr),
         Err(_) => Err(match server.await {
             Ok(Err(e)) => e,
-            _ => "the Flight SQL server stopped before it listened".to_string(),
+            _ => ServeError::Stopped,
         }),
     }
 }
 
 /// Serves Flight SQL on `addr` until `shutdown` resolves (SIGINT/SIGTERM in the CLI).
 /// `on_ready` is called with the bound address once the listener is open.
+///
+/// Errors: [`ServeError`]: a setting, the TLS files, an address that cannot be bound, tonic.
 pub async fn serve(
     engine: Engine,
     users: Users,
     addr: SocketAddr,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     on_ready: impl FnOnce(SocketAddr),
-) -> Result<(), String> {
+) -> Result<(), ServeError> {
     let server = engine.config().server.clone();
     let sessions = Arc::new(Sessions::new(
         server.session_ttl.max(Duration::from_secs(1)),
@@ -102,12 +140,8 @@ pub async fn serve(
             max_concurrent_queries: server.max_concurrent_queries.max(1),
             max_queries_per_user: server.max_queries_per_user,
             queue_timeout: server.queue_timeout,
-            timeout: engine.config().query.timeout().map_err(|e| e.to_string())?,
-            max_result_bytes: engine
-                .config()
-                .query
-                .max_result_bytes()
-                .map_err(|e| e.to_string())?,
+            timeout: engine.config().query.timeout()?,
+            max_result_bytes: engine.config().query.max_result_bytes(),
             stream_idle_timeout: (!server.stream_idle_timeout.is_zero())
                 .then_some(server.stream_idle_timeout),
         },
@@ -118,17 +152,14 @@ pub async fn serve(
     if let Some(listen) = &server.metrics_listen {
         let addr: SocketAddr = listen
             .parse()
-            .map_err(|e| format!("server.metrics_listen {listen}: {e}"))?;
+            .map_err(|e| ConfigError::Invalid(format!("server.metrics_listen {listen}: {e}")))?;
         let registry = crate::metrics::registry(&engine, Arc::clone(&sessions));
         let bound = crate::metrics::serve(addr, registry).await?;
         tracing::info!(address = %bound, "metrics listening on /metrics");
     }
     let service = IceflightService::try_new(engine, users, Arc::clone(&sessions), options)
-        .map_err(|s| s.message().to_string())?;
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| format!("cannot listen on {addr} for Flight SQL: {e}"))?;
-    let bound = listener.local_addr().map_err(|e| e.to_string())?;
+        .map_err(ServeError::Engine)?;
+    let (listener, bound) = listen(addr, "Flight SQL").await?;
     // Expire idle sessions and prepared statements in the background.
     let sweeper = tokio::spawn({
         let service = service.clone();
@@ -188,6 +219,22 @@ pub async fn serve(
     result
 }
 
+/// A listener on `addr` and the address it bound (port 0 picks a free one); `what` names the
+/// server in the error.
+pub(crate) async fn listen(
+    addr: SocketAddr,
+    what: &'static str,
+) -> Result<(tokio::net::TcpListener, SocketAddr), ServeError> {
+    let bound = async {
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        let bound = listener.local_addr()?;
+        Ok((listener, bound))
+    };
+    bound
+        .await
+        .map_err(|source| ServeError::Listen { addr, what, source })
+}
+
 /// Reads the TLS certificate and key again on every SIGHUP, logging the outcome (a failed
 /// reload keeps the current pair).
 fn reload_on_sighup(cert: Arc<tls::ReloadableCert>) -> tokio::task::JoinHandle<()> {
@@ -211,11 +258,11 @@ fn reload_on_sighup(cert: Arc<tls::ReloadableCert>) -> tokio::task::JoinHandle<(
 /// open streams get [`DRAIN_TIMEOUT`] to finish before it stops anyway (a client that stalls
 /// its stream must not keep the process alive). Used by the Flight SQL server and by workers.
 ///
-/// Errors: the server's, as text.
+/// Errors: tonic's ([`ServeError::Transport`]).
 pub async fn serve_draining<F>(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     serve: impl FnOnce(std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>) -> F,
-) -> Result<(), String>
+) -> Result<(), ServeError>
 where
     F: std::future::Future<Output = Result<(), tonic::transport::Error>>,
 {
@@ -233,7 +280,7 @@ where
         }
     };
     tokio::select! {
-        r = server => r.map_err(|e| format!("server error: {e}")),
+        r = server => r.map_err(ServeError::Transport),
         _ = drain_deadline => {
             tracing::warn!("open streams did not finish within {DRAIN_TIMEOUT:?}; stopping");
             Ok(())

@@ -102,8 +102,8 @@ impl IceflightService {
         users: Users,
         sessions: Arc<Sessions>,
         options: ServiceOptions,
-    ) -> Result<Self, Status> {
-        let ctx = engine.session(None, None, &[]).map_err(to_status)?;
+    ) -> datafusion::error::Result<Self> {
+        let ctx = engine.session(None, None, &[])?;
         Ok(Self {
             inner: Arc::new(Inner {
                 engine,
@@ -279,10 +279,10 @@ impl FlightSqlService for IceflightService {
             .unwrap_or_else(|| "unknown".into());
         let user = match header.and_then(parse_basic) {
             Some((user, password)) if self.inner.auth_required => {
-                if let Err(message) = self.inner.throttle.check(&user, peer_ip) {
+                if let Err(locked) = self.inner.throttle.check(&user, peer_ip) {
                     self.inner.sessions.login_failed();
-                    tracing::warn!(%user, %peer, reason = %message, "login refused");
-                    return Err(Status::unauthenticated(message));
+                    tracing::warn!(%user, %peer, reason = %locked, "login refused");
+                    return Err(Status::unauthenticated(locked.to_string()));
                 }
                 // argon2 is CPU-bound: off the runtime's threads.
                 let users = Arc::clone(&self.inner.users);

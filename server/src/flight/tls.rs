@@ -30,6 +30,56 @@ use crate::config::TlsConfig;
 /// nothing must not hold a task).
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Why the TLS files of `[server.tls]` cannot serve: each names the file and the reason, in one
+/// line.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// The certificate file cannot be read or is not PEM.
+    #[error("TLS certificate {}: {source}", path.display())]
+    Certificate {
+        /// `server.tls.cert`.
+        path: PathBuf,
+        /// rustls-pki-types' PEM reader error.
+        source: rustls::pki_types::pem::Error,
+    },
+    /// The certificate file holds no certificate.
+    #[error("TLS certificate {}: no certificate in the file", path.display())]
+    NoCertificate {
+        /// `server.tls.cert`.
+        path: PathBuf,
+    },
+    /// The key file cannot be read or holds no PKCS#8, PKCS#1 or SEC1 key.
+    #[error("TLS key {}: {source}", path.display())]
+    Key {
+        /// `server.tls.key`.
+        path: PathBuf,
+        /// rustls-pki-types' PEM reader error.
+        source: rustls::pki_types::pem::Error,
+    },
+    /// The key is not the certificate's.
+    #[error("TLS key {} does not fit certificate {}: {source}", key.display(), cert.display())]
+    KeyMismatch {
+        /// `server.tls.key`.
+        key: PathBuf,
+        /// `server.tls.cert`.
+        cert: PathBuf,
+        /// rustls's reason.
+        source: rustls::Error,
+    },
+    /// The client CA file cannot be read, holds a certificate rustls refuses as a root, or no
+    /// usable root at all.
+    #[error("TLS client CA {}: {source}", path.display())]
+    ClientCa {
+        /// `server.tls.client_ca`.
+        path: PathBuf,
+        /// The PEM reader's, rustls's or the client verifier builder's error.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// rustls refuses its own default protocol versions with this provider.
+    #[error("TLS: {0}")]
+    Protocols(rustls::Error),
+}
+
 /// The server certificate and key, read from their files again by [`Self::reload`].
 #[derive(Debug)]
 pub struct ReloadableCert {
@@ -40,24 +90,26 @@ pub struct ReloadableCert {
 }
 
 impl ReloadableCert {
-    fn load(cert: &Path, key: &Path, provider: &CryptoProvider) -> Result<CertifiedKey, String> {
+    fn load(cert: &Path, key: &Path, provider: &CryptoProvider) -> Result<CertifiedKey, TlsError> {
         let chain = CertificateDer::pem_file_iter(cert)
             .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-            .map_err(|e| format!("TLS certificate {}: {e}", cert.display()))?;
+            .map_err(|source| TlsError::Certificate {
+                path: cert.to_path_buf(),
+                source,
+            })?;
         if chain.is_empty() {
-            return Err(format!(
-                "TLS certificate {}: no certificate in the file",
-                cert.display()
-            ));
+            return Err(TlsError::NoCertificate {
+                path: cert.to_path_buf(),
+            });
         }
-        let private = PrivateKeyDer::from_pem_file(key)
-            .map_err(|e| format!("TLS key {}: {e}", key.display()))?;
-        CertifiedKey::from_der(chain, private, provider).map_err(|e| {
-            format!(
-                "TLS key {} does not fit certificate {}: {e}",
-                key.display(),
-                cert.display()
-            )
+        let private = PrivateKeyDer::from_pem_file(key).map_err(|source| TlsError::Key {
+            path: key.to_path_buf(),
+            source,
+        })?;
+        CertifiedKey::from_der(chain, private, provider).map_err(|source| TlsError::KeyMismatch {
+            key: key.to_path_buf(),
+            cert: cert.to_path_buf(),
+            source,
         })
     }
 
@@ -65,8 +117,8 @@ impl ReloadableCert {
     /// current pair stays.
     ///
     /// Errors: a file that cannot be read or parsed, or a key that does not fit the
-    /// certificate, as one line naming the file.
-    pub fn reload(&self) -> Result<(), String> {
+    /// certificate ([`TlsError`]).
+    pub fn reload(&self) -> Result<(), TlsError> {
         let fresh = Self::load(&self.cert, &self.key, &self.provider)?;
         *self.current.write().expect("certificate lock") = Arc::new(fresh);
         Ok(())
@@ -90,8 +142,8 @@ impl Tls {
     /// defaults, aws-lc-rs), ALPN `h2`, client certificates signed by `client_ca` required when
     /// it is set.
     ///
-    /// Errors: a file that cannot be read or parsed, as one line naming it.
-    pub fn from_config(config: &TlsConfig) -> Result<Self, String> {
+    /// Errors: a file that cannot be read or parsed ([`TlsError`]).
+    pub fn from_config(config: &TlsConfig) -> Result<Self, TlsError> {
         let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
         let cert = Arc::new(ReloadableCert {
             current: RwLock::new(Arc::new(ReloadableCert::load(
@@ -105,23 +157,26 @@ impl Tls {
         });
         let builder = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
             .with_safe_default_protocol_versions()
-            .map_err(|e| format!("TLS: {e}"))?;
+            .map_err(TlsError::Protocols)?;
         let builder = match &config.client_ca {
             None => builder.with_no_client_auth(),
             Some(ca) => {
+                let client_ca =
+                    |source: Box<dyn std::error::Error + Send + Sync>| TlsError::ClientCa {
+                        path: ca.clone(),
+                        source,
+                    };
                 let mut roots = rustls::RootCertStore::empty();
                 let certs = CertificateDer::pem_file_iter(ca)
                     .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-                    .map_err(|e| format!("TLS client CA {}: {e}", ca.display()))?;
+                    .map_err(|e| client_ca(e.into()))?;
                 for c in certs {
-                    roots
-                        .add(c)
-                        .map_err(|e| format!("TLS client CA {}: {e}", ca.display()))?;
+                    roots.add(c).map_err(|e| client_ca(e.into()))?;
                 }
                 let verifier =
                     WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
                         .build()
-                        .map_err(|e| format!("TLS client CA {}: {e}", ca.display()))?;
+                        .map_err(|e| client_ca(e.into()))?;
                 builder.with_client_cert_verifier(verifier)
             }
         };
