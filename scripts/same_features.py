@@ -29,7 +29,8 @@ def main() -> int:
     tests = features("--workspace", "-e", "normal,build,dev")
     demo = features("-p", "iceflight", "-e", "normal,build")
     drift = [
-        f"{pkg}: tests add {sorted(tests[pkg] - wanted)}, the demo adds {sorted(wanted - tests[pkg])}"
+        f"{pkg}: tests add {sorted(tests.get(pkg, set()) - wanted)}, "
+        f"the demo adds {sorted(wanted - tests.get(pkg, set()))}"
         for pkg, wanted in sorted(demo.items())
         if tests.get(pkg, set()) != wanted
     ]

@@ -245,7 +245,6 @@ impl Default for CacheConfig {
 impl CacheConfig {
     /// The block cache's bound in bytes: `memory`, else the default share of `MemTotal` in
     /// `/proc/meminfo` (8 GiB assumed where that file is missing).
-    ///
     pub fn memory_bytes(&self) -> u64 {
         match self.memory {
             Some(m) => m.bytes(),
@@ -468,7 +467,16 @@ impl Config {
     /// earlier release are read under their new names, each with a warning in
     /// [`Self::deprecated_keys`] (`deprecated_keys.rs`).
     pub fn from_toml(text: &str) -> Result<Self, String> {
-        let parse_error = |e: toml::de::Error| e.message().to_string() + &location(text, e.span());
+        let parse_error = |e: toml::de::Error| match e.span() {
+            Some(span) => e.message().to_string() + &location(text, Some(span)),
+            // Read from the migrated table (old keys present): no line, but its Display names
+            // the key (`… in `cache.memory``).
+            None => e
+                .to_string()
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" "),
+        };
         let mut table: toml::Table = toml::from_str(text).map_err(parse_error)?;
         let warnings = crate::deprecated_keys::migrate(&mut table)?;
         if warnings.is_empty() {
@@ -689,6 +697,14 @@ mod tests {
         );
         let err = Config::from_toml("[query]\nmemory_limit = \"lots\"").unwrap_err();
         assert!(err.starts_with("invalid size \"lots\""), "{err}");
+        // Next to a renamed key (read through the migrated table): the key is named instead
+        // of the line.
+        let err = Config::from_toml("[server]\nsession_ttl_secs = 60\n[cache]\nmemory = \"lots\"")
+            .unwrap_err();
+        assert!(
+            err.starts_with("invalid size \"lots\"") && err.contains("cache.memory"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -29,17 +29,25 @@ pub fn parse_size(s: &str) -> Result<usize, SizeError> {
     let value: f64 = num
         .parse()
         .map_err(|_| SizeError::NotASize(s.to_string()))?;
-    let mult: f64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1.0,
-        "k" | "kb" => 1e3,
-        "kib" => 1024.0,
-        "m" | "mb" => 1e6,
-        "mib" => 1024.0 * 1024.0,
-        "g" | "gb" => 1e9,
-        "gib" => 1024.0 * 1024.0 * 1024.0,
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" => 1_000,
+        "kib" => 1 << 10,
+        "m" | "mb" => 1_000_000,
+        "mib" => 1 << 20,
+        "g" | "gb" => 1_000_000_000,
+        "gib" => 1 << 30,
         _ => return Err(SizeError::Unit(s.to_string())),
     };
-    let bytes = value * mult;
+    // A whole number is multiplied exactly (what `ByteSize` writes reads back to the same bytes
+    // beyond 2^53), saturating like `as` below.
+    if let Ok(whole) = num.parse::<u64>() {
+        if whole == 0 {
+            return Err(SizeError::NotPositive(s.to_string()));
+        }
+        return Ok(usize::try_from(whole.saturating_mul(mult)).unwrap_or(usize::MAX));
+    }
+    let bytes = value * mult as f64;
     if bytes.is_nan() || bytes < 1.0 {
         return Err(SizeError::NotPositive(s.to_string()));
     }
@@ -50,7 +58,8 @@ pub fn parse_size(s: &str) -> Result<usize, SizeError> {
 /// A size in bytes as the config file writes it (`"4GiB"`, `"512MB"`, `"1048576"` or an integer),
 /// read by [`parse_size`] while the file is parsed, so a bad size fails there with the file's
 /// line. Written back ([`std::fmt::Display`], serde) in the largest binary unit that divides it
-/// exactly (`4GiB`, `1536MiB`, `1000B`), which reads back to the same bytes.
+/// exactly (`4GiB`, `1536MiB`, `1000B`), which reads back to the same bytes. Never zero when
+/// read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ByteSize(pub u64);
 
@@ -75,7 +84,7 @@ impl std::fmt::Display for ByteSize {
         let b = self.0;
         match [(1u64 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")]
             .into_iter()
-            .find(|(unit, _)| b.is_multiple_of(*unit))
+            .find(|(unit, _)| b > 0 && b.is_multiple_of(*unit))
         {
             Some((unit, name)) => write!(f, "{}{name}", b / unit),
             None => write!(f, "{b}B"),
@@ -215,6 +224,7 @@ mod tests {
             ("1.5GiB", 1536 << 20, "1536MiB"),
             ("512MB", 512_000_000, "500000KiB"),
             ("1000", 1000, "1000B"),
+            ("9007199254740993", (1 << 53) + 1, "9007199254740993B"),
         ] {
             let size: ByteSize = text.parse().unwrap();
             assert_eq!(size.bytes(), bytes, "{text}");

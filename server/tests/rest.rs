@@ -85,8 +85,22 @@ fn catalog_error(e: &DataFusionError) -> Option<&CatalogError> {
 }
 
 /// The tests of this binary run one at a time: each starts a SeaweedFS and pyiceberg of its own
-/// (two cores), and one sets an environment variable.
+/// (two cores).
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Waits for [`ONE_AT_A_TIME`]. The first test to hold it sets `ICEFLIGHT_TEST_LAKE_CREDENTIAL`
+/// (the `env:` credential of the metadata-cache test) before any test of this binary has
+/// started a server, a catalog client or a child process.
+async fn one_at_a_time() -> tokio::sync::MutexGuard<'static, ()> {
+    static CREDENTIAL: std::sync::Once = std::sync::Once::new();
+    let guard = ONE_AT_A_TIME.lock().await;
+    // SAFETY: the first holder of the lock runs this before anything of this binary reads the
+    // environment on another thread: the other tests wait for the lock on idle runtimes.
+    CREDENTIAL.call_once(|| unsafe {
+        std::env::set_var("ICEFLIGHT_TEST_LAKE_CREDENTIAL", format!("{KEY}:{SECRET}"))
+    });
+    guard
+}
 
 /// A SeaweedFS of one test, its files in a temporary directory, holding pyiceberg's `py.people`
 /// (ids 1, 2, 3).
@@ -138,7 +152,7 @@ async fn load_nested_into(engine: &Engine, catalog: &str, rows: usize) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tables_of_pyiceberg_and_our_loader_are_read_joined_and_pruned_over_s3() {
-    let _one = ONE_AT_A_TIME.lock().await;
+    let _one = one_at_a_time().await;
     let lake = Lake::start();
     let engine = lake.logged_in().await;
     load_nested_into(&engine, "lake", 2000).await;
@@ -175,7 +189,7 @@ async fn tables_of_pyiceberg_and_our_loader_are_read_joined_and_pruned_over_s3()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flight_sql_query_loads_each_table_once_and_reuses_unchanged_ones() {
-    let _one = ONE_AT_A_TIME.lock().await;
+    let _one = one_at_a_time().await;
     let lake = Lake::start();
     let engine = lake.logged_in().await;
     load_nested_into(&engine, "lake", 2000).await;
@@ -212,7 +226,7 @@ async fn a_flight_sql_query_loads_each_table_once_and_reuses_unchanged_ones() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rejected_token_is_replaced_and_an_ageing_one_refreshed() {
-    let _one = ONE_AT_A_TIME.lock().await;
+    let _one = one_at_a_time().await;
     let lake = Lake::start();
     let people = iceberg::TableIdent::from_strs(["py", "people"]).unwrap();
     // A rejected token is replaced through the credential.
@@ -239,7 +253,7 @@ async fn a_rejected_token_is_replaced_and_an_ageing_one_refreshed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wrong_credentials_are_unauthenticated_naming_the_catalog() {
-    let _one = ONE_AT_A_TIME.lock().await;
+    let _one = one_at_a_time().await;
     let lake = Lake::start();
     let bad = lake.engine("local-bad", &format!("{KEY}:wrong")).await;
     let ctx = bad.session(None, None, &[]).unwrap();
@@ -260,10 +274,7 @@ async fn wrong_credentials_are_unauthenticated_naming_the_catalog() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cached_table_metadata_is_used_until_invalidated_and_uncached_sees_commits_at_once() {
-    let _one = ONE_AT_A_TIME.lock().await;
-    // SAFETY: the tests of this binary run one at a time (ONE_AT_A_TIME is held): no other
-    // thread of this process reads the environment now.
-    unsafe { std::env::set_var("ICEFLIGHT_TEST_LAKE_CREDENTIAL", format!("{KEY}:{SECRET}")) };
+    let _one = one_at_a_time().await;
     let lake = Lake::start();
     let ctx = lake.logged_in().await.session(None, None, &[]).unwrap();
     // The credential from the environment (`env:`), and a metadata_cache_ttl.
@@ -293,7 +304,7 @@ async fn cached_table_metadata_is_used_until_invalidated_and_uncached_sees_commi
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hung_catalog_is_unavailable_after_the_request_timeout_without_retries() {
-    let _one = ONE_AT_A_TIME.lock().await;
+    let _one = one_at_a_time().await;
     let lake = Lake::start();
     let ctx = lake.logged_in().await.session(None, None, &[]).unwrap();
     // Logged in (the token fetched) before the catalog hangs.
@@ -318,7 +329,7 @@ async fn a_hung_catalog_is_unavailable_after_the_request_timeout_without_retries
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_catalog_is_unavailable_others_keep_serving_and_it_is_used_again_once_back() {
-    let _one = ONE_AT_A_TIME.lock().await;
+    let _one = one_at_a_time().await;
     let mut lake = Lake::start();
     let engine = lake.logged_in().await;
     load_nested_into(&engine, "local", 1000).await;
@@ -356,7 +367,7 @@ async fn a_stopped_catalog_is_unavailable_others_keep_serving_and_it_is_used_aga
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn insert_create_table_as_and_delete_commit_over_rest_and_pyiceberg_reads_them() {
-    let _one = ONE_AT_A_TIME.lock().await;
+    let _one = one_at_a_time().await;
     let lake = Lake::start();
     let ctx = lake.logged_in().await.session(None, None, &[]).unwrap();
     execute(&ctx, "INSERT INTO lake.py.people VALUES (10, 'j')")
@@ -390,7 +401,7 @@ assert t.current_snapshot().summary.operation.value in ("delete", "overwrite"), 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_catalog_down_at_start_up_does_not_stop_the_engine() {
-    let _one = ONE_AT_A_TIME.lock().await;
+    let _one = one_at_a_time().await;
     let lake = Lake::start();
     // Nothing listens on the REST catalog's address.
     let mut dead = self::lake(&lake.weed, &format!("{KEY}:{SECRET}"));

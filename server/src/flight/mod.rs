@@ -40,9 +40,6 @@ use sessions::Sessions;
 /// line each.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
-    /// The users of `[[server.user]]` and `--user`.
-    #[error(transparent)]
-    Users(#[from] UserError),
     /// A `[query]` or `[server]` setting the server reads when it starts.
     #[error(transparent)]
     Config(#[from] ConfigError),
@@ -97,7 +94,7 @@ pub fn users(config: &ServerConfig, quick: &[String]) -> Result<Users, UserError
 /// Serves `engine` with `users` on a free loopback port, in a task of the current runtime that
 /// runs until the runtime ends (tests, benchmarks); its address once it listens.
 ///
-/// Errors: the server could not start (the message is [`serve`]'s).
+/// Errors: [`serve`]'s, or [`ServeError::Stopped`] when the server task ended without one.
 pub async fn serve_on_loopback(engine: Engine, users: Users) -> Result<SocketAddr, ServeError> {
     let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
     let server = tokio::spawn(serve(
@@ -121,7 +118,8 @@ pub async fn serve_on_loopback(engine: Engine, users: Users) -> Result<SocketAdd
 /// Serves Flight SQL on `addr` until `shutdown` resolves (SIGINT/SIGTERM in the CLI).
 /// `on_ready` is called with the bound address once the listener is open.
 ///
-/// Errors: [`ServeError`]: a setting, the TLS files, an address that cannot be bound, tonic.
+/// Errors: [`ServeError`]: a `[query]`/`[server]` setting, the metrics or Flight SQL address
+/// that cannot be bound, the engine's default catalog, the TLS files, tonic while serving.
 pub async fn serve(
     engine: Engine,
     users: Users,
