@@ -113,15 +113,17 @@ impl<'de> serde::Deserialize<'de> for ByteSize {
                 v.parse().map_err(E::custom)
             }
 
-            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<ByteSize, E> {
-                match u64::try_from(v) {
-                    Ok(b) if b >= 1 => Ok(ByteSize(b)),
-                    _ => Err(E::custom(SizeError::NotPositive(v.to_string()))),
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<ByteSize, E> {
+                match v {
+                    0 => Err(E::custom(SizeError::NotPositive(v.to_string()))),
+                    b => Ok(ByteSize(b)),
                 }
             }
 
-            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<ByteSize, E> {
-                self.visit_i64(i64::try_from(v).unwrap_or(i64::MAX))
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<ByteSize, E> {
+                let b = u64::try_from(v)
+                    .map_err(|_| E::custom(SizeError::NotPositive(v.to_string())))?;
+                self.visit_u64(b)
             }
         }
         d.deserialize_any(Visitor)

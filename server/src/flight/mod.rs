@@ -40,7 +40,7 @@ use sessions::Sessions;
 /// line each.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
-    /// A `[query]` or `[server]` setting the server reads when it starts.
+    /// `server.metrics_listen` is not an address.
     #[error(transparent)]
     Config(#[from] ConfigError),
     /// `[server.tls]`'s files.
@@ -118,7 +118,7 @@ pub async fn serve_on_loopback(engine: Engine, users: Users) -> Result<SocketAdd
 /// Serves Flight SQL on `addr` until `shutdown` resolves (SIGINT/SIGTERM in the CLI).
 /// `on_ready` is called with the bound address once the listener is open.
 ///
-/// Errors: [`ServeError`]: a `[query]`/`[server]` setting, the metrics or Flight SQL address
+/// Errors: [`ServeError`]: `server.metrics_listen`, the metrics or Flight SQL address
 /// that cannot be bound, the engine's default catalog, the TLS files, tonic while serving.
 pub async fn serve(
     engine: Engine,
@@ -138,7 +138,8 @@ pub async fn serve(
             max_concurrent_queries: server.max_concurrent_queries.max(1),
             max_queries_per_user: server.max_queries_per_user,
             queue_timeout: server.queue_timeout,
-            timeout: engine.config().query.timeout()?,
+            // Checked by `Config::validate` when the engine connected.
+            timeout: engine.config().query.timeout,
             max_result_bytes: engine.config().query.max_result_bytes(),
             stream_idle_timeout: (!server.stream_idle_timeout.is_zero())
                 .then_some(server.stream_idle_timeout),
