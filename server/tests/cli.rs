@@ -761,7 +761,7 @@ fn serve_start_line_and_log() {
         client.handshake("alice", "secret").await.unwrap();
         assert!(
             client
-                .execute("SELECT nope FROM nation".into(), None)
+                .execute("SELECT nope\nFROM nation".into(), None)
                 .await
                 .is_err()
         );
@@ -779,9 +779,15 @@ fn serve_start_line_and_log() {
         log.contains("login failed") && log.contains("invalid user name or password"),
         "{log}"
     );
+    // One line per query, the statement's line break escaped.
+    let failed = log
+        .lines()
+        .find(|l| l.contains("status=\"error\""))
+        .unwrap_or_else(|| panic!("no failed query logged:\n{log}"));
     assert!(
-        log.contains("status=\"error\"") && log.contains("No field named nope"),
-        "{log}"
+        failed.contains("No field named nope")
+            && failed.contains(r#"sql="SELECT nope\nFROM nation""#),
+        "{failed}"
     );
 
     // Without login, a warning.

@@ -169,8 +169,10 @@ impl Drop for QueryLog {
                 rows,
                 bytes,
                 status = "error",
-                %error,
-                sql = %self.what,
+                // Quoted and escaped (Debug of a string): a message or statement with a line
+                // break stays on the query's one log line.
+                error = ?error,
+                sql = ?self.what,
                 "query"
             ),
             None => tracing::info!(
@@ -180,7 +182,7 @@ impl Drop for QueryLog {
                 rows,
                 bytes,
                 status = self.status(),
-                sql = %self.what,
+                sql = ?self.what,
                 "query"
             ),
         }
