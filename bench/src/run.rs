@@ -624,12 +624,16 @@ async fn datafusion_runner(
         runtime = runtime.with_memory_limit(bytes, 1.0);
     }
     let ctx = SessionContext::new_with_state(
-        SessionStateBuilder::new()
-            .with_config(SessionConfig::new().with_target_partitions(partitions))
-            .with_runtime_env(runtime.build_arc()?)
-            .with_default_features()
-            .with_physical_optimizer_rules(iceflight::session::engine_physical_optimizer_rules())
-            .build(),
+        iceflight::session::with_engine_semantics(
+            SessionStateBuilder::new()
+                .with_config(SessionConfig::new().with_target_partitions(partitions))
+                .with_runtime_env(runtime.build_arc()?)
+                .with_default_features()
+                .with_physical_optimizer_rules(
+                    iceflight::session::engine_physical_optimizer_rules(),
+                ),
+        )
+        .build(),
     );
     // One store per bucket, from the first table's FileIO (a URL maps to one store): the lake
     // serves every table with the same keys; per-table vended credentials would need a store

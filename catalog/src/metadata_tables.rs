@@ -132,6 +132,12 @@ fn mem_table(batches: Vec<RecordBatch>) -> Result<Arc<dyn TableProvider>> {
     let Some(schema) = batches.first().map(|b| b.schema()) else {
         return plan_err!("metadata table without a schema");
     };
+    // iceberg's own metadata tables carry field ids; no table shows field metadata (case c11).
+    let schema = Arc::new(iceflight_scan::output::plain_schema(&schema));
+    let batches = batches
+        .into_iter()
+        .map(|b| iceflight_scan::output::plain_batch(b, &schema))
+        .collect::<Result<Vec<_>>>()?;
     Ok(Arc::new(ReadOnly(MemTable::try_new(
         schema,
         vec![batches],

@@ -93,10 +93,12 @@ pub fn parameters(data: &[u8]) {
             return;
         }
     }
-    if let Ok(values) = messages.decode(PARAMETERS) {
-        assert_eq!(values.len(), PARAMETERS);
-        for value in values {
-            assert_eq!(value.len(), 1);
+    if let Ok(bound) = messages.decode(PARAMETERS) {
+        if bound.rows > 0 {
+            assert_eq!(bound.columns.len(), PARAMETERS);
+        }
+        for column in bound.columns {
+            assert_eq!(column.len(), bound.rows);
         }
     }
 }

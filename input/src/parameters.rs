@@ -1,23 +1,26 @@
-//! The parameter row of a prepared statement, as a client's `DoPut` sends it: Arrow IPC in
-//! `FlightData` messages, decoded to one value per placeholder. The server casts each to its
-//! placeholder's type with DataFusion's `ScalarValue::cast_to` (`server/src/flight/service.rs`).
+//! The parameter rows of a prepared statement, as a client's `DoPut` sends them: Arrow IPC in
+//! `FlightData` messages, decoded to one column per placeholder. The server casts each to its
+//! placeholder's type and binds the rows (`server/src/flight/binding.rs`).
 //!
 //! ```text
-//!   DoPut(CommandPreparedStatementQuery) ─► FlightData… ─► ParameterMessages::push (bounded)
-//!     ─► decode: arrow-flight's FlightRecordBatchStream ─► exactly one row
-//!     ─► one 1-row array per placeholder, as sent
+//!   DoPut(CommandPreparedStatementQuery | Update) ─► FlightData… ─► ParameterMessages::push
+//!     (bounded) ─► decode: arrow-flight's FlightRecordBatchStream ─► every batch's rows
+//!     ─► ParameterRows: one array per placeholder, as sent, all rows concatenated
 //! ```
 //!
 //! Parameters bind by position: ADBC names its columns "0", "1", …, JDBC uses the names of the
-//! parameter schema iceflight sent.
+//! parameter schema iceflight sent. One upload may hold many rows: ADBC's `executemany` and
+//! JDBC's `executeBatch` send every row of the batch in one `DoPut` (FlightSql.proto: "all of
+//! the bound parameter sets will be executed as a single atomic execution").
 
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_flight::FlightData;
 use arrow_flight::decode::FlightRecordBatchStream;
 use futures::{TryStreamExt, stream};
 
-/// Most `FlightData` messages one `DoPut` of parameters may send (schema, row, dictionaries).
-pub const MAX_PARAMETER_MESSAGES: usize = 64;
+/// Most `FlightData` messages one `DoPut` of parameters may send (schema, batches,
+/// dictionaries).
+pub const MAX_PARAMETER_MESSAGES: usize = 4096;
 
 /// Most bytes (headers and bodies) one `DoPut` of parameters may send: 64 MiB.
 pub const MAX_PARAMETER_BYTES: usize = 64 << 20;
@@ -26,20 +29,15 @@ pub const MAX_PARAMETER_BYTES: usize = 64 << 20;
 /// (`InvalidArgument`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ParameterError {
-    /// Not Arrow IPC that arrow-flight can decode.
+    /// Not Arrow IPC that arrow-flight can decode, or batches that do not stack.
     #[error("reading parameters: {0}")]
     Decode(String),
     /// More than [`MAX_PARAMETER_MESSAGES`] messages or [`MAX_PARAMETER_BYTES`] bytes.
     #[error(
-        "parameters are limited to {MAX_PARAMETER_MESSAGES} messages and {MAX_PARAMETER_BYTES} bytes"
+        "parameters are limited to {MAX_PARAMETER_MESSAGES} messages and {MAX_PARAMETER_BYTES} \
+         bytes per DoPut; send fewer rows at once, or bulk-load with ingest (adbc_ingest)"
     )]
     TooLarge,
-    /// More than one row.
-    #[error("bind exactly one parameter row per execution (got {0})")]
-    Rows(usize),
-    /// No row, for a statement with placeholders.
-    #[error("no parameter row was sent")]
-    NoRow,
     /// Another number of columns than placeholders.
     #[error("the statement takes {expected} parameter(s), {sent} were sent")]
     Count {
@@ -48,6 +46,16 @@ pub enum ParameterError {
         /// Columns sent.
         sent: usize,
     },
+}
+
+/// The rows of one parameter upload: `columns[i]` holds placeholder `i + 1`'s value of every
+/// row, as sent (not cast), each `rows` long. No row: no columns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParameterRows {
+    /// One array per placeholder, in order.
+    pub columns: Vec<ArrayRef>,
+    /// Rows sent.
+    pub rows: usize,
 }
 
 /// The `FlightData` of one parameter upload, collected within the bounds.
@@ -71,30 +79,39 @@ impl ParameterMessages {
         Ok(())
     }
 
-    /// The row bound to `placeholders` placeholders: one 1-row array per placeholder, in
-    /// order, of the type it was sent with.
+    /// The rows bound to `placeholders` placeholders (module docs). An upload without rows
+    /// (nothing sent, a schema alone, ADBC's empty binding) is zero rows whatever its columns:
+    /// whether that may run is the statement's to say.
     ///
-    /// Errors: [`ParameterError`] for undecodable IPC, a row count other than one (zero is fine
-    /// for a statement without placeholders), a column count other than `placeholders`.
-    pub fn decode(self, placeholders: usize) -> Result<Vec<ArrayRef>, ParameterError> {
-        let batches = decode_ipc(self.messages)?;
-        let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
-        if rows > 1 {
-            return Err(ParameterError::Rows(rows));
-        }
-        let Some(row) = batches.into_iter().find(|b| b.num_rows() == 1) else {
-            return match placeholders {
-                0 => Ok(vec![]),
-                _ => Err(ParameterError::NoRow),
-            };
+    /// Errors: [`ParameterError::Decode`] for undecodable IPC; [`ParameterError::Count`] for
+    /// rows of another column count than `placeholders`.
+    pub fn decode(self, placeholders: usize) -> Result<ParameterRows, ParameterError> {
+        let batches: Vec<RecordBatch> = decode_ipc(self.messages)?
+            .into_iter()
+            .filter(|b| b.num_rows() > 0)
+            .collect();
+        let Some(first) = batches.first() else {
+            return Ok(ParameterRows {
+                columns: vec![],
+                rows: 0,
+            });
         };
-        if row.num_columns() != placeholders {
+        if first.num_columns() != placeholders {
             return Err(ParameterError::Count {
                 expected: placeholders,
-                sent: row.num_columns(),
+                sent: first.num_columns(),
             });
         }
-        Ok(row.columns().to_vec())
+        let rows = batches.iter().map(RecordBatch::num_rows).sum();
+        let columns = (0..placeholders)
+            .map(|i| {
+                let parts: Vec<&dyn arrow_array::Array> =
+                    batches.iter().map(|b| b.column(i).as_ref()).collect();
+                arrow_select::concat::concat(&parts)
+                    .map_err(|e| ParameterError::Decode(e.to_string()))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(ParameterRows { columns, rows })
     }
 }
 
@@ -134,9 +151,10 @@ mod tests {
 
     use super::*;
 
-    fn upload(batch: RecordBatch) -> ParameterMessages {
+    fn upload(batches: Vec<RecordBatch>) -> ParameterMessages {
         let mut messages = ParameterMessages::default();
-        for m in batches_to_flight_data(&batch.schema(), vec![batch]).unwrap() {
+        let schema = batches[0].schema();
+        for m in batches_to_flight_data(&schema, batches).unwrap() {
             messages.push(m).unwrap();
         }
         messages
@@ -156,36 +174,55 @@ mod tests {
             ],
         )
         .unwrap();
-        let values = upload(batch).decode(2).unwrap();
-        assert_eq!(values[0].as_ref(), &Int32Array::from(vec![7]) as &dyn Array);
+        let bound = upload(vec![batch]).decode(2).unwrap();
+        assert_eq!(bound.rows, 1);
         assert_eq!(
-            values[1].as_ref(),
+            bound.columns[0].as_ref(),
+            &Int32Array::from(vec![7]) as &dyn Array
+        );
+        assert_eq!(
+            bound.columns[1].as_ref(),
             &StringArray::from(vec!["x"]) as &dyn Array
         );
     }
 
+    /// Rows of several batches stack in order, one column per placeholder.
+    #[test]
+    fn rows_of_several_batches_stack() {
+        let bound = upload(vec![
+            one_col(vec!["a", "b"]),
+            one_col(vec![]),
+            one_col(vec!["c"]),
+        ])
+        .decode(1)
+        .unwrap();
+        assert_eq!(bound.rows, 3);
+        assert_eq!(
+            bound.columns[0].as_ref(),
+            &StringArray::from(vec!["a", "b", "c"]) as &dyn Array
+        );
+    }
+
+    fn one_col(v: Vec<&str>) -> RecordBatch {
+        let schema = Arc::new(Schema::new(vec![Field::new("0", DataType::Utf8, true)]));
+        RecordBatch::try_new(schema, vec![Arc::new(StringArray::from(v))]).unwrap()
+    }
+
     #[test]
     fn wrong_shapes_are_refused() {
-        let one_col = |v: Vec<&str>| {
-            let schema = Arc::new(Schema::new(vec![Field::new("0", DataType::Utf8, true)]));
-            RecordBatch::try_new(schema, vec![Arc::new(StringArray::from(v))]).unwrap()
-        };
         assert_eq!(
-            upload(one_col(vec!["a", "b"])).decode(1),
-            Err(ParameterError::Rows(2))
-        );
-        assert_eq!(
-            upload(one_col(vec!["a"])).decode(2),
+            upload(vec![one_col(vec!["a"])]).decode(2),
             Err(ParameterError::Count {
                 expected: 2,
                 sent: 1
             })
         );
-        assert_eq!(
-            upload(one_col(vec![])).decode(1),
-            Err(ParameterError::NoRow)
-        );
-        assert_eq!(upload(one_col(vec![])).decode(0), Ok(vec![]));
+        let none = ParameterRows {
+            columns: vec![],
+            rows: 0,
+        };
+        assert_eq!(upload(vec![one_col(vec![])]).decode(1), Ok(none.clone()));
+        assert_eq!(upload(vec![one_col(vec![])]).decode(0), Ok(none));
         let mut garbage = ParameterMessages::default();
         garbage
             .push(FlightData::new().with_data_header(vec![1u8, 2, 3]))

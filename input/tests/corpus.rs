@@ -266,8 +266,8 @@ fn seeds_are_committed_and_valid() {
                 for m in fuzzing::unframe(&data) {
                     upload.push(m).unwrap();
                 }
-                let values = upload.decode(fuzzing::PARAMETERS).unwrap();
-                assert_eq!(values.len(), 4, "{name}");
+                let bound = upload.decode(fuzzing::PARAMETERS).unwrap();
+                assert_eq!((bound.columns.len(), bound.rows), (4, 1), "{name}");
             }
             "config" => {
                 let text = std::str::from_utf8(&data).unwrap();

@@ -160,10 +160,9 @@ impl IcebergScanExec {
     /// Builds the operator from a planned scan.
     pub fn new(plan: PlannedScan) -> Self {
         let partitions = plan.file_groups.len().max(1);
-        let cache = Arc::new(Self::compute_properties(
-            Arc::clone(&plan.schema),
-            partitions,
-        ));
+        // DataFusion sees the columns without their field ids (`output.rs`, case c11).
+        let plain = Arc::new(crate::output::plain_schema(&plan.schema));
+        let cache = Arc::new(Self::compute_properties(plain, partitions));
         let mut exec = Self {
             table: plan.table,
             catalog: plan.catalog,
@@ -675,11 +674,13 @@ impl ExecutionPlan for IcebergScanExec {
         let batches = Scoped::new(batches.boxed(), metrics.io.clone());
         let limited = limit_stream(batches.boxed(), self.limit);
         let output_rows = metrics.output_rows.clone();
+        let plain = self.schema();
         let counted = limited.inspect_ok(move |b| output_rows.add(b.num_rows()));
-        Ok(Box::pin(RecordBatchStreamAdapter::new(
-            Arc::clone(&self.schema),
-            counted,
-        )))
+        let output = {
+            let plain = Arc::clone(&plain);
+            counted.and_then(move |b| futures::future::ready(crate::output::plain_batch(b, &plain)))
+        };
+        Ok(Box::pin(RecordBatchStreamAdapter::new(plain, output)))
     }
 
     fn metrics(&self) -> Option<MetricsSet> {

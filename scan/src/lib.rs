@@ -44,6 +44,7 @@ pub mod metrics_index;
 pub mod native_reader;
 pub(crate) mod opener;
 pub(crate) mod options;
+pub mod output;
 pub(crate) mod page_index;
 pub(crate) mod positional_deletes;
 pub(crate) mod predicate;

@@ -8,8 +8,9 @@
 //! ```
 //!
 //! The provider's schema is the table's **current** schema (case c06: a column added without a
-//! write is visible and reads as NULL), with each Arrow field carrying its iceberg field id in
-//! `PARQUET:field_id` metadata.
+//! write is visible and reads as NULL). Inside the scan each Arrow field carries its iceberg
+//! field id in `PARQUET:field_id` metadata; what DataFusion sees has no field metadata
+//! (`output.rs`, case c11).
 
 use std::sync::Arc;
 
@@ -58,7 +59,10 @@ pub struct IcebergTableProvider {
     table: Table,
     /// The configured catalog the table was loaded from, named in plans sent to workers.
     catalog: Option<String>,
+    /// The current schema, each field with its iceberg field id (`PARQUET:field_id`).
     schema: SchemaRef,
+    /// `schema` without field metadata: [`TableProvider::schema`] (`output.rs`).
+    plain: SchemaRef,
     /// Whole-snapshot statistics, when the manifests' metrics were given ([`Self::with_index`]).
     statistics: Option<Statistics>,
     /// The catalog `INSERT` and `DELETE` commit through ([`Self::with_writes`]); `None`:
@@ -77,6 +81,7 @@ impl IcebergTableProvider {
         Ok(Self {
             table,
             catalog: None,
+            plain: Arc::new(crate::output::plain_schema(&schema)),
             schema: Arc::new(schema),
             statistics: None,
             writes: None,
@@ -218,7 +223,7 @@ impl IcebergTableProvider {
 #[async_trait]
 impl TableProvider for IcebergTableProvider {
     fn schema(&self) -> SchemaRef {
-        Arc::clone(&self.schema)
+        Arc::clone(&self.plain)
     }
 
     fn table_type(&self) -> TableType {

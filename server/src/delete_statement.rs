@@ -9,10 +9,13 @@
 //! table ([`IcebergTableProvider::for_delete`]), which runs only on it (`scan/src/delete.rs`).
 //!
 //! Refused, as one clear line each: a condition with a subquery or reading another table,
-//! `LIMIT` / `ORDER BY`, a condition with parameters (`$1`, `?`; they are bound after planning,
-//! in the plan, not in the condition kept here), aggregate or window functions in the
-//! condition, and a volatile condition (`random()`: the statement evaluates it more than once
-//! per row).
+//! `LIMIT` / `ORDER BY`, aggregate or window functions in the condition, and a volatile
+//! condition (`random()`: the statement evaluates it more than once per row).
+//!
+//! A condition with parameters (`$1`, `?`) is kept with its placeholders: a prepared statement
+//! binds them in the plan and readies the bound plan again (`flight/binding.rs`); run unbound,
+//! the statement fails when its condition is planned ("Placeholder '$1' was not provided a
+//! value").
 
 use std::sync::Arc;
 
@@ -27,7 +30,7 @@ use iceflight_scan::IcebergTableProvider;
 /// condition as written (module docs); any other plan unchanged.
 ///
 /// Errors: `NotImplemented` for a condition with a subquery, another table or a volatile
-/// function, or for `LIMIT`; a plan error for parameters and aggregate or window functions.
+/// function, or for `LIMIT`; a plan error for aggregate or window functions.
 pub fn plan_delete(plan: LogicalPlan) -> Result<LogicalPlan> {
     plan.transform_up(ready).map(|t| t.data)
 }
@@ -71,11 +74,6 @@ fn ready(node: LogicalPlan) -> Result<Transformed<LogicalPlan>> {
         // Refused at planning (an invalid argument, not a missing feature), so that a client
         // that prepares every statement shows it: ADBC's DB-API drops a prepare's
         // NotImplemented and fails later for another reason.
-        if condition.exists(|e| Ok(matches!(e, Expr::Placeholder(_))))? {
-            return plan_err!(
-                "DELETE with parameters is not supported: write the values into the statement"
-            );
-        }
         if condition.exists(|e| {
             Ok(matches!(
                 e,

@@ -11,6 +11,7 @@ pub use iceflight_input::config;
 pub(crate) mod delete_statement;
 pub mod distributed;
 pub mod flight;
+pub(crate) mod float_semantics;
 pub(crate) mod invalidate;
 pub(crate) mod join_filters;
 pub mod message;

@@ -254,6 +254,7 @@ impl Engine {
             .with_optimizer_rule(Arc::new(
                 iceflight_scan::aggregate_reduction::AggregateReduction,
             ));
+        let builder = with_engine_semantics(builder);
         let state = match &self.cluster {
             Some(cluster) => cluster.coordinator_session(builder),
             None => builder,
@@ -695,6 +696,20 @@ fn iceberg_catalog(ctx: &SessionContext, name: &str) -> Result<Arc<dyn iceberg::
         Some(iceberg) => Ok(Arc::clone(iceberg.catalog()) as Arc<dyn iceberg::Catalog>),
         None => plan_err!("tables of catalog {name} cannot be changed"),
     }
+}
+
+/// `builder` (with DataFusion's default features) with the engine's corrections of DataFusion's
+/// semantics: floats compare, join and group as SQL says (`float_semantics.rs`, case c12; its
+/// rule after every other optimizer rule, so add those first) and the function its plans call.
+/// For any DataFusion session of ours that plans or runs queries: Flight SQL and `iceflight
+/// sql` sessions, workers, the bench's raw-Parquet engine, tests.
+pub fn with_engine_semantics(builder: SessionStateBuilder) -> SessionStateBuilder {
+    let mut builder = builder.with_optimizer_rule(Arc::new(crate::float_semantics::FloatSemantics));
+    builder
+        .scalar_functions()
+        .get_or_insert_with(Vec::new)
+        .push(crate::float_semantics::canonical_float());
+    builder
 }
 
 /// A physical optimizer rule, as DataFusion's session builder takes them.

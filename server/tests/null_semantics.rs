@@ -1,5 +1,5 @@
-//! Wrong answers of the engine that reach users unchanged (`docs/cases.md`, c08 and c09) and the
-//! engine's float semantics: each query runs through our scan and through DataFusion on the same
+//! Wrong answers of the engine that reach users unchanged (`docs/cases.md`, c08, c09 and c12) and
+//! the engine's float semantics: each query runs through our scan and through DataFusion on the same
 //! tables' raw data files, and both must give the SQL answer (c08, c09) or the same answer
 //! (floats, where the engine decides and our pruning must follow it).
 //!
@@ -22,7 +22,7 @@ use datafusion::execution::SessionStateBuilder;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use iceberg::NamespaceIdent;
 use iceberg::spec::{NestedField, PrimitiveType, Type};
-use iceflight::session::{Engine, engine_physical_optimizer_rules};
+use iceflight::session::{Engine, engine_physical_optimizer_rules, with_engine_semantics};
 use iceflight_datagen::load::{LoadOptions, create_table_with_files};
 use iceflight_scan::metrics_index::FileMetricsIndex;
 
@@ -166,11 +166,13 @@ async fn fixture() -> Fixture {
     let ours = engine.session(None, Some("t"), &[]).unwrap();
     // DataFusion with the engine's optimizer rules (its own, then our corrections), no scan of ours.
     let raw = SessionContext::new_with_state(
-        SessionStateBuilder::new()
-            .with_config(SessionConfig::new().with_target_partitions(2))
-            .with_default_features()
-            .with_physical_optimizer_rules(engine_physical_optimizer_rules())
-            .build(),
+        with_engine_semantics(
+            SessionStateBuilder::new()
+                .with_config(SessionConfig::new().with_target_partitions(2))
+                .with_default_features()
+                .with_physical_optimizer_rules(engine_physical_optimizer_rules()),
+        )
+        .build(),
     );
     for (name, table) in &raw_tables {
         let index = FileMetricsIndex::load(table).await.unwrap();
@@ -354,8 +356,10 @@ async fn c09_null_equal_joins_keep_matching_nulls() {
 }
 
 /// `-0.0`, `0.0` and NaN (each in a data file of its own, so bounds are the values): every
-/// comparison, set, join, TopK and min/max gives what DataFusion says on the raw files, i.e. our
-/// pruning follows the engine's float semantics. The snapshot records what DataFusion 54.1 says.
+/// comparison, set, join, TopK and min/max gives what DataFusion (with the engine's float rule,
+/// `server/src/float_semantics.rs`) says on the raw files, i.e. our pruning follows the engine's
+/// float semantics. The snapshot records SQL's answers (case c12: `-0.0 = 0.0`, NaN one value
+/// above every number; DuckDB 1.5.5 gives the same rows, showing `-0.0` as `0.0`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn float_zeros_and_nan_prune_as_the_engine_compares() {
     let f = fixture().await;

@@ -130,7 +130,8 @@ pub async fn serve_worker(
             if let Some(config) = builder.config().as_mut() {
                 config.set_extension(caches);
             }
-            Ok(builder.build())
+            // The functions of the coordinator's plans (`canonical_float`) resolve by name.
+            Ok(crate::session::with_engine_semantics(builder).build())
         }
     })
     .with_runtime_env(engine.runtime());

@@ -5,12 +5,14 @@
 //!                        service.rs: authorize (auth.rs, login_throttle.rs, sessions.rs), one
 //!                        method per command
 //!                        planner.rs: SQL → Planned (GetFlightInfo); execution.rs: runs it (DoGet)
+//!                        binding.rs: prepared statements' parameters, one row or many
 //!                        metadata.rs / sql_info.rs: metadata commands; results.rs: Arrow → Flight
 //!                        ingest.rs: bulk ingest (DoPut CommandStatementIngest) into Iceberg tables
 //!   ([server.tls]: TCP ──► tls.rs handshake ──► tonic; SIGHUP reloads the certificate)
 //! ```
 
 pub mod auth;
+pub mod binding;
 pub mod execution;
 pub mod ingest;
 pub mod login_throttle;

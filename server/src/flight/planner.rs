@@ -3,7 +3,7 @@
 //!
 //! ```text
 //!   GetFlightInfo(CommandStatementQuery)         ─► plan_sql ─► Planned ─► Session::add_planned
-//!   GetFlightInfo(CommandPreparedStatementQuery) ─► bound_plan ─┘            │ handle (ticket)
+//!   GetFlightInfo(CommandPreparedStatementQuery) ─► plan_prepared ┘          │ handle (ticket)
 //!   DoGet(TicketStatementQuery{handle})          ─► Session::planned ─► execution.rs
 //! ```
 //!
@@ -15,11 +15,12 @@
 
 use std::sync::Arc;
 
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::datatypes::{Schema, SchemaRef};
 use arrow_flight::{IpcMessage, SchemaAsIpc};
 use datafusion::logical_expr::LogicalPlan;
 use tonic::Status;
 
+use super::binding::{self, BoundRows};
 use super::results::{QueryLog, flight_schema};
 use super::sessions::{Prepared, Session};
 use super::status::to_status;
@@ -84,11 +85,17 @@ pub async fn logical_plan(session: &Session, sql: &str) -> Result<LogicalPlan, S
     plan.await.map_err(|e| failed(session, sql, to_status(e)))
 }
 
-/// A prepared statement with its bound parameters as a [`Planned`] statement.
+/// A prepared statement with the parameter rows bound to this execution (`binding.rs`) as a
+/// [`Planned`] statement.
 ///
-/// Errors: parameters missing or of the wrong type; the optimizer's.
-pub fn plan_prepared(session: &Session, prepared: &Prepared) -> Result<Planned, Status> {
-    let plan = bound_plan(prepared).map_err(|s| failed(session, &prepared.sql, s))?;
+/// Errors: parameters missing or of the wrong shape; the optimizer's.
+pub fn plan_prepared(
+    session: &Session,
+    prepared: &Prepared,
+    rows: Option<&BoundRows>,
+) -> Result<Planned, Status> {
+    let plan = binding::bind(&prepared.plan, &prepared.placeholders, rows)
+        .map_err(|s| failed(session, &prepared.sql, s))?;
     finish(session, prepared.sql.clone(), plan)
 }
 
@@ -118,25 +125,6 @@ pub fn is_state_change(plan: &LogicalPlan) -> bool {
             | LogicalPlan::Dml(_)
             | LogicalPlan::Copy(_)
     ) || crate::session::is_own_statement(plan)
-}
-
-/// The prepared statement's plan with its parameters bound.
-///
-/// Errors: `InvalidArgument` when parameters are expected and none were bound, or a bound value
-/// does not fit its placeholder.
-pub fn bound_plan(p: &Prepared) -> Result<LogicalPlan, Status> {
-    let expected = p.parameter_schema.fields().len();
-    match &p.params {
-        Some(params) => p
-            .plan
-            .clone()
-            .with_param_values(params.clone())
-            .map_err(to_status),
-        None if expected == 0 => Ok(p.plan.clone()),
-        None => Err(Status::invalid_argument(format!(
-            "the prepared statement has {expected} parameter(s) and none were bound"
-        ))),
-    }
 }
 
 /// Rewrites `?` placeholders (outside quotes and comments) to `$1, $2, ...`, the form DataFusion
@@ -173,28 +161,6 @@ pub fn number_placeholders(sql: &str) -> String {
         }
     }
     out
-}
-
-/// The parameter schema of a plan with placeholders: fields `$1..$n` in order, typed where the
-/// planner inferred a type, else `Utf8`.
-pub fn parameter_schema(plan: &LogicalPlan) -> Result<SchemaRef, Status> {
-    let types = plan.get_parameter_types().map_err(to_status)?;
-    let mut params: Vec<(usize, String, Option<DataType>)> = types
-        .into_iter()
-        .map(|(name, ty)| {
-            let idx = name
-                .trim_start_matches('$')
-                .parse::<usize>()
-                .unwrap_or(usize::MAX);
-            (idx, name, ty)
-        })
-        .collect();
-    params.sort();
-    let fields: Vec<Field> = params
-        .into_iter()
-        .map(|(_, name, ty)| Field::new(name, ty.unwrap_or(DataType::Utf8), true))
-        .collect();
-    Ok(Arc::new(Schema::new(fields)))
 }
 
 /// A schema as the IPC message Flight SQL carries in prepared-statement results.

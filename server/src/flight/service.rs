@@ -32,13 +32,14 @@ use arrow_flight::{
     Action, ActionType, CancelFlightInfoResult, CancelStatus, FlightDescriptor, FlightEndpoint,
     FlightInfo, HandshakeRequest, HandshakeResponse, Ticket,
 };
-use datafusion::common::{DataFusionError, ParamValues, ScalarValue};
+use datafusion::common::DataFusionError;
 use futures::{Stream, StreamExt};
 use prost::Message;
 use tonic::metadata::MetadataValue;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::auth::Users;
+use super::binding::{BoundRows, Placeholders};
 use super::execution::{Execution, Limits};
 use super::ingest;
 use super::login_throttle::LoginThrottle;
@@ -239,17 +240,52 @@ impl IceflightService {
     }
 
     fn prepared(session: &Session, bytes: &[u8]) -> Result<(String, Prepared), Status> {
-        let handle = handle(bytes, "prepared statement")
-            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let handle = prepared_handle(bytes)?;
         session
             .prepared(handle)
             .map(|p| (handle.to_string(), p))
-            .ok_or_else(|| {
-                Status::not_found(
-                    "unknown prepared statement handle (closed, expired or of another session)",
-                )
-            })
+            .ok_or_else(unknown_prepared)
     }
+
+    /// The prepared statement of `bytes` for one execution, with the rows bound to it by the
+    /// last `DoPut(CommandPreparedStatementQuery)`, which later executions no longer see.
+    fn prepared_for_execution(
+        session: &Session,
+        bytes: &[u8],
+    ) -> Result<(Prepared, Option<BoundRows>), Status> {
+        session
+            .take_binding(prepared_handle(bytes)?)
+            .ok_or_else(unknown_prepared)
+    }
+}
+
+fn prepared_handle(bytes: &[u8]) -> Result<&str, Status> {
+    handle(bytes, "prepared statement").map_err(|e| Status::invalid_argument(e.to_string()))
+}
+
+fn unknown_prepared() -> Status {
+    Status::not_found("unknown prepared statement handle (closed, expired or of another session)")
+}
+
+/// The parameter rows a client uploads in a `DoPut`, cast for `placeholders`.
+///
+/// Errors: `InvalidArgument` for an upload that is too large, not Arrow IPC, of another column
+/// count, or with a value that does not fit its placeholder.
+async fn uploaded_rows(
+    messages: PeekableFlightDataStream,
+    placeholders: &Placeholders,
+) -> Result<BoundRows, Status> {
+    let mut upload = ParameterMessages::default();
+    let mut messages = messages;
+    while let Some(message) = messages.next().await {
+        upload
+            .push(message?)
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+    }
+    let rows = upload
+        .decode(placeholders.len())
+        .map_err(|e| Status::invalid_argument(e.to_string()))?;
+    placeholders.rows(rows)
 }
 
 fn action_result(bytes: Vec<u8>) -> Response<<IceflightService as FlightService>::DoActionStream> {
@@ -418,17 +454,17 @@ impl FlightSqlService for IceflightService {
             true => Arc::new(Schema::empty()),
             false => results::flight_schema(&Arc::new(plan.schema().as_arrow().clone())),
         };
-        let parameter_schema = planner::parameter_schema(&plan)?;
+        let placeholders = Placeholders::of(&plan)?;
         let result = ActionCreatePreparedStatementResult {
             prepared_statement_handle: Default::default(),
             dataset_schema: planner::schema_bytes(&dataset_schema)?,
-            parameter_schema: planner::schema_bytes(&parameter_schema)?,
+            parameter_schema: planner::schema_bytes(placeholders.schema())?,
         };
         let handle = caller.session.add_prepared(Prepared::new(
             query.query,
             plan,
             dataset_schema,
-            parameter_schema,
+            placeholders,
         ));
         Ok(ActionCreatePreparedStatementResult {
             prepared_statement_handle: handle.into_bytes().into(),
@@ -442,8 +478,9 @@ impl FlightSqlService for IceflightService {
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
         let caller = self.caller(&request)?;
-        let (_, prepared) = Self::prepared(&caller.session, &cmd.prepared_statement_handle)?;
-        let planned = match planner::plan_prepared(&caller.session, &prepared)? {
+        let (prepared, rows) =
+            Self::prepared_for_execution(&caller.session, &cmd.prepared_statement_handle)?;
+        let planned = match planner::plan_prepared(&caller.session, &prepared, rows.as_ref())? {
             // ADBC executes a prepared statement with GetFlightInfo alone (planner.rs); a
             // client that fetches anyway gets the command back as its ticket, which DoGet
             // answers with no rows (do_get_prepared_statement).
@@ -467,8 +504,9 @@ impl FlightSqlService for IceflightService {
         // Our tickets are statement handles; a client that sends the command itself is
         // planned here.
         let caller = self.caller(&request)?;
-        let (_, prepared) = Self::prepared(&caller.session, &cmd.prepared_statement_handle)?;
-        let planned = match planner::plan_prepared(&caller.session, &prepared)? {
+        let (prepared, rows) =
+            Self::prepared_for_execution(&caller.session, &cmd.prepared_statement_handle)?;
+        let planned = match planner::plan_prepared(&caller.session, &prepared, rows.as_ref())? {
             Planned::StateChange { .. } => {
                 return Ok(Response::new(results::encode_batch(
                     RecordBatch::new_empty(Arc::new(Schema::empty())),
@@ -487,34 +525,16 @@ impl FlightSqlService for IceflightService {
     ) -> Result<DoPutPreparedStatementResult, Status> {
         let caller = self.caller(&request)?;
         let (handle, prepared) = Self::prepared(&caller.session, &cmd.prepared_statement_handle)?;
-        let mut upload = ParameterMessages::default();
-        let mut messages = request.into_inner();
-        while let Some(message) = messages.next().await {
-            upload
-                .push(message?)
-                .map_err(|e| Status::invalid_argument(e.to_string()))?;
-        }
-        let expected = prepared.parameter_schema.fields();
-        // Bound by position: ADBC names parameters "0", "1", ...; JDBC uses our names.
-        let values = upload
-            .decode(expected.len())
-            .map_err(|e| Status::invalid_argument(e.to_string()))?
-            .iter()
-            .zip(expected.iter())
-            .map(|(value, field)| {
-                let v = ScalarValue::try_from_array(value, 0).map_err(to_status)?;
-                bind_parameter(v, field)
-            })
-            .collect::<Result<Vec<_>, Status>>()?;
-        caller.session.bind(
-            &handle,
-            ParamValues::List(values.into_iter().map(Into::into).collect()),
-        );
+        let rows = uploaded_rows(request.into_inner(), &prepared.placeholders).await?;
+        caller.session.bind(&handle, rows);
         Ok(DoPutPreparedStatementResult {
             prepared_statement_handle: Some(handle.into_bytes().into()),
         })
     }
 
+    /// An update's parameters are the rows of its own `DoPut` stream (ADBC's `executemany`,
+    /// JDBC's `executeUpdate` and `executeBatch`); all of them run as one statement, one
+    /// snapshot, and the answer is the rows changed by all (`binding.rs`).
     async fn do_put_prepared_statement_update(
         &self,
         cmd: CommandPreparedStatementUpdate,
@@ -522,7 +542,10 @@ impl FlightSqlService for IceflightService {
     ) -> Result<i64, Status> {
         let caller = self.caller(&request)?;
         let (_, prepared) = Self::prepared(&caller.session, &cmd.prepared_statement_handle)?;
-        let plan = planner::bound_plan(&prepared)?;
+        let rows = uploaded_rows(request.into_inner(), &prepared.placeholders).await?;
+        let plan = match planner::plan_prepared(&caller.session, &prepared, Some(&rows))? {
+            Planned::StateChange { plan, .. } | Planned::Query { plan, .. } => plan,
+        };
         Execution::run_update(&caller.session, plan, &prepared.sql).await
     }
 
@@ -825,31 +848,6 @@ impl FlightSqlService for IceflightService {
     }
 
     async fn register_sql_info(&self, _id: i32, _result: &SqlInfo) {}
-}
-
-/// `v` as a value of the placeholder `field`'s type (DataFusion's cast). A number that does not
-/// fit an integer or decimal placeholder exactly (`3.5` for a `BIGINT`) is refused: the cast
-/// would truncate it and the statement would answer for another value (found by a newcomer's
-/// trial: `n_nationkey = ?` bound to 3.5 answered CANADA, the row of 3).
-///
-/// Errors: `InvalidArgument` naming the placeholder.
-fn bind_parameter(v: ScalarValue, field: &arrow::datatypes::Field) -> Result<ScalarValue, Status> {
-    let target = field.data_type();
-    if v.data_type() == *target || v.is_null() {
-        return Ok(v);
-    }
-    let invalid = |e: String| Status::invalid_argument(format!("parameter {}: {e}", field.name()));
-    let cast = v.cast_to(target).map_err(|e| invalid(e.to_string()))?;
-    let source = v.data_type();
-    let numeric = source.is_floating() || source.is_integer() || source.is_decimal();
-    let narrowing = target.is_integer() || target.is_decimal();
-    if numeric && narrowing && !cast.is_null() {
-        let back = cast.cast_to(&source).map_err(|e| invalid(e.to_string()))?;
-        if back != v {
-            return Err(invalid(format!("{v} does not fit {target} exactly")));
-        }
-    }
-    Ok(cast)
 }
 
 /// Applies one session option; returns the `SetSessionOptions` error code, if any.

@@ -17,13 +17,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use arrow::datatypes::SchemaRef;
-use datafusion::common::ParamValues;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::prelude::SessionContext;
 
+use super::binding::{BoundRows, Placeholders};
 use super::planner::Planned;
 
-/// A prepared statement: its plan with placeholders and the parameters bound by the last `DoPut`.
+/// A prepared statement: its plan with placeholders, and the parameter rows the last
+/// `DoPut(CommandPreparedStatementQuery)` bound for its next execution (`binding.rs`).
 #[derive(Debug, Clone)]
 pub struct Prepared {
     /// Original SQL text.
@@ -32,10 +33,10 @@ pub struct Prepared {
     pub plan: LogicalPlan,
     /// Result schema (as sent to clients).
     pub dataset_schema: SchemaRef,
-    /// Parameter schema (fields `$1..$n`).
-    pub parameter_schema: SchemaRef,
-    /// Parameters bound by `DoPut`, if any.
-    pub params: Option<ParamValues>,
+    /// The placeholders: their types and the parameter schema sent to clients.
+    pub placeholders: Placeholders,
+    /// Rows bound for the next execution, which takes them ([`Session::take_binding`]).
+    binding: Option<BoundRows>,
     last_used: Instant,
 }
 
@@ -45,14 +46,14 @@ impl Prepared {
         sql: String,
         plan: LogicalPlan,
         dataset_schema: SchemaRef,
-        parameter_schema: SchemaRef,
+        placeholders: Placeholders,
     ) -> Self {
         Self {
             sql,
             plan,
             dataset_schema,
-            parameter_schema,
-            params: None,
+            placeholders,
+            binding: None,
             last_used: Instant::now(),
         }
     }
@@ -125,25 +126,40 @@ impl Session {
         handle
     }
 
-    /// A copy of a prepared statement of this session (refreshing its idle time).
+    /// A copy of a prepared statement of this session (refreshing its idle time), without its
+    /// binding.
     pub fn prepared(&self, handle: &str) -> Option<Prepared> {
         let mut map = self.prepared.lock().expect("prepared lock");
         let p = map.get_mut(handle)?;
         p.last_used = Instant::now();
-        Some(p.clone())
+        Some(Prepared {
+            binding: None,
+            ..p.clone()
+        })
     }
 
-    /// Binds parameters to a prepared statement; `false` if the handle is unknown.
-    pub fn bind(&self, handle: &str, params: ParamValues) -> bool {
+    /// Binds parameter rows to a prepared statement's next execution, replacing an earlier
+    /// binding that no execution took; `false` if the handle is unknown.
+    pub fn bind(&self, handle: &str, rows: BoundRows) -> bool {
         let mut map = self.prepared.lock().expect("prepared lock");
         match map.get_mut(handle) {
             Some(p) => {
-                p.params = Some(params);
+                p.binding = Some(rows);
                 p.last_used = Instant::now();
                 true
             }
             None => false,
         }
+    }
+
+    /// A prepared statement for one execution: a copy, with the rows bound to it, which no
+    /// later execution sees (`None`: nothing was bound). `None` if the handle is unknown.
+    pub fn take_binding(&self, handle: &str) -> Option<(Prepared, Option<BoundRows>)> {
+        let mut map = self.prepared.lock().expect("prepared lock");
+        let p = map.get_mut(handle)?;
+        p.last_used = Instant::now();
+        let rows = p.binding.take();
+        Some((p.clone(), rows))
     }
 
     /// Removes a prepared statement; `false` if unknown.
