@@ -80,13 +80,21 @@ impl ParameterMessages {
     }
 
     /// The rows bound to `placeholders` placeholders (module docs). An upload without rows
-    /// (nothing sent, a schema alone, ADBC's empty binding) is zero rows whatever its columns:
+    /// (nothing sent, a descriptor or a schema alone, ADBC's empty binding) is zero rows
+    /// whatever its columns:
     /// whether that may run is the statement's to say.
     ///
     /// Errors: [`ParameterError::Decode`] for undecodable IPC; [`ParameterError::Count`] for
     /// rows of another column count than `placeholders`.
     pub fn decode(self, placeholders: usize) -> Result<ParameterRows, ParameterError> {
-        let batches: Vec<RecordBatch> = decode_ipc(self.messages)?
+        // A message without an IPC header carries only the descriptor (arrow-rs's client sends
+        // an update's command so, with no parameters).
+        let messages = self
+            .messages
+            .into_iter()
+            .filter(|m| !m.data_header.is_empty())
+            .collect();
+        let batches: Vec<RecordBatch> = decode_ipc(messages)?
             .into_iter()
             .filter(|b| b.num_rows() > 0)
             .collect();
@@ -222,7 +230,10 @@ mod tests {
             rows: 0,
         };
         assert_eq!(upload(vec![one_col(vec![])]).decode(1), Ok(none.clone()));
-        assert_eq!(upload(vec![one_col(vec![])]).decode(0), Ok(none));
+        assert_eq!(upload(vec![one_col(vec![])]).decode(0), Ok(none.clone()));
+        let mut descriptor_only = ParameterMessages::default();
+        descriptor_only.push(FlightData::new()).unwrap();
+        assert_eq!(descriptor_only.decode(2), Ok(none));
         let mut garbage = ParameterMessages::default();
         garbage
             .push(FlightData::new().with_data_header(vec![1u8, 2, 3]))

@@ -9,15 +9,21 @@ use std::time::Duration;
 
 use arrow::array::{Float64Array, Int64Array, RecordBatch};
 use arrow::datatypes::{DataType, Field, Schema};
+use arrow_flight::encode::FlightDataEncoderBuilder;
 use arrow_flight::sql::client::FlightSqlServiceClient;
-use arrow_flight::sql::{CommandGetDbSchemas, CommandGetTables, SqlInfo};
-use arrow_flight::{Action, FlightInfo, Ticket};
+use arrow_flight::sql::{
+    ActionCreatePreparedStatementRequest, ActionCreatePreparedStatementResult, CommandGetDbSchemas,
+    CommandGetTables, CommandPreparedStatementQuery, CommandPreparedStatementUpdate,
+    DoPutUpdateResult, ProstMessageExt, SqlInfo,
+};
+use arrow_flight::{Action, FlightData, FlightDescriptor, FlightInfo, Ticket};
 use futures::TryStreamExt;
 use iceberg::NamespaceIdent;
 use iceflight::config::Config;
 use iceflight::flight::{self, service::SERVER_STATUS_ACTION};
 use iceflight::session::Engine;
 use iceflight_datagen::load::{LoadOptions, load_tpch};
+use prost::Message;
 use tonic::transport::Channel;
 
 struct Server {
@@ -346,8 +352,8 @@ async fn malformed_input_is_refused_without_a_crash() {
     server.stop().await;
 }
 
-/// A parameter batch of many rows, and a number an integer placeholder cannot hold exactly,
-/// are refused rather than executed, truncated or crashed on.
+/// A query bound to more parameter rows than it can plan one by one, and a number an integer
+/// placeholder cannot hold exactly, are refused rather than executed, truncated or crashed on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn parameters_that_do_not_fit_are_refused() {
     let (server, mut c) = logged_in().await;
@@ -367,7 +373,7 @@ async fn parameters_that_do_not_fit_are_refused() {
     stmt.set_parameters(many).unwrap();
     let e = code(stmt.execute().await);
     assert!(
-        has(&e, tonic::Code::InvalidArgument) && e.contains("one parameter row"),
+        has(&e, tonic::Code::InvalidArgument) && e.contains("at most 1000 parameter rows"),
         "{e}"
     );
     // A number that an integer placeholder cannot hold exactly is refused, not truncated (3.5
@@ -395,6 +401,146 @@ async fn parameters_that_do_not_fit_are_refused() {
     let expected = fetch(&mut c, info).await;
     assert_eq!(common::rows(&counted), common::rows(&expected));
     stmt.close().await.unwrap();
+    server.stop().await;
+}
+
+/// `CreatePreparedStatement` by hand (arrow-flight's `PreparedStatement` keeps its handle to
+/// itself): the handle.
+async fn prepare_handle(c: &mut FlightSqlServiceClient<Channel>, sql: &str) -> bytes::Bytes {
+    let request = ActionCreatePreparedStatementRequest {
+        query: sql.into(),
+        transaction_id: None,
+    };
+    let mut results = c
+        .do_action(Action::new(
+            "CreatePreparedStatement",
+            request.as_any().encode_to_vec(),
+        ))
+        .await
+        .unwrap();
+    let body = results.message().await.unwrap().unwrap().body;
+    let any = arrow_flight::sql::Any::decode(body).unwrap();
+    any.unpack::<ActionCreatePreparedStatementResult>()
+        .unwrap()
+        .unwrap()
+        .prepared_statement_handle
+}
+
+/// `DoPut` of `command` with `rows` (none: the descriptor alone, as arrow-rs's client sends an
+/// update): the first `PutResult`'s metadata.
+async fn put(
+    c: &mut FlightSqlServiceClient<Channel>,
+    command: impl arrow_flight::sql::ProstMessageExt,
+    rows: Option<RecordBatch>,
+) -> Result<bytes::Bytes, arrow_flight::error::FlightError> {
+    let descriptor = FlightDescriptor::new_cmd(command.as_any().encode_to_vec());
+    let messages: Vec<FlightData> = match rows {
+        Some(batch) => FlightDataEncoderBuilder::new()
+            .with_flight_descriptor(Some(descriptor))
+            .build(futures::stream::iter([Ok(batch)]))
+            .try_collect()
+            .await
+            .unwrap(),
+        None => vec![FlightData::new().with_descriptor(descriptor)],
+    };
+    let mut results = c.do_put(futures::stream::iter(messages)).await?;
+    Ok(results.message().await?.unwrap().app_metadata)
+}
+
+/// `(k, v)` rows as a parameter batch, columns named as ADBC names them.
+fn key_values(rows: &[(i64, &str)]) -> RecordBatch {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("0", DataType::Int64, true),
+        Field::new("1", DataType::Utf8, true),
+    ]));
+    let keys = Int64Array::from_iter_values(rows.iter().map(|r| r.0));
+    let values = arrow::array::StringArray::from_iter_values(rows.iter().map(|r| r.1));
+    RecordBatch::try_new(schema, vec![Arc::new(keys), Arc::new(values)]).unwrap()
+}
+
+/// An update's parameters are the rows of its own `DoPut`, all run as one statement (one
+/// snapshot, the rows written answered); a binding of `DoPut(CommandPreparedStatementQuery)`
+/// serves the next execution only; an execution without parameters is refused, never run with
+/// an earlier one's values; a query bound to several rows answers for each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prepared_updates_take_the_rows_of_their_own_put() {
+    let (server, mut c) = logged_in().await;
+    c.execute_update("CREATE TABLE pt (k BIGINT, v VARCHAR)".into(), None)
+        .await
+        .unwrap();
+    let handle = prepare_handle(&mut c, "INSERT INTO pt VALUES (?, ?)").await;
+    let update = CommandPreparedStatementUpdate {
+        prepared_statement_handle: handle.clone(),
+    };
+    let bind = CommandPreparedStatementQuery {
+        prepared_statement_handle: handle.clone(),
+    };
+    let count = |metadata: bytes::Bytes| DoPutUpdateResult::decode(metadata).unwrap().record_count;
+
+    let written = put(
+        &mut c,
+        update.clone(),
+        Some(key_values(&[(1, "a"), (2, "b")])),
+    );
+    assert_eq!(count(written.await.unwrap()), 2);
+    let e = code(put(&mut c, update.clone(), None).await);
+    assert!(
+        has(&e, tonic::Code::InvalidArgument) && e.contains("none were bound"),
+        "{e}"
+    );
+    // Bound for the next execution (arrow-rs's client binds, then sends the update empty).
+    put(&mut c, bind.clone(), Some(key_values(&[(3, "c")])))
+        .await
+        .unwrap();
+    assert_eq!(count(put(&mut c, update.clone(), None).await.unwrap()), 1);
+    let e = code(put(&mut c, update.clone(), None).await);
+    assert!(e.contains("none were bound"), "{e}");
+    // A binding that an update with rows of its own made unnecessary is gone too.
+    put(&mut c, bind.clone(), Some(key_values(&[(99, "stale")])))
+        .await
+        .unwrap();
+    let written = put(&mut c, update.clone(), Some(key_values(&[(4, "d")])));
+    assert_eq!(count(written.await.unwrap()), 1);
+    let e = code(put(&mut c, update.clone(), None).await);
+    assert!(e.contains("none were bound"), "{e}");
+    // The wrong number of columns writes nothing.
+    let one_column = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![Field::new("0", DataType::Int64, true)])),
+        vec![Arc::new(Int64Array::from(vec![5]))],
+    )
+    .unwrap();
+    let e = code(put(&mut c, update, Some(one_column)).await);
+    assert!(
+        has(&e, tonic::Code::InvalidArgument) && e.contains("takes 2 parameter(s), 1 were sent"),
+        "{e}"
+    );
+
+    let info = c
+        .execute("SELECT k, v FROM pt ORDER BY k".into(), None)
+        .await
+        .unwrap();
+    let stored = common::rows(&fetch(&mut c, info).await);
+    assert_eq!(stored, [["1", "a"], ["2", "b"], ["3", "c"], ["4", "d"]]);
+    let info = c
+        .execute("SELECT count(*) FROM \"pt$snapshots\"".into(), None)
+        .await
+        .unwrap();
+    assert_eq!(common::rows(&fetch(&mut c, info).await), [["3"]]);
+
+    // A query bound to three rows answers for each, in order.
+    let mut stmt = c.prepare("SELECT ? * 10 AS x".into(), None).await.unwrap();
+    let three = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![Field::new("0", DataType::Int64, true)])),
+        vec![Arc::new(Int64Array::from(vec![1, 2, 3]))],
+    )
+    .unwrap();
+    stmt.set_parameters(three).unwrap();
+    let info = stmt.execute().await.unwrap();
+    let batches = fetch(&mut c, info).await;
+    assert_eq!(batches[0].schema().field(0).data_type(), &DataType::Int64);
+    let mut got = common::rows(&batches);
+    got.sort();
+    assert_eq!(got, [["10"], ["20"], ["30"]]);
     server.stop().await;
 }
 

@@ -67,10 +67,64 @@ fn schema_pairs(ctx: &SessionContext, catalog: Option<&str>) -> Vec<(String, Str
     out
 }
 
-/// Tables with their type and, when asked, their Arrow schema (as clients receive results).
-pub async fn tables(ctx: &SessionContext, query: CommandGetTables) -> Result<RecordBatch> {
+/// How a client names table types. Each ecosystem matches its own spelling: JDBC's
+/// `DatabaseMetaData` and FlightSql.proto's examples say `TABLE` and `VIEW`; ADBC's drivers
+/// (SQLite, PostgreSQL) say `table` and `view`, and ADBC-based tools match that literally
+/// (`sqlalchemy-adbc` lists only tables whose type is `"table"`, so pandas' `read_sql_table`
+/// found none). The ADBC Flight SQL driver names itself in its gRPC user agent (`ADBC Flight SQL
+/// Driver <version>`); every other client gets Flight SQL's spelling. A table-type filter
+/// matches either spelling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TableTypeNames {
+    /// `TABLE`, `VIEW`, `LOCAL TEMPORARY` (Flight SQL, JDBC).
+    Upper,
+    /// `table`, `view`, `local temporary` (ADBC).
+    Lower,
+}
+
+impl TableTypeNames {
+    /// The spelling for a client whose gRPC `user-agent` header is `user_agent`.
+    pub fn for_user_agent(user_agent: Option<&str>) -> Self {
+        match user_agent {
+            Some(agent) if agent.starts_with("ADBC ") => Self::Lower,
+            _ => Self::Upper,
+        }
+    }
+
+    fn name(self, kind: TableType) -> &'static str {
+        match (kind, self) {
+            (TableType::Base, Self::Upper) => "TABLE",
+            (TableType::View, Self::Upper) => "VIEW",
+            (TableType::Temporary, Self::Upper) => "LOCAL TEMPORARY",
+            (TableType::Base, Self::Lower) => "table",
+            (TableType::View, Self::Lower) => "view",
+            (TableType::Temporary, Self::Lower) => "local temporary",
+        }
+    }
+
+    /// A client's table-type filter in this spelling.
+    fn spell(self, filter: &str) -> String {
+        match self {
+            Self::Upper => filter.to_uppercase(),
+            Self::Lower => filter.to_lowercase(),
+        }
+    }
+}
+
+/// Tables with their type (named as `spelling` says) and, when asked, their Arrow schema (as
+/// clients receive results).
+pub async fn tables(
+    ctx: &SessionContext,
+    mut query: CommandGetTables,
+    spelling: TableTypeNames,
+) -> Result<RecordBatch> {
     let filter = query.catalog.clone();
     let include_schema = query.include_schema;
+    query.table_types = query
+        .table_types
+        .iter()
+        .map(|t| spelling.spell(t))
+        .collect();
     let mut builder = query.into_builder();
     for (catalog, schema) in schema_pairs(ctx, filter.as_deref()) {
         let Some(provider) = ctx.catalog(&catalog).and_then(|c| c.schema(&schema)) else {
@@ -94,13 +148,8 @@ pub async fn tables(ctx: &SessionContext, query: CommandGetTables) -> Result<Rec
             } else {
                 (TableType::Base, Arc::new(Schema::empty()))
             };
-            let kind = match kind {
-                TableType::Base => "TABLE",
-                TableType::View => "VIEW",
-                TableType::Temporary => "LOCAL TEMPORARY",
-            };
             builder
-                .append(&catalog, &schema, &name, kind, &table_schema)
+                .append(&catalog, &schema, &name, spelling.name(kind), &table_schema)
                 .map_err(arrow_err)?;
         }
     }
@@ -143,6 +192,15 @@ pub fn with_column_metadata(
             ] {
                 m.insert(format!("ARROW:FLIGHT:SQL:{k}"), v);
             }
+            // ADBC's GetObjects reads a column's nullability from these keys only, never from
+            // the field (its Flight SQL driver's `DefaultXdbcMetadataBuilder`): 1 / "YES"
+            // nullable, 0 / "NO" not (JDBC's `columnNullable` / `columnNoNulls`).
+            let (nullable, is_nullable) = match f.is_nullable() {
+                true => ("1", "YES"),
+                false => ("0", "NO"),
+            };
+            m.insert("XDBC_NULLABLE".to_string(), nullable.to_string());
+            m.insert("XDBC_IS_NULLABLE".to_string(), is_nullable.to_string());
             f.as_ref().clone().with_metadata(m)
         })
         .collect();
@@ -176,11 +234,11 @@ fn sql_type_name(t: &DataType) -> &'static str {
     }
 }
 
-/// The table types iceflight has.
-pub fn table_types(query: CommandGetTableTypes) -> Result<RecordBatch> {
+/// The table types iceflight has, named as `names` says.
+pub fn table_types(query: CommandGetTableTypes, names: TableTypeNames) -> Result<RecordBatch> {
     let mut builder = query.into_builder();
-    for t in ["TABLE", "VIEW"] {
-        builder.append(t);
+    for t in [TableType::Base, TableType::View] {
+        builder.append(names.name(t));
     }
     builder.build().map_err(arrow_err)
 }

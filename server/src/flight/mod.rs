@@ -9,10 +9,12 @@
 //!                        metadata.rs / sql_info.rs: metadata commands; results.rs: Arrow → Flight
 //!                        ingest.rs: bulk ingest (DoPut CommandStatementIngest) into Iceberg tables
 //!   ([server.tls]: TCP ──► tls.rs handshake ──► tonic; SIGHUP reloads the certificate)
+//!   connections.rs: each connection's close parks the sessions it was the last one of
 //! ```
 
 pub mod auth;
 pub mod binding;
+pub mod connections;
 pub mod execution;
 pub mod ingest;
 pub mod login_throttle;
@@ -200,6 +202,7 @@ pub async fn serve(
         None => {
             let incoming =
                 tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+            let incoming = connections::tracked(incoming, Arc::clone(&sessions));
             serve_draining(shutdown, |shutdown| {
                 router.serve_with_incoming_shutdown(incoming, shutdown)
             })
@@ -207,6 +210,7 @@ pub async fn serve(
         }
         Some(tls) => {
             let incoming = tls::incoming(listener, tls.acceptor);
+            let incoming = connections::tracked(incoming, Arc::clone(&sessions));
             serve_draining(shutdown, |shutdown| {
                 router.serve_with_incoming_shutdown(incoming, shutdown)
             })

@@ -43,7 +43,7 @@ use super::binding::{BoundRows, Placeholders};
 use super::execution::{Execution, Limits};
 use super::ingest;
 use super::login_throttle::LoginThrottle;
-use super::metadata;
+use super::metadata::{self, TableTypeNames};
 use super::planner::{self, Planned};
 use super::results::{self, FlightDataStream};
 use super::session_options::{
@@ -132,7 +132,7 @@ impl IceflightService {
             .get("authorization")
             .and_then(|v| v.to_str().ok());
         match header.and_then(parse_bearer) {
-            Some(token) => match self.inner.sessions.get(token) {
+            Some(token) => match self.inner.sessions.get(token, req.remote_addr()) {
                 Some(session) => Ok(Caller {
                     token: token.to_string(),
                     session,
@@ -259,6 +259,15 @@ impl IceflightService {
     }
 }
 
+/// How the caller names table types ([`TableTypeNames`]), from its gRPC user agent.
+fn table_type_names<T>(request: &Request<T>) -> TableTypeNames {
+    let agent = request
+        .metadata()
+        .get("user-agent")
+        .and_then(|v| v.to_str().ok());
+    TableTypeNames::for_user_agent(agent)
+}
+
 fn prepared_handle(bytes: &[u8]) -> Result<&str, Status> {
     handle(bytes, "prepared statement").map_err(|e| Status::invalid_argument(e.to_string()))
 }
@@ -361,7 +370,10 @@ impl FlightSqlService for IceflightService {
                 .config_mut()
                 .set_extension(Arc::new(crate::system::Viewer(user.clone())));
         }
-        let token = self.inner.sessions.open(Session::new(user, ctx));
+        let token = self
+            .inner
+            .sessions
+            .open(Session::new(user, ctx), request.remote_addr());
         let response = HandshakeResponse {
             protocol_version: 0,
             payload: token.clone().into(),
@@ -534,7 +546,10 @@ impl FlightSqlService for IceflightService {
 
     /// An update's parameters are the rows of its own `DoPut` stream (ADBC's `executemany`,
     /// JDBC's `executeUpdate` and `executeBatch`); all of them run as one statement, one
-    /// snapshot, and the answer is the rows changed by all (`binding.rs`).
+    /// snapshot, and the answer is the rows changed by all (`binding.rs`). A stream without
+    /// rows runs with the rows a `DoPut(CommandPreparedStatementQuery)` bound and no execution
+    /// used yet (arrow-rs's client binds that way, then sends the update empty); either way
+    /// that binding is used up here.
     async fn do_put_prepared_statement_update(
         &self,
         cmd: CommandPreparedStatementUpdate,
@@ -542,8 +557,14 @@ impl FlightSqlService for IceflightService {
     ) -> Result<i64, Status> {
         let caller = self.caller(&request)?;
         let (_, prepared) = Self::prepared(&caller.session, &cmd.prepared_statement_handle)?;
-        let rows = uploaded_rows(request.into_inner(), &prepared.placeholders).await?;
-        let plan = match planner::plan_prepared(&caller.session, &prepared, Some(&rows))? {
+        let sent = uploaded_rows(request.into_inner(), &prepared.placeholders).await?;
+        let (prepared, pending) =
+            Self::prepared_for_execution(&caller.session, &cmd.prepared_statement_handle)?;
+        let rows = match sent.is_empty() {
+            true => pending,
+            false => Some(sent),
+        };
+        let plan = match planner::plan_prepared(&caller.session, &prepared, rows.as_ref())? {
             Planned::StateChange { plan, .. } | Planned::Query { plan, .. } => plan,
         };
         Execution::run_update(&caller.session, plan, &prepared.sql).await
@@ -617,7 +638,8 @@ impl FlightSqlService for IceflightService {
         request: Request<Ticket>,
     ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
         let caller = self.caller(&request)?;
-        let batch = metadata::tables(&caller.session.ctx, query)
+        let names = table_type_names(&request);
+        let batch = metadata::tables(&caller.session.ctx, query, names)
             .await
             .map_err(to_status)?;
         Ok(Response::new(results::encode_batch(batch)))
@@ -638,7 +660,7 @@ impl FlightSqlService for IceflightService {
         request: Request<Ticket>,
     ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
         self.caller(&request)?;
-        let batch = metadata::table_types(query).map_err(to_status)?;
+        let batch = metadata::table_types(query, table_type_names(&request)).map_err(to_status)?;
         Ok(Response::new(results::encode_batch(batch)))
     }
 

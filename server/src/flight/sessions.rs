@@ -10,8 +10,25 @@
 //! A handle, prepared or planned, is 128 random bits (UUID v4) and names an entry of one
 //! session only: another session's handle is unknown here. Both kinds expire after
 //! `prepared_statement_ttl` unused.
+//!
+//! **Clients that go.** Flight SQL has no "goodbye" every client sends: ADBC sends
+//! `CloseSession`, the JDBC driver 18.3 only when its URL names a catalog, and a process that
+//! exits sends nothing. What the server does see is the client's TCP connection closing
+//! (`connections.rs`). When the last connection a session was used on closes, the session is
+//! **parked**: its prepared and planned statements are dropped at once and it leaves
+//! `system.runtime.sessions`; its token stays valid until `session_ttl` after its last use,
+//! because a gRPC client also closes a connection that is merely idle (grpc-go after 30
+//! minutes) and comes back on a new one with the same token, which finds its session (current
+//! catalog and schema, `SET` values) as it left it.
+//!
+//! ```text
+//!   Handshake on connection c ──► live {c} ──(call on d)──► live {c, d}
+//!   c and d closed ──► parked (no statements, not listed) ──(call with the token)──► live
+//!                         └─(session_ttl since its last use)──► gone
+//! ```
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -72,6 +89,8 @@ pub struct Session {
     prepared: Mutex<HashMap<String, Prepared>>,
     planned: Mutex<HashMap<String, (Instant, Planned)>>,
     last_used: Mutex<Instant>,
+    /// The open client connections (peer addresses) the session was used on.
+    connections: Mutex<HashSet<SocketAddr>>,
 }
 
 impl std::fmt::Debug for Session {
@@ -104,11 +123,28 @@ impl Session {
             prepared: Mutex::new(HashMap::new()),
             planned: Mutex::new(HashMap::new()),
             last_used: Mutex::new(Instant::now()),
+            connections: Mutex::new(HashSet::new()),
         }
     }
 
-    fn touch(&self) {
+    /// Marks the session used now, on the connection of `peer` (`None`: not a TCP connection).
+    fn touch(&self, peer: Option<SocketAddr>) {
         *self.last_used.lock().expect("session lock") = Instant::now();
+        if let Some(peer) = peer {
+            self.connections.lock().expect("session lock").insert(peer);
+        }
+    }
+
+    /// Forgets the connection of `peer`; `true` when that was the last one the session had.
+    fn disconnected(&self, peer: SocketAddr) -> bool {
+        let mut connections = self.connections.lock().expect("session lock");
+        connections.remove(&peer) && connections.is_empty()
+    }
+
+    /// Drops every prepared and planned statement (a parked session's).
+    fn drop_statements(&self) {
+        self.prepared.lock().expect("prepared lock").clear();
+        self.planned.lock().expect("planned lock").clear();
     }
 
     /// How long the session has not been used.
@@ -215,16 +251,23 @@ impl Session {
     }
 }
 
-/// All sessions by bearer token.
+/// All sessions by bearer token: the live ones and the parked ones (module docs).
 #[derive(Debug)]
 pub struct Sessions {
-    by_token: Mutex<HashMap<String, Arc<Session>>>,
+    by_token: Mutex<Tokens>,
     session_ttl: Duration,
     prepared_ttl: Duration,
     expired_prepared: AtomicU64,
     /// Logins refused since the start: wrong or missing credentials, or a locked name or
     /// address (`/metrics`).
     failed_logins: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct Tokens {
+    live: HashMap<String, Arc<Session>>,
+    /// Sessions whose every connection closed, by token.
+    parked: HashMap<String, Arc<Session>>,
 }
 
 impl Sessions {
@@ -242,7 +285,7 @@ impl Sessions {
     /// `prepared_ttl` are dropped by [`Self::expire`].
     pub fn new(session_ttl: Duration, prepared_ttl: Duration) -> Self {
         Self {
-            by_token: Mutex::new(HashMap::new()),
+            by_token: Mutex::default(),
             session_ttl,
             prepared_ttl,
             expired_prepared: AtomicU64::new(0),
@@ -250,49 +293,73 @@ impl Sessions {
         }
     }
 
-    /// Registers a session and returns its new random token.
-    pub fn open(&self, session: Session) -> String {
+    /// Registers a session opened on the connection of `peer` and returns its new random
+    /// token.
+    pub fn open(&self, session: Session, peer: Option<SocketAddr>) -> String {
         let token = format!(
             "{}{}",
             uuid::Uuid::new_v4().simple(),
             uuid::Uuid::new_v4().simple()
         );
+        session.touch(peer);
         self.by_token
             .lock()
             .expect("sessions lock")
+            .live
             .insert(token.clone(), Arc::new(session));
         token
     }
 
-    /// The session of `token`, refreshing its idle time.
-    pub fn get(&self, token: &str) -> Option<Arc<Session>> {
-        let s = self
-            .by_token
-            .lock()
-            .expect("sessions lock")
-            .get(token)
-            .cloned()?;
-        s.touch();
-        Some(s)
+    /// The session of `token`, used now on the connection of `peer`; a parked session is live
+    /// again.
+    pub fn get(&self, token: &str, peer: Option<SocketAddr>) -> Option<Arc<Session>> {
+        let mut tokens = self.by_token.lock().expect("sessions lock");
+        let session = match tokens.live.get(token) {
+            Some(s) => Arc::clone(s),
+            None => {
+                let s = tokens.parked.remove(token)?;
+                tokens.live.insert(token.to_string(), Arc::clone(&s));
+                s
+            }
+        };
+        session.touch(peer);
+        Some(session)
+    }
+
+    /// The client connection of `peer` closed: each session it was the last open connection
+    /// of is parked (module docs). Returns how many were.
+    pub fn disconnected(&self, peer: SocketAddr) -> usize {
+        let mut tokens = self.by_token.lock().expect("sessions lock");
+        let gone: Vec<String> = tokens
+            .live
+            .iter()
+            .filter(|(_, s)| s.disconnected(peer))
+            .map(|(token, _)| token.clone())
+            .collect();
+        for token in &gone {
+            if let Some(session) = tokens.live.remove(token) {
+                session.drop_statements();
+                tokens.parked.insert(token.clone(), session);
+            }
+        }
+        gone.len()
     }
 
     /// Ends a session; `false` if unknown.
     pub fn close(&self, token: &str) -> bool {
-        self.by_token
-            .lock()
-            .expect("sessions lock")
-            .remove(token)
-            .is_some()
+        let mut tokens = self.by_token.lock().expect("sessions lock");
+        tokens.live.remove(token).is_some() || tokens.parked.remove(token).is_some()
     }
 
-    /// Drops idle sessions, prepared statements and planned statements; returns (sessions,
-    /// prepared statements) dropped.
+    /// Drops idle sessions (live or parked), prepared statements and planned statements;
+    /// returns (sessions, prepared statements) dropped.
     pub fn expire(&self) -> (usize, usize) {
-        let mut map = self.by_token.lock().expect("sessions lock");
-        let before = map.len();
-        map.retain(|_, s| s.idle() < self.session_ttl);
-        let sessions = before - map.len();
-        let statements: usize = map.values().map(|s| self.expire_in(s)).sum();
+        let mut tokens = self.by_token.lock().expect("sessions lock");
+        let before = tokens.live.len() + tokens.parked.len();
+        tokens.live.retain(|_, s| s.idle() < self.session_ttl);
+        tokens.parked.retain(|_, s| s.idle() < self.session_ttl);
+        let sessions = before - tokens.live.len() - tokens.parked.len();
+        let statements: usize = tokens.live.values().map(|s| self.expire_in(s)).sum();
         (sessions, statements)
     }
 
@@ -304,23 +371,30 @@ impl Sessions {
         n
     }
 
-    /// Every open session, for `system.runtime.sessions`.
+    /// Every live session, for `system.runtime.sessions`.
     pub fn list(&self) -> Vec<Arc<Session>> {
         self.by_token
             .lock()
             .expect("sessions lock")
+            .live
             .values()
             .cloned()
             .collect()
     }
 
-    /// `(open sessions, open prepared statements, planned statements)`.
+    /// `(live sessions, open prepared statements, planned statements)`.
     pub fn counts(&self) -> (usize, usize, usize) {
-        let map = self.by_token.lock().expect("sessions lock");
+        let tokens = self.by_token.lock().expect("sessions lock");
         (
-            map.len(),
-            map.values().map(|s| s.prepared_count()).sum(),
-            map.values().map(|s| s.planned_count()).sum(),
+            tokens.live.len(),
+            tokens.live.values().map(|s| s.prepared_count()).sum(),
+            tokens.live.values().map(|s| s.planned_count()).sum(),
         )
+    }
+
+    /// Parked sessions (module docs): their clients' connections all closed, their tokens
+    /// still valid.
+    pub fn parked(&self) -> usize {
+        self.by_token.lock().expect("sessions lock").parked.len()
     }
 }
