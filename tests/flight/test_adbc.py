@@ -359,7 +359,8 @@ def test_get_objects_tables(conn):
     tables = tpch["db_schema_tables"] or []
     assert sorted(t["table_name"] for t in tables) == TPCH_TABLES
     for t in tables:
-        assert t["table_type"] == "TABLE", t
+        # ADBC's spelling for ADBC clients (server/src/flight/metadata.rs, TableTypeNames).
+        assert t["table_type"] == "table", t
         assert not t["table_columns"], t
 
 
@@ -405,7 +406,9 @@ def test_get_objects_filter_patterns(conn):
     assert table_names(db_schema_filter="tp_h", table_name_filter="regio_") == ["region"]
     assert table_names(db_schema_filter=SCHEMA, table_name_filter="nothing_matches%") == []
     assert table_names(db_schema_filter=SCHEMA, table_types_filter=["VIEW"]) == []
+    # A type filter matches either spelling.
     assert table_names(db_schema_filter=SCHEMA, table_types_filter=["TABLE"]) == TPCH_TABLES
+    assert table_names(db_schema_filter=SCHEMA, table_types_filter=["table"]) == TPCH_TABLES
 
 
 def test_get_table_schema(conn, server):
@@ -427,7 +430,7 @@ def test_get_table_schema_unknown_table(conn):
 
 
 def test_get_table_types(conn):
-    assert "TABLE" in conn.adbc_get_table_types()
+    assert conn.adbc_get_table_types() == ["table", "view"]
 
 
 def test_get_info_vendor(conn):

@@ -78,6 +78,15 @@ public class JdbcTest {
     }
   }
 
+  /** The sessions of this user that system.runtime.sessions lists. */
+  static long liveSessions(Connection conn) throws SQLException {
+    try (Statement st = conn.createStatement();
+        ResultSet rs = st.executeQuery("SELECT count(*) FROM system.runtime.sessions")) {
+      rs.next();
+      return rs.getLong(1);
+    }
+  }
+
   static String env(String name, String dflt) {
     String v = System.getenv(name);
     return v == null || v.isEmpty() ? dflt : v;
@@ -195,6 +204,93 @@ public class JdbcTest {
             ResultSet rs = st.executeQuery("SELECT count(*) FROM " + table + " WHERE " + condition)) {
           require(rs.next() && rs.getLong(1) == 0, "rows left that matched");
         }
+      });
+
+      check("PreparedStatement INSERT: executeUpdate and executeBatch store the rows sent", () -> {
+        String table = "\"local\".ingest.jdbc_params";
+        try (Statement st = conn.createStatement()) {
+          st.executeUpdate("CREATE SCHEMA IF NOT EXISTS local.ingest");
+          st.executeUpdate("DROP TABLE IF EXISTS " + table);
+          st.executeUpdate("CREATE TABLE " + table + " (id BIGINT, name VARCHAR, amount DECIMAL(10,2), d DATE)");
+        }
+        List<List<String>> sent = new ArrayList<>();
+        try (PreparedStatement ps = conn.prepareStatement("INSERT INTO " + table + " VALUES (?, ?, ?, ?)")) {
+          require(ps.getParameterMetaData().getParameterCount() == 4,
+              "parameters: " + ps.getParameterMetaData().getParameterCount());
+          // executeUpdate, executeBatch of 3, executeUpdate again: each its own rows, never the
+          // parameters of the execution before.
+          int[][] plan = {{1}, {2, 3, 4}, {5}, {6, 7}};
+          for (int[] step : plan) {
+            for (int id : step) {
+              ps.setLong(1, id);
+              if (id % 3 == 0) {
+                ps.setNull(2, Types.VARCHAR);
+              } else {
+                ps.setString(2, "name " + id);
+              }
+              ps.setBigDecimal(3, new BigDecimal(id).movePointLeft(2));
+              ps.setDate(4, java.sql.Date.valueOf(java.time.LocalDate.of(2026, 1, id)));
+              sent.add(Arrays.asList(Long.toString(id), id % 3 == 0 ? "null" : "name " + id,
+                  new BigDecimal(id).movePointLeft(2).toPlainString(), "2026-01-0" + id));
+              if (step.length > 1) {
+                ps.addBatch();
+              }
+            }
+            if (step.length > 1) {
+              int[] counts = ps.executeBatch();
+              // The driver answers one count for the whole batch (one DoPut).
+              require(Arrays.stream(counts).sum() == step.length, "executeBatch " + Arrays.toString(counts));
+            } else {
+              require(ps.executeUpdate() == 1, "executeUpdate of " + step[0]);
+            }
+          }
+        }
+        List<List<String>> stored = new ArrayList<>();
+        try (Statement st = conn.createStatement();
+            ResultSet rs = st.executeQuery("SELECT id, name, amount, d FROM " + table + " ORDER BY id")) {
+          while (rs.next()) {
+            stored.add(Arrays.asList(Long.toString(rs.getLong(1)), String.valueOf(rs.getString(2)),
+                rs.getBigDecimal(3).toPlainString(), rs.getDate(4).toLocalDate().toString()));
+          }
+        }
+        require(stored.equals(sent), "stored " + stored + ", sent " + sent);
+        try (Statement st = conn.createStatement();
+            ResultSet rs = st.executeQuery("SELECT count(*) FROM local.ingest.\"jdbc_params$snapshots\"")) {
+          require(rs.next() && rs.getLong(1) == 4, "one snapshot per execution, got " + rs.getLong(1));
+        }
+      });
+
+      check("PreparedStatement DELETE with a parameter, batched", () -> {
+        String table = "\"local\".ingest.jdbc_params";
+        try (PreparedStatement ps = conn.prepareStatement("DELETE FROM " + table + " WHERE id = ?")) {
+          for (long id : new long[] {2, 4, 40}) {
+            ps.setLong(1, id);
+            ps.addBatch();
+          }
+          int[] counts = ps.executeBatch();
+          require(Arrays.stream(counts).sum() == 2, "executeBatch " + Arrays.toString(counts));
+        }
+        List<String> left;
+        try (Statement st = conn.createStatement()) {
+          left = column(st.executeQuery("SELECT id FROM " + table + " ORDER BY id"), "id");
+        }
+        require(left.equals(List.of("1", "3", "5", "6", "7")), "left " + left);
+      });
+
+      check("Connection.close ends its session", () -> {
+        String plain = base + "&user=" + enc(user) + "&password=" + enc(password);
+        long before = liveSessions(conn);
+        Connection other = DriverManager.getConnection(plain);
+        try (Statement st = other.createStatement(); ResultSet rs = st.executeQuery("SELECT 1")) {
+          require(rs.next(), "no row");
+        }
+        require(liveSessions(conn) == before + 1, "the second connection's session is not listed");
+        other.close();
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        while (liveSessions(conn) != before && System.nanoTime() < deadline) {
+          Thread.sleep(100);
+        }
+        require(liveSessions(conn) == before, "sessions after close: " + liveSessions(conn) + ", before " + before);
       });
 
       check("PreparedStatement with a parameter, executed 3 times", () -> {
