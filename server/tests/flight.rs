@@ -447,6 +447,22 @@ async fn put(
     Ok(results.message().await?.unwrap().app_metadata)
 }
 
+/// `GetFlightInfo` of `command` (arrow-flight's client sends it only with the parameters it
+/// holds).
+async fn flight_info(
+    c: &mut FlightSqlServiceClient<Channel>,
+    command: &CommandPreparedStatementQuery,
+) -> Result<FlightInfo, tonic::Status> {
+    let descriptor = FlightDescriptor::new_cmd(command.as_any().encode_to_vec());
+    let mut request = tonic::Request::new(descriptor);
+    let token = format!("Bearer {}", c.token().expect("logged in"));
+    request
+        .metadata_mut()
+        .insert("authorization", token.parse().unwrap());
+    let info = c.inner_mut().get_flight_info(request).await?;
+    Ok(info.into_inner())
+}
+
 /// `(k, v)` rows as a parameter batch, columns named as ADBC names them.
 fn key_values(rows: &[(i64, &str)]) -> RecordBatch {
     let schema = Arc::new(Schema::new(vec![
@@ -526,6 +542,27 @@ async fn prepared_updates_take_the_rows_of_their_own_put() {
         .await
         .unwrap();
     assert_eq!(common::rows(&fetch(&mut c, info).await), [["3"]]);
+
+    // A query's binding serves its next execution only.
+    let query = prepare_handle(&mut c, "SELECT ? AS x").await;
+    let seven = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![Field::new("0", DataType::Int64, true)])),
+        vec![Arc::new(Int64Array::from(vec![7]))],
+    )
+    .unwrap();
+    let command = CommandPreparedStatementQuery {
+        prepared_statement_handle: query.clone(),
+    };
+    put(&mut c, command.clone(), Some(seven)).await.unwrap();
+    let info = flight_info(&mut c, &command).await.unwrap();
+    let batches = fetch(&mut c, info).await;
+    assert_eq!(batches[0].schema().field(0).data_type(), &DataType::Int64);
+    assert_eq!(common::rows(&batches), [["7"]]);
+    let e = flight_info(&mut c, &command).await.unwrap_err();
+    assert!(
+        e.code() == tonic::Code::InvalidArgument && e.message().contains("none were bound"),
+        "{e}"
+    );
 
     // A query bound to three rows answers for each, in order.
     let mut stmt = c.prepare("SELECT ? * 10 AS x".into(), None).await.unwrap();
