@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use datafusion::catalog::default_table_source::{provider_as_source, source_as_provider};
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
-use datafusion::common::{Column, Result, not_impl_err, plan_err};
+use datafusion::common::{Column, DFSchema, Result, not_impl_err, plan_err};
 use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{DmlStatement, Expr, LogicalPlan, WriteOp};
 use iceflight_scan::IcebergTableProvider;
@@ -102,7 +102,11 @@ fn ready(node: LogicalPlan) -> Result<Transformed<LogicalPlan>> {
             );
         }
     }
-    let condition = conjunction(conditions).map(unqualified).transpose()?;
+    // Floats compare in the condition as in a query's filter (case c12).
+    let columns = DFSchema::try_from(provider.schema())?;
+    let condition = conjunction(conditions)
+        .map(|c| crate::float_semantics::delete_condition(unqualified(c)?, &columns))
+        .transpose()?;
     let target = provider_as_source(Arc::new(iceberg.clone().for_delete(condition)));
     Ok(Transformed::yes(LogicalPlan::Dml(DmlStatement::new(
         dml.table_name.clone(),

@@ -564,7 +564,23 @@ async fn prepared_updates_take_the_rows_of_their_own_put() {
         "{e}"
     );
 
-    // A query bound to three rows answers for each, in order.
+    // arrow-rs's client executes a prepared INSERT with GetFlightInfo and may fetch its
+    // ticket: the fetch has no rows and the row is written once.
+    let mut insert = c
+        .prepare("INSERT INTO pt VALUES (?, ?)".into(), None)
+        .await
+        .unwrap();
+    insert.set_parameters(key_values(&[(5, "e")])).unwrap();
+    let info = insert.execute().await.unwrap();
+    let fetched = fetch(&mut c, info).await;
+    assert_eq!(fetched.iter().map(|b| b.num_rows()).sum::<usize>(), 0);
+    let info = c
+        .execute("SELECT count(*) FROM pt WHERE k = 5".into(), None)
+        .await
+        .unwrap();
+    assert_eq!(common::rows(&fetch(&mut c, info).await), [["1"]]);
+
+    // A query bound to three rows answers for each.
     let mut stmt = c.prepare("SELECT ? * 10 AS x".into(), None).await.unwrap();
     let three = RecordBatch::try_new(
         Arc::new(Schema::new(vec![Field::new("0", DataType::Int64, true)])),

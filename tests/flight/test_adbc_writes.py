@@ -147,6 +147,9 @@ def test_parameters_of_the_wrong_count_or_type_are_refused_and_write_nothing(con
             assert e.status_code == AdbcStatusCode.INVALID_ARGUMENT, e
     assert stored(conn, table) == [row(1)]
     assert snapshots(conn, table) == before
+    # Whole numbers sent as floats fit a BIGINT placeholder, -0.0 as 0.
+    assert run(conn, f"SELECT count(*) FROM {table} WHERE id = ?", (1.0,)) == [(1,)]
+    assert run(conn, f"SELECT count(*) FROM {table} WHERE id = ?", (-0.0,)) == [(0,)]
 
 
 def test_untyped_placeholders_keep_the_type_sent(conn):

@@ -6,7 +6,8 @@
 //!   CreatePreparedStatement ─► Placeholders::of(plan): $1..$n, DataFusion's inferred types
 //!   DoPut(…Query | …Update) ─► ParameterRows (input crate) ─► Placeholders::rows: cast ─► BoundRows
 //!   execute ─► bind(plan, rows):  1 row ─► LogicalPlan::with_param_values
-//!                                 n rows, INSERT … VALUES ─► one VALUES of n × its rows
+//!                                 n rows, INSERT … VALUES (?, …) ─► a scan of the rows as sent
+//!                                 n rows, other INSERT … VALUES ─► its rows once per parameter row
 //!                                 n rows, DELETE … WHERE p ─► WHERE p₁ OR … OR pₙ (IN list for
 //!                                                             `column = ?`)
 //!                                 n rows, a query ─► UNION ALL of the n bound queries
@@ -27,18 +28,24 @@
 //! truncated. A placeholder the statement leaves open (`SELECT ? AS x`) takes the value as sent
 //! (`1` answers `1`, not `'1'`); it is announced as `Utf8`, since the JDBC driver can bind only a
 //! typed parameter and takes text for any (a `Null` or union type takes no value there).
+//!
+//! **Memory.** The rows stay in the Arrow arrays they arrived in (at most the upload's bounds,
+//! `iceflight_input::parameters`); a row becomes scalar values only where a plan needs one per
+//! row, and there the rows are bounded ([`MAX_PLANNED_ROWS`], [`MAX_EXPANDED_ROWS`]).
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef};
-use arrow::compute::{CastOptions, cast_with_options};
+use arrow::array::{ArrayRef, RecordBatch};
+use arrow::compute::{CastOptions, cast, cast_with_options};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::catalog::default_table_source::provider_as_source;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
-use datafusion::common::{Column, ParamValues, Result, ScalarValue, plan_err};
+use datafusion::common::{Column, ParamValues, Result, ScalarValue, plan_datafusion_err, plan_err};
+use datafusion::datasource::MemTable;
 use datafusion::logical_expr::expr::InList;
 use datafusion::logical_expr::{
-    BinaryExpr, DmlStatement, Expr, Filter, LogicalPlan, LogicalPlanBuilder, Operator, Values,
-    WriteOp,
+    BinaryExpr, DmlStatement, Expr, Filter, LogicalPlan, LogicalPlanBuilder, Operator, Union,
+    Values, WriteOp, col,
 };
 use iceflight_input::parameters::ParameterRows;
 use tonic::Status;
@@ -48,9 +55,14 @@ use super::status::to_status;
 
 /// Most parameter rows one execution binds where each row needs a plan or a condition of its
 /// own (a query, an `INSERT … SELECT`, a `DELETE` condition other than `column = ?`): the
-/// statement grows with every row. `INSERT … VALUES` and `DELETE … WHERE column = ?` take any
-/// number (within the upload's bounds).
+/// statement grows with every row.
 pub const MAX_PLANNED_ROWS: usize = 1000;
+
+/// Most parameter rows one execution binds where each row becomes expressions of one plan node
+/// (an `INSERT … VALUES` of expressions over the placeholders, a `DELETE … WHERE column = ?`
+/// IN list). `INSERT … VALUES (?, …)` of bare placeholders reads the rows as sent and takes as
+/// many as the upload holds.
+pub const MAX_EXPANDED_ROWS: usize = 100_000;
 
 /// The placeholders of a prepared statement, `$1..$n` in order.
 #[derive(Debug, Clone)]
@@ -71,13 +83,7 @@ impl Placeholders {
             .get_parameter_types()
             .map_err(to_status)?
             .into_iter()
-            .map(|(name, ty)| {
-                let index = name
-                    .trim_start_matches('$')
-                    .parse::<usize>()
-                    .unwrap_or(usize::MAX);
-                (index, name, ty)
-            })
+            .map(|(name, ty)| (placeholder_index(&name).unwrap_or(usize::MAX), name, ty))
             .collect();
         params.sort();
         let fields: Vec<Field> = params
@@ -105,8 +111,8 @@ impl Placeholders {
         &self.schema
     }
 
-    /// The uploaded rows, each value cast to its placeholder's type where the statement decides
-    /// one (module docs, "Types").
+    /// The uploaded rows, each column cast to its placeholder's type where the statement
+    /// decides one (module docs, "Types").
     ///
     /// Errors: `InvalidArgument` naming the placeholder, for a value that does not cast or does
     /// not fit exactly.
@@ -121,16 +127,10 @@ impl Placeholders {
                 None => Ok(Arc::clone(column)),
             })
             .collect::<Result<Vec<_>, Status>>()?;
-        let rows = (0..upload.rows)
-            .map(|row| {
-                columns
-                    .iter()
-                    .map(|c| ScalarValue::try_from_array(c, row))
-                    .collect::<Result<Vec<_>>>()
-            })
-            .collect::<Result<Vec<_>>>()
-            .map_err(to_status)?;
-        Ok(BoundRows(rows))
+        Ok(BoundRows {
+            columns,
+            rows: upload.rows,
+        })
     }
 }
 
@@ -142,11 +142,11 @@ impl Placeholders {
 /// Errors: `InvalidArgument` naming the placeholder `name`.
 fn cast_exactly(column: &ArrayRef, target: &DataType, name: &str) -> Result<ArrayRef, Status> {
     let source = column.data_type();
-    if source == target || *source == DataType::Null {
-        return match source == target {
-            true => Ok(Arc::clone(column)),
-            false => Ok(arrow::array::new_null_array(target, column.len())),
-        };
+    if source == target {
+        return Ok(Arc::clone(column));
+    }
+    if *source == DataType::Null {
+        return Ok(arrow::array::new_null_array(target, column.len()));
     }
     let invalid = |e: String| Status::invalid_argument(format!("parameter {name}: {e}"));
     let options = CastOptions {
@@ -161,7 +161,7 @@ fn cast_exactly(column: &ArrayRef, target: &DataType, name: &str) -> Result<Arra
         for row in 0..column.len() {
             let sent = ScalarValue::try_from_array(column, row).map_err(to_status)?;
             let kept = ScalarValue::try_from_array(&back, row).map_err(to_status)?;
-            if sent != kept {
+            if !same_number(&sent, &kept) {
                 return Err(invalid(format!("{sent} does not fit {target} exactly")));
             }
         }
@@ -169,20 +169,54 @@ fn cast_exactly(column: &ArrayRef, target: &DataType, name: &str) -> Result<Arra
     Ok(cast)
 }
 
-/// Values bound to a statement's placeholders: one row per execution of the statement, each
-/// value of its placeholder's type ([`Placeholders::rows`]).
+/// Whether `a` and `b` (a value and its round trip through a cast) are the same number: floats
+/// by value (`-0.0` is `0`), everything else as `ScalarValue` compares.
+fn same_number(a: &ScalarValue, b: &ScalarValue) -> bool {
+    match (a, b) {
+        (ScalarValue::Float64(Some(a)), ScalarValue::Float64(Some(b))) => a == b,
+        (ScalarValue::Float32(Some(a)), ScalarValue::Float32(Some(b))) => a == b,
+        (ScalarValue::Float16(Some(a)), ScalarValue::Float16(Some(b))) => a == b,
+        _ => a == b,
+    }
+}
+
+/// Values bound to a statement's placeholders, one row per execution of the statement: one
+/// array per placeholder, each value of its placeholder's type ([`Placeholders::rows`]), kept
+/// as it arrived (module docs, "Memory").
 #[derive(Debug, Clone, Default)]
-pub struct BoundRows(Vec<Vec<ScalarValue>>);
+pub struct BoundRows {
+    columns: Vec<ArrayRef>,
+    rows: usize,
+}
 
 impl BoundRows {
-    /// How many rows.
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
     /// Whether there is no row.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.rows == 0
+    }
+
+    /// Row `i` as one value per placeholder.
+    ///
+    /// Errors: `InvalidArgument` for a value of a type DataFusion has no scalar of.
+    fn row(&self, i: usize) -> Result<Vec<ScalarValue>, Status> {
+        self.columns
+            .iter()
+            .map(|c| ScalarValue::try_from_array(c, i))
+            .collect::<Result<Vec<_>>>()
+            .map_err(|e| Status::invalid_argument(format!("a parameter value: {e}")))
+    }
+
+    /// Every row, if there are at most `max` (`what` names the statement in the error).
+    ///
+    /// Errors: `InvalidArgument` past `max`, or for a value [`Self::row`] refuses.
+    fn all_rows(&self, max: usize, what: &str) -> Result<Vec<Vec<ScalarValue>>, Status> {
+        if self.rows > max {
+            return Err(Status::invalid_argument(format!(
+                "{what} binds at most {max} parameter rows per execution, {} were sent",
+                self.rows
+            )));
+        }
+        (0..self.rows).map(|i| self.row(i)).collect()
     }
 }
 
@@ -190,26 +224,25 @@ impl BoundRows {
 /// `DELETE`'s condition is taken again from the bound plan (`delete_statement.rs`).
 ///
 /// Errors (`InvalidArgument`): placeholders and no row bound; more than one row for a statement
-/// other than a query, `INSERT` or `DELETE`, or more than [`MAX_PLANNED_ROWS`] where each row
-/// needs a plan of its own; DataFusion's errors binding the values.
+/// other than a query, `INSERT` or `DELETE`; more rows than the plan can take
+/// ([`MAX_PLANNED_ROWS`], [`MAX_EXPANDED_ROWS`]); DataFusion's errors binding the values.
 pub fn bind(
     plan: &LogicalPlan,
     placeholders: &Placeholders,
     rows: Option<&BoundRows>,
 ) -> Result<LogicalPlan, Status> {
-    let rows = rows.map(|r| r.0.as_slice()).unwrap_or_default();
     if placeholders.is_empty() {
         return Ok(plan.clone());
     }
-    let bound = match rows {
-        [] => {
+    let bound = match rows.filter(|r| !r.is_empty()) {
+        None => {
             return Err(Status::invalid_argument(format!(
                 "the prepared statement has {} parameter(s) and none were bound",
                 placeholders.len()
             )));
         }
-        [row] => with_row(plan.clone(), row).map_err(to_status)?,
-        rows => bind_many(plan, rows)?,
+        Some(rows) if rows.rows == 1 => with_row(plan.clone(), &rows.row(0)?).map_err(to_status)?,
+        Some(rows) => bind_many(plan, rows)?,
     };
     crate::delete_statement::plan_delete(bound).map_err(to_status)
 }
@@ -221,47 +254,57 @@ fn with_row(plan: LogicalPlan, row: &[ScalarValue]) -> Result<LogicalPlan> {
 }
 
 /// `plan` for two or more rows.
-fn bind_many(plan: &LogicalPlan, rows: &[Vec<ScalarValue>]) -> Result<LogicalPlan, Status> {
-    let bound = match plan {
+fn bind_many(plan: &LogicalPlan, rows: &BoundRows) -> Result<LogicalPlan, Status> {
+    match plan {
         LogicalPlan::Dml(dml) if matches!(dml.op, WriteOp::Insert(_)) => bind_insert(dml, rows),
         LogicalPlan::Dml(dml) if dml.op == WriteOp::Delete => bind_delete(dml, rows),
-        plan if !is_state_change(plan) => union(plan, rows),
-        _ => {
-            return Err(Status::invalid_argument(format!(
-                "this statement binds one parameter row per execution, {} were sent; \
-                 only queries, INSERT and DELETE take several",
-                rows.len()
-            )));
+        plan if !is_state_change(plan) => {
+            let rows = rows.all_rows(MAX_PLANNED_ROWS, "a query")?;
+            union(plan, &rows).map_err(to_status)
         }
-    };
-    bound.map_err(to_status)
+        _ => Err(Status::invalid_argument(format!(
+            "this statement binds one parameter row per execution, {} were sent; \
+             only queries, INSERT and DELETE take several",
+            rows.rows
+        ))),
+    }
 }
 
-/// `INSERT`: one `VALUES` of every row when the placeholders are all in one `VALUES` node (the
-/// plan of `INSERT INTO t VALUES (?, …)`); else the union of the bound inputs.
-fn bind_insert(dml: &DmlStatement, rows: &[Vec<ScalarValue>]) -> Result<LogicalPlan> {
-    let mut in_values = 0;
+/// `INSERT`: when the placeholders are all in one `VALUES` node (the plan of `INSERT INTO t
+/// VALUES (?, …)`), that node reads every row ([`values_of_rows`]); otherwise the union of the
+/// bound inputs.
+fn bind_insert(dml: &DmlStatement, rows: &BoundRows) -> Result<LogicalPlan, Status> {
+    let mut values = vec![];
     let mut elsewhere = false;
-    dml.input.apply_with_subqueries(|node| {
-        if has_placeholders(node)? {
+    dml.input
+        .apply_with_subqueries(|node| {
             match node {
-                LogicalPlan::Values(_) => in_values += 1,
-                _ => elsewhere = true,
+                LogicalPlan::Values(v) if has_placeholders_in(v) => values.push(v.clone()),
+                node => elsewhere |= has_placeholders(node)?,
             }
+            Ok(TreeNodeRecursion::Continue)
+        })
+        .map_err(to_status)?;
+    let input = match values.as_slice() {
+        [template] if !elsewhere => {
+            let rows = values_of_rows(template, rows)?;
+            Arc::unwrap_or_clone(Arc::clone(&dml.input))
+                .transform_up_with_subqueries(|node| match node {
+                    LogicalPlan::Values(v) if has_placeholders_in(&v) => {
+                        Ok(Transformed::yes(rows.clone()))
+                    }
+                    node => Ok(Transformed::no(node)),
+                })
+                .map_err(to_status)?
+                .data
         }
-        Ok(TreeNodeRecursion::Continue)
-    })?;
-    let input = if in_values == 1 && !elsewhere {
-        let expanded =
-            Arc::unwrap_or_clone(Arc::clone(&dml.input)).transform_up(|node| match node {
-                LogicalPlan::Values(values) if has_placeholders_in(&values)? => {
-                    expanded_values(values, rows).map(Transformed::yes)
-                }
-                other => Ok(Transformed::no(other)),
-            })?;
-        expanded.data
-    } else {
-        union(&dml.input, rows)?
+        _ => {
+            let rows = rows.all_rows(
+                MAX_PLANNED_ROWS,
+                "an INSERT with parameters outside its VALUES",
+            )?;
+            union(&dml.input, &rows).map_err(to_status)?
+        }
     };
     Ok(LogicalPlan::Dml(DmlStatement::new(
         dml.table_name.clone(),
@@ -271,75 +314,112 @@ fn bind_insert(dml: &DmlStatement, rows: &[Vec<ScalarValue>]) -> Result<LogicalP
     )))
 }
 
-/// The `VALUES` template (rows of expressions with placeholders) once per bound row, in order,
-/// under the template's schema: each value is of its placeholder's type already, so the
-/// template's column types hold.
-fn expanded_values(template: Values, rows: &[Vec<ScalarValue>]) -> Result<LogicalPlan> {
-    let mut values = Vec::with_capacity(rows.len() * template.values.len());
-    for row in rows {
-        for exprs in &template.values {
-            values.push(
-                exprs
-                    .iter()
-                    .map(|e| substitute(e.clone(), row))
-                    .collect::<Result<Vec<_>>>()?,
-            );
-        }
+/// The `VALUES` node `template` (rows of expressions over the placeholders) for every bound
+/// row, under the template's schema (its column types are the table's, which each value was
+/// cast to): a scan of the arrays as sent when the template is one row of bare placeholders (no
+/// value becomes an expression), else the template's rows once per parameter row, in order.
+fn values_of_rows(template: &Values, rows: &BoundRows) -> Result<LogicalPlan, Status> {
+    if let [exprs] = template.values.as_slice()
+        && let Some(columns) = bare_placeholders(exprs, rows)
+    {
+        return scan_of_rows(template, columns).map_err(to_status);
     }
-    for (i, field) in template.schema.fields().iter().enumerate() {
-        if *field.data_type() == DataType::Null {
-            return plan_err!(
-                "VALUES column {} has no type to bind several rows to",
-                field.name()
-            );
-        }
-        for row in &mut values {
-            if let Expr::Literal(v, _) = &row[i]
-                && v.data_type() != *field.data_type()
-            {
-                row[i] = Expr::Literal(v.cast_to(field.data_type())?, None);
-            }
+    let rows = rows.all_rows(MAX_EXPANDED_ROWS, "this INSERT … VALUES")?;
+    let mut values = Vec::with_capacity(rows.len() * template.values.len());
+    for row in &rows {
+        for exprs in &template.values {
+            let bound = exprs
+                .iter()
+                .map(|e| substitute(e.clone(), row))
+                .collect::<Result<Vec<_>>>()
+                .map_err(to_status)?;
+            values.push(bound);
         }
     }
     Ok(LogicalPlan::Values(Values {
-        schema: template.schema,
+        schema: Arc::clone(&template.schema),
         values,
     }))
 }
 
+/// The bound arrays in the order of `exprs`, when each is a bare placeholder.
+fn bare_placeholders(exprs: &[Expr], rows: &BoundRows) -> Option<Vec<ArrayRef>> {
+    exprs
+        .iter()
+        .map(|e| match e {
+            Expr::Placeholder(p) => placeholder_index(&p.id)
+                .and_then(|i| rows.columns.get(i))
+                .cloned(),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A plan reading `columns` under the `VALUES` node's column names (`column1`, …) and types: a
+/// scan of an in-memory table, projected to unqualified names as `VALUES` has them.
+///
+/// Errors: a NULL where the node's column is not nullable.
+fn scan_of_rows(template: &Values, columns: Vec<ArrayRef>) -> Result<LogicalPlan> {
+    let schema = Arc::new(template.schema.as_arrow().clone());
+    let columns = columns
+        .iter()
+        .zip(schema.fields())
+        .map(|(c, f)| Ok(cast(c, f.data_type())?))
+        .collect::<Result<Vec<_>>>()?;
+    let batch = RecordBatch::try_new(Arc::clone(&schema), columns)
+        .map_err(|e| plan_datafusion_err!("parameter rows: {e}"))?;
+    let table = MemTable::try_new(Arc::clone(&schema), vec![vec![batch]])?;
+    let scan = LogicalPlanBuilder::scan("parameters", provider_as_source(Arc::new(table)), None)?;
+    let names: Vec<Expr> = schema
+        .fields()
+        .iter()
+        .map(|f| col(Column::new(Some("parameters"), f.name())).alias(f.name()))
+        .collect();
+    scan.project(names)?.build()
+}
+
 /// `DELETE … WHERE p`: `p` bound once per row, the rows deleted where any is TRUE (the rows
 /// each execution would delete, in one snapshot).
-fn bind_delete(dml: &DmlStatement, rows: &[Vec<ScalarValue>]) -> Result<LogicalPlan> {
-    let input = Arc::unwrap_or_clone(Arc::clone(&dml.input)).transform_up(|node| match node {
-        LogicalPlan::Filter(filter) if has_placeholder(&filter.predicate) => {
-            let conditions = rows
-                .iter()
-                .map(|row| substitute(filter.predicate.clone(), row))
-                .collect::<Result<Vec<_>>>()?;
-            let predicate = any_of(conditions)?;
-            Filter::try_new(predicate, filter.input)
-                .map(|f| Transformed::yes(LogicalPlan::Filter(f)))
-        }
-        other => Ok(Transformed::no(other)),
-    })?;
+fn bind_delete(dml: &DmlStatement, rows: &BoundRows) -> Result<LogicalPlan, Status> {
+    let rows = rows.all_rows(MAX_EXPANDED_ROWS, "a DELETE")?;
+    let input = Arc::unwrap_or_clone(Arc::clone(&dml.input))
+        .transform_up(|node| match node {
+            LogicalPlan::Filter(filter) if has_placeholder(&filter.predicate) => {
+                let conditions = rows
+                    .iter()
+                    .map(|row| substitute(filter.predicate.clone(), row))
+                    .collect::<Result<Vec<_>>>()?;
+                let predicate = any_of(conditions)?;
+                Filter::try_new(predicate, filter.input)
+                    .map(|f| Transformed::yes(LogicalPlan::Filter(f)))
+            }
+            other => Ok(Transformed::no(other)),
+        })
+        .map_err(to_status)?
+        .data;
     let mut left = false;
-    input.data.apply_with_subqueries(|node| {
-        left |= has_placeholders(node)?;
-        Ok(TreeNodeRecursion::Continue)
-    })?;
+    input
+        .apply_with_subqueries(|node| {
+            left |= has_placeholders(node)?;
+            Ok(TreeNodeRecursion::Continue)
+        })
+        .map_err(to_status)?;
     if left {
-        return plan_err!("DELETE takes parameters only in its WHERE condition");
+        return Err(Status::invalid_argument(
+            "DELETE takes parameters only in its WHERE condition",
+        ));
     }
     Ok(LogicalPlan::Dml(DmlStatement::new(
         dml.table_name.clone(),
         Arc::clone(&dml.target),
         dml.op.clone(),
-        Arc::new(input.data),
+        Arc::new(input),
     )))
 }
 
-/// `c₁ OR … OR cₙ`: an IN list when every condition is `column = value` of one column (any
-/// number of rows), else a balanced OR of at most [`MAX_PLANNED_ROWS`] conditions.
+/// `c₁ OR … OR cₙ`: an IN list when every condition is `column = value` of one column, else a
+/// balanced OR of at most [`MAX_PLANNED_ROWS`] conditions. (`k IN (v₁, …)` is `k = v₁ OR …`
+/// under three-valued logic, NULL values included.)
 fn any_of(conditions: Vec<Expr>) -> Result<Expr> {
     let column_eq = |e: &Expr| match e {
         Expr::BinaryExpr(BinaryExpr {
@@ -380,41 +460,31 @@ fn balanced_or(mut conditions: Vec<Expr>) -> Expr {
     balanced_or(conditions).or(balanced_or(right))
 }
 
-/// `plan` bound to each row, as `UNION ALL` (at most [`MAX_PLANNED_ROWS`] rows).
+/// `plan` bound to each row, as one `UNION ALL` of them all (the caller bounds the rows). The
+/// rows of different parameter rows may interleave.
 fn union(plan: &LogicalPlan, rows: &[Vec<ScalarValue>]) -> Result<LogicalPlan> {
-    if rows.len() > MAX_PLANNED_ROWS {
-        return plan_err!(
-            "this statement binds at most {MAX_PLANNED_ROWS} parameter rows per execution \
-             (each needs a plan of its own), {} were sent",
-            rows.len()
-        );
-    }
-    let mut bound = rows.iter().map(|row| with_row(plan.clone(), row));
-    let Some(first) = bound.next() else {
-        return plan_err!("no parameter row to bind");
-    };
-    let mut builder = LogicalPlanBuilder::from(first?);
-    for next in bound {
-        builder = builder.union(next?)?;
-    }
-    builder.build()
+    let inputs = rows
+        .iter()
+        .map(|row| with_row(plan.clone(), row).map(Arc::new))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(LogicalPlan::Union(Union::try_new_with_loose_types(inputs)?))
+}
+
+/// `$n` → `n - 1`.
+fn placeholder_index(id: &str) -> Option<usize> {
+    id.trim_start_matches('$')
+        .parse::<usize>()
+        .ok()
+        .and_then(|i| i.checked_sub(1))
 }
 
 /// `expr` with each placeholder `$i` replaced by `row[i - 1]`.
 fn substitute(expr: Expr, row: &[ScalarValue]) -> Result<Expr> {
     expr.transform_up(|e| match e {
-        Expr::Placeholder(p) => {
-            let value =
-                p.id.trim_start_matches('$')
-                    .parse::<usize>()
-                    .ok()
-                    .and_then(|i| i.checked_sub(1))
-                    .and_then(|i| row.get(i));
-            match value {
-                Some(v) => Ok(Transformed::yes(Expr::Literal(v.clone(), None))),
-                None => plan_err!("no value bound for placeholder {}", p.id),
-            }
-        }
+        Expr::Placeholder(p) => match placeholder_index(&p.id).and_then(|i| row.get(i)) {
+            Some(v) => Ok(Transformed::yes(Expr::Literal(v.clone(), None))),
+            None => plan_err!("no value bound for placeholder {}", p.id),
+        },
         other => Ok(Transformed::no(other)),
     })
     .map(|t| t.data)
@@ -438,6 +508,6 @@ fn has_placeholders(node: &LogicalPlan) -> Result<bool> {
     Ok(found)
 }
 
-fn has_placeholders_in(values: &Values) -> Result<bool> {
-    Ok(values.values.iter().flatten().any(has_placeholder))
+fn has_placeholders_in(values: &Values) -> bool {
+    values.values.iter().flatten().any(has_placeholder)
 }

@@ -2,7 +2,7 @@
 //! closes (`sessions.rs`, "Clients that go").
 //!
 //! ```text
-//!   accepted TCP (or TLS) stream ──► Tracked { stream, peer } ──► tonic
+//!   accepted TCP (or TLS) stream ──► Sessions::connected(peer), Tracked { stream, peer } ──► tonic
 //!   dropped by tonic (the client closed it, or it failed) ──► Sessions::disconnected(peer)
 //! ```
 //!
@@ -69,10 +69,16 @@ where
     E: Send + 'static,
 {
     incoming.map(move |accepted| {
-        accepted.map(|stream| Tracked {
-            peer: stream.peer(),
-            stream,
-            sessions: Arc::clone(&sessions),
+        accepted.map(|stream| {
+            let peer = stream.peer();
+            if let Some(peer) = peer {
+                sessions.connected(peer);
+            }
+            Tracked {
+                peer,
+                stream,
+                sessions: Arc::clone(&sessions),
+            }
         })
     })
 }

@@ -514,18 +514,18 @@ impl FlightSqlService for IceflightService {
         request: Request<Ticket>,
     ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
         // Our tickets are statement handles; a client that sends the command itself is
-        // planned here.
+        // planned here. A state change ran at GetFlightInfo (with its binding, used up there):
+        // its fetch has no rows.
         let caller = self.caller(&request)?;
+        let (_, prepared) = Self::prepared(&caller.session, &cmd.prepared_statement_handle)?;
+        if planner::is_state_change(&prepared.plan) {
+            return Ok(Response::new(results::encode_batch(
+                RecordBatch::new_empty(Arc::new(Schema::empty())),
+            )));
+        }
         let (prepared, rows) =
             Self::prepared_for_execution(&caller.session, &cmd.prepared_statement_handle)?;
-        let planned = match planner::plan_prepared(&caller.session, &prepared, rows.as_ref())? {
-            Planned::StateChange { .. } => {
-                return Ok(Response::new(results::encode_batch(
-                    RecordBatch::new_empty(Arc::new(Schema::empty())),
-                )));
-            }
-            query => query,
-        };
+        let planned = planner::plan_prepared(&caller.session, &prepared, rows.as_ref())?;
         let raw_ticket = request.get_ref().ticket.to_vec();
         self.execute(&caller, planned, raw_ticket).await
     }

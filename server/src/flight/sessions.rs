@@ -15,15 +15,16 @@
 //! `CloseSession`, the JDBC driver 18.3 only when its URL names a catalog, and a process that
 //! exits sends nothing. What the server does see is the client's TCP connection closing
 //! (`connections.rs`). When the last connection a session was used on closes, the session is
-//! **parked**: its prepared and planned statements are dropped at once and it leaves
-//! `system.runtime.sessions`; its token stays valid until `session_ttl` after its last use,
-//! because a gRPC client also closes a connection that is merely idle (grpc-go after 30
-//! minutes) and comes back on a new one with the same token, which finds its session (current
-//! catalog and schema, `SET` values) as it left it.
+//! **parked**: it leaves `system.runtime.sessions` and the server status at once; its prepared
+//! statements expire as any do (`prepared_statement_ttl` unused) and its token stays valid until
+//! `session_ttl` after its last use, because a gRPC client also closes a connection that is
+//! merely idle (grpc-go after 30 minutes; a proxy recycling its upstream connection) and comes
+//! back on a new one with the same token, which finds its session (current catalog and schema,
+//! `SET` values) as it left it.
 //!
 //! ```text
 //!   Handshake on connection c ──► live {c} ──(call on d)──► live {c, d}
-//!   c and d closed ──► parked (no statements, not listed) ──(call with the token)──► live
+//!   c and d closed ──► parked (not listed) ──(call with the token)──► live
 //!                         └─(session_ttl since its last use)──► gone
 //! ```
 
@@ -139,12 +140,6 @@ impl Session {
     fn disconnected(&self, peer: SocketAddr) -> bool {
         let mut connections = self.connections.lock().expect("session lock");
         connections.remove(&peer) && connections.is_empty()
-    }
-
-    /// Drops every prepared and planned statement (a parked session's).
-    fn drop_statements(&self) {
-        self.prepared.lock().expect("prepared lock").clear();
-        self.planned.lock().expect("planned lock").clear();
     }
 
     /// How long the session has not been used.
@@ -268,6 +263,16 @@ struct Tokens {
     live: HashMap<String, Arc<Session>>,
     /// Sessions whose every connection closed, by token.
     parked: HashMap<String, Arc<Session>>,
+    /// The client connections open now (`connections.rs`): a session records only these, so a
+    /// call that arrives after its connection's end is reported cannot keep the session live.
+    open: HashSet<SocketAddr>,
+}
+
+impl Tokens {
+    /// `peer` if its connection is open.
+    fn open_peer(&self, peer: Option<SocketAddr>) -> Option<SocketAddr> {
+        peer.filter(|p| self.open.contains(p))
+    }
 }
 
 impl Sessions {
@@ -301,12 +306,9 @@ impl Sessions {
             uuid::Uuid::new_v4().simple(),
             uuid::Uuid::new_v4().simple()
         );
-        session.touch(peer);
-        self.by_token
-            .lock()
-            .expect("sessions lock")
-            .live
-            .insert(token.clone(), Arc::new(session));
+        let mut tokens = self.by_token.lock().expect("sessions lock");
+        session.touch(tokens.open_peer(peer));
+        tokens.live.insert(token.clone(), Arc::new(session));
         token
     }
 
@@ -322,14 +324,24 @@ impl Sessions {
                 s
             }
         };
-        session.touch(peer);
+        session.touch(tokens.open_peer(peer));
         Some(session)
+    }
+
+    /// A client connection from `peer` opened.
+    pub fn connected(&self, peer: SocketAddr) {
+        self.by_token
+            .lock()
+            .expect("sessions lock")
+            .open
+            .insert(peer);
     }
 
     /// The client connection of `peer` closed: each session it was the last open connection
     /// of is parked (module docs). Returns how many were.
     pub fn disconnected(&self, peer: SocketAddr) -> usize {
         let mut tokens = self.by_token.lock().expect("sessions lock");
+        tokens.open.remove(&peer);
         let gone: Vec<String> = tokens
             .live
             .iter()
@@ -338,7 +350,6 @@ impl Sessions {
             .collect();
         for token in &gone {
             if let Some(session) = tokens.live.remove(token) {
-                session.drop_statements();
                 tokens.parked.insert(token.clone(), session);
             }
         }
@@ -359,7 +370,10 @@ impl Sessions {
         tokens.live.retain(|_, s| s.idle() < self.session_ttl);
         tokens.parked.retain(|_, s| s.idle() < self.session_ttl);
         let sessions = before - tokens.live.len() - tokens.parked.len();
-        let statements: usize = tokens.live.values().map(|s| self.expire_in(s)).sum();
+        let statements: usize = (tokens.live.values())
+            .chain(tokens.parked.values())
+            .map(|s| self.expire_in(s))
+            .sum();
         (sessions, statements)
     }
 
@@ -390,11 +404,5 @@ impl Sessions {
             tokens.live.values().map(|s| s.prepared_count()).sum(),
             tokens.live.values().map(|s| s.planned_count()).sum(),
         )
-    }
-
-    /// Parked sessions (module docs): their clients' connections all closed, their tokens
-    /// still valid.
-    pub fn parked(&self) -> usize {
-        self.by_token.lock().expect("sessions lock").parked.len()
     }
 }
