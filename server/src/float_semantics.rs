@@ -43,7 +43,7 @@ use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::datatypes::{DataType, FieldRef, Float32Type, Float64Type};
 use datafusion::catalog::default_table_source::source_as_provider;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeIterator};
-use datafusion::common::{Column, DFSchema, Result, ScalarValue, exec_err};
+use datafusion::common::{Column, DFSchema, JoinType, Result, ScalarValue, exec_err};
 use datafusion::logical_expr::expr::{
     AggregateFunction, Between, InList, ScalarFunction, WindowFunction,
 };
@@ -234,7 +234,7 @@ pub fn delete_condition(condition: Expr, schema: &DFSchema) -> Result<Expr> {
 
 /// Whether output column `index` of `plan` is a column of an Iceberg table read by a scan,
 /// passed up unchanged (whose NaNs are canonical, `scan/src/output.rs`): through filters,
-/// sorts, limits, aliases and projections of bare columns.
+/// sorts, limits, aliases, joins and projections of bare columns.
 fn from_iceberg_scan(plan: &LogicalPlan, index: usize) -> bool {
     match plan {
         LogicalPlan::TableScan(scan) => source_as_provider(&scan.source)
@@ -243,6 +243,19 @@ fn from_iceberg_scan(plan: &LogicalPlan, index: usize) -> bool {
         LogicalPlan::Sort(s) => from_iceberg_scan(&s.input, index),
         LogicalPlan::Limit(l) => from_iceberg_scan(&l.input, index),
         LogicalPlan::SubqueryAlias(a) => from_iceberg_scan(&a.input, index),
+        LogicalPlan::Join(j) => {
+            let left = j.left.schema().fields().len();
+            match j.join_type {
+                JoinType::LeftSemi | JoinType::LeftAnti | JoinType::LeftMark => {
+                    index < left && from_iceberg_scan(&j.left, index)
+                }
+                JoinType::RightSemi | JoinType::RightAnti | JoinType::RightMark => {
+                    from_iceberg_scan(&j.right, index)
+                }
+                _ if index < left => from_iceberg_scan(&j.left, index),
+                _ => from_iceberg_scan(&j.right, index - left),
+            }
+        }
         LogicalPlan::Projection(p) => {
             let column = match p.expr.get(index) {
                 Some(Expr::Column(c)) => c,
