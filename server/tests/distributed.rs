@@ -180,6 +180,16 @@ async fn tpch_through_two_and_three_workers_matches_single_node() {
         assert_eq!(answer(&two, &text).await, expected, "{name}, 2 workers");
         assert_eq!(answer(&three, &text).await, expected, "{name}, 3 workers");
     }
+    // Plans with float keys carry the engine's `canonical_float` (case c12), which workers
+    // decode by name.
+    let floats = "SELECT count(DISTINCT CAST(l_discount AS DOUBLE) * -1.0), \
+                  count(*) FILTER (WHERE CAST(l_tax AS DOUBLE) * -1.0 = 0.0) FROM lineitem";
+    let plan = distributed_plan(&three, floats).await;
+    assert!(
+        plan.contains("DistributedExec") && plan.contains("canonical_float"),
+        "{plan}"
+    );
+    assert_eq!(answer(&three, floats).await, answer(&single, floats).await);
 }
 
 /// A named counter of `table`'s scans in an `EXPLAIN ANALYZE` text, summed over the tasks'

@@ -54,7 +54,7 @@ def run(conn, sql, parameters=None):
         return cur.fetchall()
 
 
-def fresh_table(conn, name, columns="id BIGINT, name VARCHAR, amount DECIMAL(10, 2)"):
+def fresh_table(conn, name, columns="id BIGINT NOT NULL, name VARCHAR, amount DECIMAL(10, 2)"):
     run(conn, f"DROP TABLE IF EXISTS {name}")
     run(conn, f"CREATE TABLE {name} ({columns})")
     return name
@@ -141,6 +141,7 @@ def test_parameters_of_the_wrong_count_or_type_are_refused_and_write_nothing(con
             lambda: cur.executemany(insert, [(2.5, "b", 1)]),  # does not fit a BIGINT
             lambda: cur.executemany(insert, [(2, "b", decimal.Decimal("1.001"))]),  # scale 2
             lambda: cur.execute(insert, (2, "b")),  # the query path, too few
+            lambda: cur.executemany(insert, [(2, "b", 1), (None, "c", 2)]),  # not for NOT NULL
         ]
         for attempt in bad:
             e = status(attempt)

@@ -225,7 +225,8 @@ impl BoundRows {
 ///
 /// Errors (`InvalidArgument`): placeholders and no row bound; more than one row for a statement
 /// other than a query, `INSERT` or `DELETE`; more rows than the plan can take
-/// ([`MAX_PLANNED_ROWS`], [`MAX_EXPANDED_ROWS`]); DataFusion's errors binding the values.
+/// ([`MAX_PLANNED_ROWS`], [`MAX_EXPANDED_ROWS`]); a NULL for a `NOT NULL` column of an `INSERT
+/// … VALUES (?, …)`; DataFusion's errors binding the values.
 pub fn bind(
     plan: &LogicalPlan,
     placeholders: &Placeholders,
@@ -234,15 +235,27 @@ pub fn bind(
     if placeholders.is_empty() {
         return Ok(plan.clone());
     }
-    let bound = match rows.filter(|r| !r.is_empty()) {
-        None => {
+    let Some(rows) = rows.filter(|r| !r.is_empty()) else {
+        return Err(Status::invalid_argument(format!(
+            "the prepared statement has {} parameter(s) and none were bound",
+            placeholders.len()
+        )));
+    };
+    let bound = match plan {
+        LogicalPlan::Dml(dml) if matches!(dml.op, WriteOp::Insert(_)) => bind_insert(dml, rows)?,
+        LogicalPlan::Dml(dml) if dml.op == WriteOp::Delete => bind_delete(dml, rows)?,
+        plan if rows.rows == 1 => with_row(plan.clone(), &rows.row(0)?).map_err(to_status)?,
+        plan if !is_state_change(plan) => {
+            let rows = rows.all_rows(MAX_PLANNED_ROWS, "a query")?;
+            union(plan, &rows).map_err(to_status)?
+        }
+        _ => {
             return Err(Status::invalid_argument(format!(
-                "the prepared statement has {} parameter(s) and none were bound",
-                placeholders.len()
+                "this statement binds one parameter row per execution, {} were sent; \
+                 only queries, INSERT and DELETE take several",
+                rows.rows
             )));
         }
-        Some(rows) if rows.rows == 1 => with_row(plan.clone(), &rows.row(0)?).map_err(to_status)?,
-        Some(rows) => bind_many(plan, rows)?,
     };
     crate::delete_statement::plan_delete(bound).map_err(to_status)
 }
@@ -251,23 +264,6 @@ fn with_row(plan: LogicalPlan, row: &[ScalarValue]) -> Result<LogicalPlan> {
     plan.with_param_values(ParamValues::List(
         row.iter().cloned().map(Into::into).collect(),
     ))
-}
-
-/// `plan` for two or more rows.
-fn bind_many(plan: &LogicalPlan, rows: &BoundRows) -> Result<LogicalPlan, Status> {
-    match plan {
-        LogicalPlan::Dml(dml) if matches!(dml.op, WriteOp::Insert(_)) => bind_insert(dml, rows),
-        LogicalPlan::Dml(dml) if dml.op == WriteOp::Delete => bind_delete(dml, rows),
-        plan if !is_state_change(plan) => {
-            let rows = rows.all_rows(MAX_PLANNED_ROWS, "a query")?;
-            union(plan, &rows).map_err(to_status)
-        }
-        _ => Err(Status::invalid_argument(format!(
-            "this statement binds one parameter row per execution, {} were sent; \
-             only queries, INSERT and DELETE take several",
-            rows.rows
-        ))),
-    }
 }
 
 /// `INSERT`: when the placeholders are all in one `VALUES` node (the plan of `INSERT INTO t
@@ -322,7 +318,7 @@ fn values_of_rows(template: &Values, rows: &BoundRows) -> Result<LogicalPlan, St
     if let [exprs] = template.values.as_slice()
         && let Some(columns) = bare_placeholders(exprs, rows)
     {
-        return scan_of_rows(template, columns).map_err(to_status);
+        return scan_of_rows(template, columns);
     }
     let rows = rows.all_rows(MAX_EXPANDED_ROWS, "this INSERT … VALUES")?;
     let mut values = Vec::with_capacity(rows.len() * template.values.len());
@@ -342,14 +338,15 @@ fn values_of_rows(template: &Values, rows: &BoundRows) -> Result<LogicalPlan, St
     }))
 }
 
-/// The bound arrays in the order of `exprs`, when each is a bare placeholder.
-fn bare_placeholders(exprs: &[Expr], rows: &BoundRows) -> Option<Vec<ArrayRef>> {
+/// The bound arrays in the order of `exprs`, with their placeholders, when each is a bare
+/// placeholder.
+fn bare_placeholders<'a>(exprs: &'a [Expr], rows: &BoundRows) -> Option<Vec<(&'a str, ArrayRef)>> {
     exprs
         .iter()
         .map(|e| match e {
             Expr::Placeholder(p) => placeholder_index(&p.id)
                 .and_then(|i| rows.columns.get(i))
-                .cloned(),
+                .map(|c| (p.id.as_str(), Arc::clone(c))),
             _ => None,
         })
         .collect()
@@ -358,14 +355,28 @@ fn bare_placeholders(exprs: &[Expr], rows: &BoundRows) -> Option<Vec<ArrayRef>> 
 /// A plan reading `columns` under the `VALUES` node's column names (`column1`, …) and types: a
 /// scan of an in-memory table, projected to unqualified names as `VALUES` has them.
 ///
-/// Errors: a NULL where the node's column is not nullable.
-fn scan_of_rows(template: &Values, columns: Vec<ArrayRef>) -> Result<LogicalPlan> {
+/// Errors: `InvalidArgument` for a NULL where the node's column (the table's) is `NOT NULL`,
+/// naming the placeholder.
+fn scan_of_rows(template: &Values, columns: Vec<(&str, ArrayRef)>) -> Result<LogicalPlan, Status> {
     let schema = Arc::new(template.schema.as_arrow().clone());
+    for ((placeholder, column), field) in columns.iter().zip(schema.fields()) {
+        if !field.is_nullable() && column.null_count() > 0 {
+            return Err(Status::invalid_argument(format!(
+                "parameter {placeholder} is NULL for a NOT NULL column"
+            )));
+        }
+    }
     let columns = columns
         .iter()
         .zip(schema.fields())
-        .map(|(c, f)| Ok(cast(c, f.data_type())?))
-        .collect::<Result<Vec<_>>>()?;
+        .map(|((_, c), f)| Ok(cast(c, f.data_type())?))
+        .collect::<Result<Vec<_>>>()
+        .map_err(to_status)?;
+    scan_of_batch(schema, columns).map_err(to_status)
+}
+
+/// A scan of one batch of `columns` under `schema`, projected to unqualified names.
+fn scan_of_batch(schema: SchemaRef, columns: Vec<ArrayRef>) -> Result<LogicalPlan> {
     let batch = RecordBatch::try_new(Arc::clone(&schema), columns)
         .map_err(|e| plan_datafusion_err!("parameter rows: {e}"))?;
     let table = MemTable::try_new(Arc::clone(&schema), vec![vec![batch]])?;
@@ -420,7 +431,10 @@ fn bind_delete(dml: &DmlStatement, rows: &BoundRows) -> Result<LogicalPlan, Stat
 /// `c₁ OR … OR cₙ`: an IN list when every condition is `column = value` of one column, else a
 /// balanced OR of at most [`MAX_PLANNED_ROWS`] conditions. (`k IN (v₁, …)` is `k = v₁ OR …`
 /// under three-valued logic, NULL values included.)
-fn any_of(conditions: Vec<Expr>) -> Result<Expr> {
+fn any_of(mut conditions: Vec<Expr>) -> Result<Expr> {
+    if conditions.len() == 1 {
+        return Ok(conditions.remove(0));
+    }
     let column_eq = |e: &Expr| match e {
         Expr::BinaryExpr(BinaryExpr {
             left,
@@ -463,6 +477,9 @@ fn balanced_or(mut conditions: Vec<Expr>) -> Expr {
 /// `plan` bound to each row, as one `UNION ALL` of them all (the caller bounds the rows). The
 /// rows of different parameter rows may interleave.
 fn union(plan: &LogicalPlan, rows: &[Vec<ScalarValue>]) -> Result<LogicalPlan> {
+    if let [row] = rows {
+        return with_row(plan.clone(), row);
+    }
     let inputs = rows
         .iter()
         .map(|row| with_row(plan.clone(), row).map(Arc::new))

@@ -110,7 +110,7 @@ fn finish(session: &Session, sql: String, plan: LogicalPlan) -> Result<Planned, 
 }
 
 /// Logs a statement that failed before it ran and passes its status on.
-fn failed(session: &Session, sql: &str, status: Status) -> Status {
+pub(crate) fn failed(session: &Session, sql: &str, status: Status) -> Status {
     QueryLog::start(session.history(), &session.user, sql).fail(&status);
     status
 }

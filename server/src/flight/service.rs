@@ -138,7 +138,8 @@ impl IceflightService {
                     session,
                 }),
                 None => Err(Status::unauthenticated(
-                    "unknown or expired session token; log in again",
+                    "unknown or expired session token; log in again (a password goes in the \
+                     handshake as HTTP Basic with the user name, not as a bearer token)",
                 )),
             },
             None if self.inner.auth_required => Err(Status::unauthenticated(
@@ -537,7 +538,9 @@ impl FlightSqlService for IceflightService {
     ) -> Result<DoPutPreparedStatementResult, Status> {
         let caller = self.caller(&request)?;
         let (handle, prepared) = Self::prepared(&caller.session, &cmd.prepared_statement_handle)?;
-        let rows = uploaded_rows(request.into_inner(), &prepared.placeholders).await?;
+        let rows = uploaded_rows(request.into_inner(), &prepared.placeholders)
+            .await
+            .map_err(|s| planner::failed(&caller.session, &prepared.sql, s))?;
         caller.session.bind(&handle, rows);
         Ok(DoPutPreparedStatementResult {
             prepared_statement_handle: Some(handle.into_bytes().into()),
@@ -557,7 +560,9 @@ impl FlightSqlService for IceflightService {
     ) -> Result<i64, Status> {
         let caller = self.caller(&request)?;
         let (_, prepared) = Self::prepared(&caller.session, &cmd.prepared_statement_handle)?;
-        let sent = uploaded_rows(request.into_inner(), &prepared.placeholders).await?;
+        let sent = uploaded_rows(request.into_inner(), &prepared.placeholders)
+            .await
+            .map_err(|s| planner::failed(&caller.session, &prepared.sql, s))?;
         let (prepared, pending) =
             Self::prepared_for_execution(&caller.session, &cmd.prepared_statement_handle)?;
         let rows = match sent.is_empty() {
