@@ -14,7 +14,6 @@ SQLAlchemy creates the table (DROP TABLE first for if_exists="replace") and inse
 
 import contextlib
 import decimal
-import os
 import subprocess
 import sys
 import time
@@ -25,16 +24,9 @@ import pytest
 import sqlalchemy as sa
 from adbc_driver_manager import AdbcStatusCode
 
-from test_adbc import CATALOG, Server, objects, find  # noqa: F401 (fixtures below)
+from test_adbc import CATALOG, find, objects, server  # noqa: F401 (server: test_adbc's fixture)
 
 SCHEMA = "params"
-
-
-@pytest.fixture(scope="module")
-def server():
-    if not os.environ.get("ICEFLIGHT_URI"):
-        pytest.fail("ICEFLIGHT_URI is not set (see tests/flight/run_clients.sh)", pytrace=False)
-    return Server()
 
 
 @pytest.fixture(scope="module")
