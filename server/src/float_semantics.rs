@@ -40,7 +40,7 @@
 use std::sync::{Arc, LazyLock};
 
 use arrow::array::{Array, ArrayRef, AsArray};
-use arrow::datatypes::{DataType, FieldRef, Float32Type, Float64Type};
+use arrow::datatypes::{ArrowPrimitiveType, DataType, FieldRef, Float32Type, Float64Type};
 use datafusion::catalog::default_table_source::source_as_provider;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeIterator};
 use datafusion::common::{Column, DFSchema, JoinType, Result, ScalarValue, exec_err};
@@ -115,30 +115,32 @@ pub fn canonical_float() -> Arc<ScalarUDF> {
 
 fn canonical_array(array: &ArrayRef) -> Result<ArrayRef> {
     Ok(match array.data_type() {
-        DataType::Float64 => {
-            let values = array.as_primitive::<Float64Type>();
-            let odd = |v: f64| {
-                v.to_bits() == (-0.0f64).to_bits()
-                    || (v.is_nan() && v.to_bits() != f64::NAN.to_bits())
-            };
-            if !values.values().iter().any(|v| odd(*v)) {
-                return Ok(Arc::clone(array));
-            }
-            Arc::new(values.unary::<_, Float64Type>(canonical_f64))
-        }
-        DataType::Float32 => {
-            let values = array.as_primitive::<Float32Type>();
-            let odd = |v: f32| {
-                v.to_bits() == (-0.0f32).to_bits()
-                    || (v.is_nan() && v.to_bits() != f32::NAN.to_bits())
-            };
-            if !values.values().iter().any(|v| odd(*v)) {
-                return Ok(Arc::clone(array));
-            }
-            Arc::new(values.unary::<_, Float32Type>(canonical_f32))
-        }
+        DataType::Float64 => canonical_values::<Float64Type>(
+            array,
+            |v| v.to_bits() != canonical_f64(v).to_bits(),
+            canonical_f64,
+        ),
+        DataType::Float32 => canonical_values::<Float32Type>(
+            array,
+            |v| v.to_bits() != canonical_f32(v).to_bits(),
+            canonical_f32,
+        ),
         other => return exec_err!("{CANONICAL_FLOAT} takes REAL or DOUBLE, not {other}"),
     })
+}
+
+/// `array` with `canonical` applied to every value, or unchanged (no copy) when no value is
+/// `changed` by it.
+fn canonical_values<T: ArrowPrimitiveType>(
+    array: &ArrayRef,
+    changed: fn(T::Native) -> bool,
+    canonical: fn(T::Native) -> T::Native,
+) -> ArrayRef {
+    let values = array.as_primitive::<T>();
+    if !values.values().iter().any(|v| changed(*v)) {
+        return Arc::clone(array);
+    }
+    Arc::new(values.unary::<_, T>(canonical))
 }
 
 fn canonical_f64(v: f64) -> f64 {
