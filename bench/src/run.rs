@@ -564,8 +564,12 @@ async fn iceflight_runner(engine: &Engine, settings: &[&str]) -> Result<Runner> 
         .map_err(ext)?;
     let mut client = FlightSqlServiceClient::new(channel);
     client.handshake("bench", "bench").await.map_err(ext)?;
+    // As an update (DoPut): a statement's GetFlightInfo only plans it, its DoGet runs it.
     for sql in settings {
-        client.execute(sql.to_string(), None).await.map_err(ext)?;
+        client
+            .execute_update(sql.to_string(), None)
+            .await
+            .map_err(ext)?;
     }
     Ok(Runner::Iceflight { client })
 }

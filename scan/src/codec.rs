@@ -161,6 +161,8 @@ impl IcebergScanCodec {
             reader_iceberg: settings.reader == ScanReader::Iceberg,
             dynamic_row_filter: settings.dynamic_row_filter,
             late_materialization: settings.late_materialization,
+            static_row_filter: settings.static_row_filter,
+            dictionary_strings: settings.dictionary_strings,
             files_pruned_statistics: scan.files_pruned_statistics as u64,
             files_pruned_manifest: scan.files_pruned_manifest() as u64,
         })
@@ -264,6 +266,8 @@ impl IcebergScanCodec {
             },
             dynamic_row_filter: node.dynamic_row_filter,
             late_materialization: node.late_materialization,
+            static_row_filter: node.static_row_filter,
+            dictionary_strings: node.dictionary_strings,
         };
         let planned = assemble(
             ScanInputs {
@@ -495,6 +499,10 @@ struct ScanNode {
     dynamic_row_filter: bool,
     #[prost(bool, tag = "23")]
     late_materialization: bool,
+    #[prost(bool, tag = "26")]
+    static_row_filter: bool,
+    #[prost(bool, tag = "27")]
+    dictionary_strings: bool,
     /// Scan-wide counters reported by the scan's first partition.
     #[prost(uint64, tag = "24")]
     files_pruned_statistics: u64,

@@ -53,7 +53,7 @@ use crate::opener::TaskOpener;
 use crate::options::ScanSettings;
 use crate::positional_deletes::PositionalDeletes;
 use crate::prune::{BoundsByFile, may_match};
-use crate::row_filter::DynamicRowFilter;
+use crate::row_filter::{FilterKind, RowFilterCounters, ScanRowFilter};
 
 /// Reads Iceberg data files with iceberg's `ArrowReader`, one output partition per task group.
 ///
@@ -281,6 +281,68 @@ impl IcebergScanExec {
         new.set_dynamic_nulls(nulls);
         new.metrics = ExecutionPlanMetricsSet::new();
         Some(Arc::new(new))
+    }
+
+    /// Whether it holds dynamic filters.
+    pub(crate) fn has_dynamic_filters(&self) -> bool {
+        !self.dynamic_filters.is_empty()
+    }
+
+    /// The same scan without its dynamic filters (a scan shared by several consumers, each of
+    /// whose joins pushed its own: `shared_subplan.rs`).
+    pub(crate) fn without_dynamic_filters(&self) -> Self {
+        let mut new = self.clone();
+        new.dynamic_filters.clear();
+        new.dynamic_domains = None;
+        new.dynamic_nulls = DynamicNulls::Unproven;
+        new.remote_dynamic_filters = 0;
+        new.settings.dynamic_filter_wait = Duration::ZERO;
+        new.metrics = ExecutionPlanMetricsSet::new();
+        new
+    }
+
+    /// Whether `other` reads the same rows into the same partitions: the same table at the
+    /// same metadata file, snapshot and schema, the same tasks, columns, static filters, limit
+    /// and settings (dynamic filters and the wait for them aside).
+    pub(crate) fn reads_same_as(&self, other: &Self) -> bool {
+        let metadata = |s: &Self| {
+            (
+                s.table.identifier().clone(),
+                s.table.metadata_location().map(str::to_string),
+                s.table.metadata().current_snapshot_id(),
+                s.table.metadata().current_schema_id(),
+            )
+        };
+        let tasks = |s: &Self| -> Vec<Vec<(String, u64, u64)>> {
+            s.file_groups
+                .iter()
+                .map(|g| {
+                    g.iter()
+                        .map(|t| (t.data_file_path.clone(), t.start, t.length))
+                        .collect()
+                })
+                .collect()
+        };
+        metadata(self) == metadata(other)
+            && self.catalog == other.catalog
+            && self.schema == other.schema
+            && self.field_ids == other.field_ids
+            && self.limit == other.limit
+            && self.batch_size == other.batch_size
+            && ScanSettings {
+                dynamic_filter_wait: Duration::ZERO,
+                ..self.settings
+            } == ScanSettings {
+                dynamic_filter_wait: Duration::ZERO,
+                ..other.settings
+            }
+            && self.static_filters.len() == other.static_filters.len()
+            && self
+                .static_filters
+                .iter()
+                .zip(&other.static_filters)
+                .all(|(a, b)| a.as_ref() == b.as_ref())
+            && tasks(self) == tasks(other)
     }
 
     /// The same scan using none of its pushed filters: static domains reset (the files they
@@ -609,18 +671,36 @@ impl ExecutionPlan for IcebergScanExec {
             return internal_err!("IcebergScanExec: invalid partition {partition}");
         };
         let metrics = ScanMetrics::new(&self.metrics, partition);
-        let row_filter = (self.settings.dynamic_row_filter
+        let mut row_filters = vec![];
+        if self.settings.static_row_filter {
+            row_filters.extend(
+                self.static_filters
+                    .iter()
+                    .map(|f| (FilterKind::Static, Arc::clone(f))),
+            );
+        }
+        if self.settings.dynamic_row_filter
             && self.settings.dynamic_pruning
-            && self.dynamic_nulls != DynamicNulls::Unproven)
-            .then(|| {
-                DynamicRowFilter::new(
-                    self.dynamic_filters.clone(),
-                    metrics.dynamic_rows_dropped.clone(),
-                    metrics.dynamic_rows_evaluated.clone(),
-                )
-            })
-            .flatten()
-            .map(Arc::new);
+            && self.dynamic_nulls != DynamicNulls::Unproven
+        {
+            row_filters.extend(
+                self.dynamic_filters
+                    .iter()
+                    .map(|f| (FilterKind::Dynamic, Arc::clone(f))),
+            );
+        }
+        let row_filter = ScanRowFilter::new(
+            row_filters,
+            Arc::clone(&self.schema),
+            RowFilterCounters {
+                dynamic_dropped: metrics.dynamic_rows_dropped.clone(),
+                dynamic_evaluated: metrics.dynamic_rows_evaluated.clone(),
+                static_dropped: metrics.static_rows_dropped.clone(),
+                static_evaluated: metrics.static_rows_evaluated.clone(),
+                late_rows: metrics.late_filter_rows.clone(),
+            },
+        )
+        .map(Arc::new);
         if partition == 0 {
             metrics
                 .files_pruned_manifest
@@ -659,6 +739,7 @@ impl ExecutionPlan for IcebergScanExec {
             positional: Arc::clone(&self.positional),
             row_filter,
             late_materialization: self.settings.late_materialization,
+            dictionary_strings: self.settings.dictionary_strings,
         });
         let batches = stream::iter(tasks.into_iter().enumerate())
             .then(move |(i, task)| {

@@ -40,6 +40,9 @@ use datafusion::logical_expr::{
 use datafusion::optimizer::{OptimizerConfig, OptimizerRule};
 
 use crate::IceflightOptions;
+use crate::filter_selectivity::{
+    EQ_UNKNOWN, IS_NULL_UNKNOWN, LIKE_UNKNOWN, OTHER_UNKNOWN, RANGE_UNKNOWN, number,
+};
 
 /// Clusters of at most this many leaves are ordered by dynamic programming (3^n subset pairs);
 /// larger ones greedily.
@@ -579,17 +582,17 @@ fn selectivity(
             Operator::Eq => {
                 let (col, lit) = column_and_literal(left, right);
                 match (col, lit) {
-                    (Some(c), Some(_)) => ndv(c).map_or(0.1, |d| 1.0 / d),
-                    _ => 0.1,
+                    (Some(c), Some(_)) => ndv(c).map_or(EQ_UNKNOWN, |d| 1.0 / d),
+                    _ => EQ_UNKNOWN,
                 }
             }
-            Operator::NotEq => 0.9,
+            Operator::NotEq => 1.0 - EQ_UNKNOWN,
             Operator::Lt | Operator::LtEq | Operator::Gt | Operator::GtEq => {
-                range_share(left, *op, right, stats).unwrap_or(1.0 / 3.0)
+                range_share(left, *op, right, stats).unwrap_or(RANGE_UNKNOWN)
             }
-            Operator::LikeMatch | Operator::ILikeMatch => 0.1,
-            Operator::NotLikeMatch | Operator::NotILikeMatch => 0.9,
-            _ => 0.5,
+            Operator::LikeMatch | Operator::ILikeMatch => LIKE_UNKNOWN,
+            Operator::NotLikeMatch | Operator::NotILikeMatch => 1.0 - LIKE_UNKNOWN,
+            _ => OTHER_UNKNOWN,
         },
         Expr::Between(b) => {
             let low = range_share(&b.expr, Operator::GtEq, &b.low, stats);
@@ -602,20 +605,20 @@ fn selectivity(
         }
         Expr::InList(l) => {
             let n = l.list.len() as f64;
-            let s = ndv(&l.expr).map_or(0.1 * n, |d| n / d).min(1.0);
+            let s = ndv(&l.expr).map_or(EQ_UNKNOWN * n, |d| n / d).min(1.0);
             if l.negated { 1.0 - s } else { s }
         }
         Expr::Like(l) => {
             if l.negated {
-                0.9
+                1.0 - LIKE_UNKNOWN
             } else {
-                0.1
+                LIKE_UNKNOWN
             }
         }
         Expr::Not(e) => 1.0 - selectivity(e, stats),
-        Expr::IsNull(_) => 0.05,
-        Expr::IsNotNull(_) => 0.95,
-        _ => 0.5,
+        Expr::IsNull(_) => IS_NULL_UNKNOWN,
+        Expr::IsNotNull(_) => 1.0 - IS_NULL_UNKNOWN,
+        _ => OTHER_UNKNOWN,
     };
     s.clamp(1e-9, 1.0)
 }
@@ -645,26 +648,5 @@ fn range_share(
         number(s.min_value.get_value()?)?,
         number(s.max_value.get_value()?)?,
     );
-    let x = number(v)?;
-    if hi <= lo {
-        return None;
-    }
-    let below = ((x - lo) / (hi - lo)).clamp(0.0, 1.0);
-    Some(match op {
-        Operator::Lt | Operator::LtEq => below,
-        _ => 1.0 - below,
-    })
-}
-
-fn number(v: &ScalarValue) -> Option<f64> {
-    Some(match v {
-        ScalarValue::Int8(Some(x)) => f64::from(*x),
-        ScalarValue::Int16(Some(x)) => f64::from(*x),
-        ScalarValue::Int32(Some(x)) | ScalarValue::Date32(Some(x)) => f64::from(*x),
-        ScalarValue::Int64(Some(x)) => *x as f64,
-        ScalarValue::Float32(Some(x)) => f64::from(*x),
-        ScalarValue::Float64(Some(x)) => *x,
-        ScalarValue::Decimal128(Some(x), _, s) => *x as f64 / 10f64.powi(i32::from(*s)),
-        _ => return None,
-    })
+    crate::filter_selectivity::range_share(lo, hi, op, number(v)?)
 }

@@ -34,6 +34,7 @@ pub(crate) mod domain_cache;
 pub(crate) mod dynamic_filter_rule;
 pub(crate) mod equality_deletes;
 pub(crate) mod exec;
+pub mod filter_selectivity;
 pub mod footer;
 pub(crate) mod gate;
 pub(crate) mod io_scope;
@@ -52,6 +53,7 @@ pub(crate) mod provider;
 pub(crate) mod prune;
 pub(crate) mod row_filter;
 pub(crate) mod row_groups;
+pub mod shared_subplan;
 pub mod sink;
 pub(crate) mod struct_evolution;
 pub mod time_travel;
@@ -64,14 +66,21 @@ use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::prelude::SessionConfig;
 
 /// Registers the scan in a session being built: its settings (`iceflight.*`,
-/// [`IceflightOptions`]) and the engine's `caches` in `config`, and its physical optimizer rule
-/// ([`DynamicFilterRule`]) after `rules` (it needs the dynamic filters DataFusion's last
-/// filter-pushdown pass puts in place, so it goes last). Returns the config.
+/// [`IceflightOptions`]) and the engine's `caches` in `config`, and its physical optimizer
+/// rules in `rules`: [`filter_selectivity::FilterSelectivity`] before DataFusion's
+/// `join_selection` (which picks build sides from the estimates it sets), and
+/// [`DynamicFilterRule`] last (it needs the dynamic filters DataFusion's last filter-pushdown
+/// pass puts in place). Returns the config.
 pub fn register(
     config: SessionConfig,
     caches: Arc<caches::ScanCaches>,
     rules: &mut Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>>,
 ) -> SessionConfig {
+    let at = rules
+        .iter()
+        .position(|r| r.name() == "join_selection")
+        .unwrap_or(0);
+    rules.insert(at, Arc::new(filter_selectivity::FilterSelectivity));
     rules.push(Arc::new(DynamicFilterRule));
     config
         .with_option_extension(IceflightOptions::default())

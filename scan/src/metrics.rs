@@ -41,6 +41,18 @@ pub struct ScanMetrics {
     pub dynamic_rows_dropped: Count,
     /// Rows the dynamic row filters were evaluated on.
     pub dynamic_rows_evaluated: Count,
+    /// Rows dropped by the query's own (static) conjuncts evaluated in the scan
+    /// (`row_filter.rs`; the filter above the scan still sees every row kept).
+    pub static_rows_dropped: Count,
+    /// Rows the static conjuncts were evaluated on (each conjunct counts its rows).
+    pub static_rows_evaluated: Count,
+    /// Rows whose filter columns the Parquet reader decoded to evaluate the row filter inside
+    /// it (late materialization); the other columns decode only the rows kept, which
+    /// `rows_decoded` counts.
+    pub late_filter_rows: Count,
+    /// Files whose string columns read by the row filter were decoded as dictionaries (kept
+    /// encoded until the filter ran; `native_reader.rs`, `FilePlan::keep_dictionaries`).
+    pub dictionary_files: Count,
     /// Data bytes fetched by the readers.
     pub bytes_scanned: Count,
     /// Footer bytes fetched.
@@ -75,6 +87,10 @@ impl ScanMetrics {
             rows_decoded: counter("rows_decoded"),
             dynamic_rows_dropped: counter("dynamic_rows_dropped"),
             dynamic_rows_evaluated: counter("dynamic_rows_evaluated"),
+            static_rows_dropped: counter("static_rows_dropped"),
+            static_rows_evaluated: counter("static_rows_evaluated"),
+            late_filter_rows: counter("late_filter_rows"),
+            dictionary_files: counter("dictionary_files"),
             bytes_scanned: counter("bytes_scanned"),
             footer_bytes_read: counter("footer_bytes_read"),
             equality_deleted_rows: counter("equality_deleted_rows"),

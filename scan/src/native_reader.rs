@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use arrow::array::{ArrayRef, BooleanArray, RecordBatch, RecordBatchOptions, new_null_array};
-use arrow::datatypes::{DataType, Schema, SchemaRef};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::error::ArrowError;
 use bytes::Bytes;
 use datafusion::common::{Result, ScalarValue};
@@ -47,7 +47,7 @@ use parquet::basic::Type as PhysicalType;
 use parquet::errors::ParquetError;
 use parquet::file::metadata::ParquetMetaData;
 
-use crate::row_filter::{self, ConjunctKey, DynamicRowFilter};
+use crate::row_filter::{self, ConjunctKey, ScanRowFilter};
 use crate::struct_evolution::align;
 
 /// Why a data file is read by iceberg's `ArrowReader` instead of the native path.
@@ -156,6 +156,78 @@ impl FilePlan {
         })
     }
 
+    /// Reads the string columns among `columns` (read-column positions) that every row group
+    /// of the file stores dictionary-encoded as `Dictionary(Int32, Utf8)`: the Parquet reader
+    /// then keeps the dictionary page's values and the rows' keys instead of copying every
+    /// string (`OffsetBuffer::extend_from_dictionary`), the row filter evaluates a conjunct once
+    /// per distinct value (`row_filter::evaluate`), and only the rows it keeps are turned into
+    /// strings (`opener.rs`, `to_output`). Returns the reader metadata to read the file with
+    /// (`arrow` with those columns' types changed), `None` when no column qualifies.
+    ///
+    /// Errors: the reader refuses the changed schema (not expected: Arrow reads any string
+    /// column as a dictionary).
+    pub fn keep_dictionaries(
+        &mut self,
+        arrow: &ArrowReaderMetadata,
+        columns: &[usize],
+    ) -> Result<Option<ArrowReaderMetadata>> {
+        let metadata = arrow.metadata();
+        let descr = arrow.parquet_schema();
+        let file_schema = arrow.schema();
+        let dictionary = |value: &DataType| {
+            DataType::Dictionary(Box::new(DataType::Int32), Box::new(value.clone()))
+        };
+        let mut file_fields: Vec<Field> =
+            file_schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+        let mut read_fields: Vec<Field> =
+            self.schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+        let mut any = false;
+        for &c in columns {
+            let (Some(Source::Column(at)), Some(field)) = (self.sources.get(c), read_fields.get(c))
+            else {
+                continue;
+            };
+            let root = self.roots[*at];
+            if field.data_type() != &DataType::Utf8
+                || file_fields.get(root).map(|f| f.data_type()) != Some(&DataType::Utf8)
+            {
+                continue;
+            }
+            // The root's one leaf, dictionary-encoded in every row group (every data page).
+            let leaves: Vec<usize> = (0..descr.num_columns())
+                .filter(|&l| descr.get_column_root_idx(l) == root)
+                .collect();
+            let [leaf] = leaves.as_slice() else { continue };
+            let all_dictionary = metadata
+                .row_groups()
+                .iter()
+                .all(|rg| all_pages_dictionary(rg.column(*leaf)));
+            if !all_dictionary {
+                continue;
+            }
+            file_fields[root] = file_fields[root]
+                .clone()
+                .with_data_type(dictionary(&DataType::Utf8));
+            read_fields[c] = field.clone().with_data_type(dictionary(&DataType::Utf8));
+            any = true;
+        }
+        if !any {
+            return Ok(None);
+        }
+        self.schema = Arc::new(Schema::new_with_metadata(
+            read_fields,
+            self.schema.metadata().clone(),
+        ));
+        let options = reader_options().with_schema(Arc::new(Schema::new_with_metadata(
+            file_fields,
+            file_schema.metadata().clone(),
+        )));
+        Ok(Some(ArrowReaderMetadata::try_new(
+            Arc::clone(metadata),
+            options,
+        )?))
+    }
+
     /// The decoded `batch` (columns of `roots`, file order) as the read columns in read order
     /// and their current types.
     ///
@@ -180,10 +252,11 @@ impl FilePlan {
         )?)
     }
 
-    /// The `conjuncts` (over the read columns, by index) whose columns this file holds, as a
-    /// Parquet `RowFilter`: each decodes only its own columns, then the reader decodes the other
-    /// columns for the rows it kept (late materialization). Only conjuncts whose other columns
-    /// include a variable-width one (strings, binary) are lowered. Each evaluation is recorded in
+    /// The `conjuncts` (over the read columns, by index, in the order to run them) whose
+    /// columns this file holds, as a Parquet `RowFilter`: each decodes only its own columns for
+    /// the rows the ones before it kept, then the reader decodes the other columns for the rows
+    /// all of them kept (late materialization). Lowered only when the other columns include a
+    /// variable-width one (strings, binary). Each evaluation is recorded in
     /// `filter`. Returns the filter (`None`: no conjunct lowered) and the lowered conjuncts.
     ///
     /// Errors: a conjunct's columns do not map onto its sub-schema (not expected).
@@ -191,37 +264,44 @@ impl FilePlan {
         &self,
         arrow: &ArrowReaderMetadata,
         conjuncts: Vec<(ConjunctKey, Arc<dyn PhysicalExpr>)>,
-        filter: &Arc<DynamicRowFilter>,
+        filter: &Arc<ScanRowFilter>,
     ) -> Result<(Option<RowFilter>, Vec<ConjunctKey>)> {
-        let mut predicates: Vec<Box<dyn ArrowPredicate>> = vec![];
-        let mut lowered = vec![];
-        'conjuncts: for (key, expr) in conjuncts {
-            // The conjunct's columns, by the Parquet root each is decoded from.
+        // Each conjunct's columns, by the Parquet root each is decoded from.
+        let mut lowerable = vec![];
+        for (key, expr) in conjuncts {
             let mut by_root: Vec<(usize, usize)> = vec![];
+            let mut mapped = true;
             for column in collect_columns(&expr) {
                 match self.sources.get(column.index()) {
                     Some(Source::Column(at)) => by_root.push((self.roots[*at], column.index())),
-                    _ => continue 'conjuncts,
+                    _ => mapped = false,
                 }
             }
             by_root.sort_unstable();
             by_root.dedup();
-            if by_root.is_empty() || by_root.windows(2).any(|w| w[0].0 == w[1].0) {
+            if !mapped || by_root.is_empty() || by_root.windows(2).any(|w| w[0].0 == w[1].0) {
                 continue;
             }
-            // Late materialization pays where it skips decoding variable-width values (TPC-H
-            // q19: −46 %); over fixed-width columns alone the two-pass decode cost more than it
-            // saved (SSB q3.3, q3.4: +17–22 %, `bench/reports/native-reader-20261201.md`).
-            let descr = arrow.parquet_schema();
-            let skips_variable_width = (0..descr.num_columns()).any(|leaf| {
-                let root = descr.get_column_root_idx(leaf);
-                self.roots.contains(&root)
-                    && !by_root.iter().any(|(r, _)| *r == root)
-                    && descr.column(leaf).physical_type() == PhysicalType::BYTE_ARRAY
-            });
-            if !skips_variable_width {
-                continue;
-            }
+            lowerable.push((key, expr, by_root));
+        }
+        // Late materialization pays where it skips decoding variable-width values (TPC-H
+        // q19: −46 %); over fixed-width columns alone the two-pass decode cost more than it
+        // saved (SSB q3.3, q3.4: +17–22 %, `bench/reports/native-reader-20261201.md`).
+        let descr = arrow.parquet_schema();
+        let skips_variable_width = (0..descr.num_columns()).any(|leaf| {
+            let root = descr.get_column_root_idx(leaf);
+            self.roots.contains(&root)
+                && !lowerable
+                    .iter()
+                    .any(|(_, _, by_root)| by_root.iter().any(|(r, _)| *r == root))
+                && descr.column(leaf).physical_type() == PhysicalType::BYTE_ARRAY
+        });
+        if !skips_variable_width && std::env::var_os("ICEFLIGHT_LATE_FIXED_WIDTH").is_none() {
+            return Ok((None, vec![]));
+        }
+        let mut predicates: Vec<Box<dyn ArrowPredicate>> = vec![];
+        let mut lowered = vec![];
+        for (key, expr, by_root) in lowerable {
             let schema = Arc::new(Schema::new(
                 by_root
                     .iter()
@@ -232,6 +312,7 @@ impl FilePlan {
             let mask =
                 ProjectionMask::roots(arrow.parquet_schema(), by_root.iter().map(|(r, _)| *r));
             let filter = Arc::clone(filter);
+            let first = predicates.is_empty();
             predicates.push(Box::new(ArrowPredicateFn::new(
                 mask,
                 move |batch: RecordBatch| {
@@ -254,6 +335,9 @@ impl FilePlan {
                             .unwrap_or_else(|| BooleanArray::from(vec![true; rows])))
                     };
                     let mask = run().map_err(|e| ArrowError::ExternalError(Box::new(e)))?;
+                    if first {
+                        filter.record_late_rows(rows);
+                    }
                     filter.record(
                         key,
                         rows,
@@ -330,6 +414,25 @@ pub fn literal_scalar(lit: &Literal, ty: &DataType) -> Option<ScalarValue> {
         return Some(raw);
     }
     raw.cast_to(ty).ok()
+}
+
+/// Whether every data page of `chunk` is dictionary-encoded (the test the Parquet format's page
+/// encoding statistics exist for), from the encoding mask arrow-rs keeps by default or the full
+/// statistics; `false` when the writer recorded neither.
+fn all_pages_dictionary(chunk: &parquet::file::metadata::ColumnChunkMetaData) -> bool {
+    use parquet::basic::{Encoding, PageType};
+    let dictionary = |e: Encoding| matches!(e, Encoding::RLE_DICTIONARY | Encoding::PLAIN_DICTIONARY);
+    chunk.dictionary_page_offset().is_some()
+        && match (chunk.page_encoding_stats_mask(), chunk.page_encoding_stats()) {
+            (Some(mask), _) => {
+                mask.is_only(Encoding::RLE_DICTIONARY) || mask.is_only(Encoding::PLAIN_DICTIONARY)
+            }
+            (None, Some(stats)) => stats.iter().all(|s| {
+                !matches!(s.page_type, PageType::DATA_PAGE | PageType::DATA_PAGE_V2)
+                    || dictionary(s.encoding)
+            }),
+            (None, None) => false,
+        }
 }
 
 /// One data file as parquet's `AsyncFileReader`: bytes through the table's `FileIO`, the

@@ -41,7 +41,7 @@ use crate::options::ScanReader;
 use crate::page_index;
 use crate::positional_deletes::{self, PositionalDeletes};
 use crate::prune::{BoundsByFile, FileBounds, may_match};
-use crate::row_filter::{ConjunctKey, DynamicRowFilter};
+use crate::row_filter::{ConjunctKey, ScanRowFilter};
 use crate::row_groups;
 use crate::struct_evolution;
 
@@ -71,9 +71,12 @@ pub(crate) struct TaskOpener {
     /// Positional delete files of the scan, each read once.
     pub positional: Arc<PositionalDeletes>,
     /// Live dynamic filters on rows (`None`: off, or no filter the plan proves usable).
-    pub row_filter: Option<Arc<DynamicRowFilter>>,
+    pub row_filter: Option<Arc<ScanRowFilter>>,
     /// `iceflight.scan.late_materialization`: paying conjuncts run inside the Parquet reader.
     pub late_materialization: bool,
+    /// `iceflight.scan.dictionary_strings`: string columns the row filter reads stay
+    /// dictionaries until it has run.
+    pub dictionary_strings: bool,
 }
 
 /// What the gate made of one task.
@@ -334,7 +337,7 @@ impl TaskOpener {
             let present = struct_evolution::file_field_ids(&metadata);
             struct_evolution::schema_for_file(&task.schema, &read_ids, &present)?;
         }
-        let plan = match FilePlan::new(&arrow, &read_ids, self.read_schema(&read_ids), &task) {
+        let mut plan = match FilePlan::new(&arrow, &read_ids, self.read_schema(&read_ids), &task) {
             Ok(plan) => plan,
             Err(why) => {
                 tracing::debug!(file = %task.data_file_path, %why, "read by iceberg's reader");
@@ -342,6 +345,18 @@ impl TaskOpener {
                 return Ok(None);
             }
         };
+        // String columns a row filter reads stay dictionaries until it has run (no equality
+        // deletes: their keys compare values as read).
+        let read_arrow = match &self.row_filter {
+            Some(f) if self.dictionary_strings && deletes.is_empty() => {
+                plan.keep_dictionaries(&arrow, &f.columns())?
+            }
+            _ => None,
+        };
+        if read_arrow.is_some() {
+            self.metrics.dictionary_files.add(1);
+        }
+        let read_arrow = read_arrow.unwrap_or_else(|| arrow.clone());
         // 4. Row groups.
         let candidates = row_groups::candidates(&metadata, &task);
         let (kept, _) = row_groups::keep(
@@ -389,6 +404,7 @@ impl TaskOpener {
                 self.metrics.bytes_scanned.clone(),
             ),
             arrow,
+            read_arrow,
             plan,
             metadata,
             first_rows,
@@ -473,7 +489,7 @@ impl TaskOpener {
         };
         let decoded = native_reader::open_row_group(
             &file.source,
-            &file.arrow,
+            &file.read_arrow,
             &file.plan,
             rg,
             selection,
@@ -498,6 +514,7 @@ impl TaskOpener {
                         &schema,
                         row_filter.as_deref(),
                         &lowered,
+                        true,
                     )
                 });
                 futures::future::ready(out)
@@ -586,6 +603,7 @@ impl TaskOpener {
                     &schema,
                     row_filter.as_deref(),
                     &[],
+                    false,
                 ))
             })
             .chain(stream::once(async move {
@@ -598,27 +616,39 @@ impl TaskOpener {
 }
 
 /// A decoded batch of the read columns as output: equality deletes applied (counted in
-/// `deleted`), the output columns kept, then the live row filter but for the conjuncts `lowered`
-/// into the Parquet reader; `None` when no row is left.
+/// `deleted`), the row filter but for the conjuncts `lowered` into the Parquet reader, the
+/// output columns kept; `None` when no row is left. `filter_first` (the native path, whose
+/// columns already have their current types but for dictionaries kept for the filter) runs the
+/// row filter before the output types, so strings are built only for the rows it keeps;
+/// iceberg's reader's batches get their output types first.
 fn finish(
     batch: RecordBatch,
     deletes: &EqualityDeletes,
     deleted: &datafusion::physical_plan::metrics::Count,
     schema: &SchemaRef,
-    row_filter: Option<&DynamicRowFilter>,
+    row_filter: Option<&ScanRowFilter>,
     lowered: &[ConjunctKey],
+    filter_first: bool,
 ) -> Result<Option<RecordBatch>> {
     let before = batch.num_rows();
-    let batch = equality_deletes::apply(batch, deletes)?;
+    let mut batch = equality_deletes::apply(batch, deletes)?;
     deleted.add(before - batch.num_rows());
-    let Some(batch) = to_output(batch, schema)? else {
+    if !filter_first {
+        let Some(output) = to_output(batch, schema)? else {
+            return Ok(None);
+        };
+        batch = output;
+    }
+    if let Some(f) = row_filter {
+        batch = f.apply(batch, lowered)?;
+    }
+    if batch.num_rows() == 0 {
         return Ok(None);
-    };
-    let batch = match row_filter {
-        Some(f) => f.apply(batch, lowered)?,
-        None => batch,
-    };
-    Ok((batch.num_rows() > 0).then_some(batch))
+    }
+    if filter_first {
+        return to_output(batch, schema);
+    }
+    Ok(Some(batch))
 }
 
 /// The batches of one task.
@@ -630,7 +660,11 @@ type EqualityDeletes = Arc<Vec<(Arc<DeleteKeys>, Vec<usize>)>>;
 /// One data file opened by the native path, shared by its row groups' reads.
 struct NativeFile {
     source: FileSource,
+    /// The footer with the file's own Arrow types (pruning, page index).
     arrow: ArrowReaderMetadata,
+    /// What the reader decodes with: `arrow`, or with string columns as dictionaries
+    /// (`FilePlan::keep_dictionaries`).
+    read_arrow: ArrowReaderMetadata,
     plan: FilePlan,
     metadata: Arc<ParquetMetaData>,
     /// First row (in the file) of every row group.

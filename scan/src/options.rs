@@ -32,12 +32,27 @@ pub struct IceflightOptions {
     /// conjuncts inside the Parquet reader (native path), decoding the other columns only for
     /// the rows they keep.
     pub late_materialization: bool,
+    /// `iceflight.scan.static_row_filter` (default true): evaluate the query's own filters
+    /// (their conjuncts that cannot fail) on the scan's rows, most selective first, and inside
+    /// the Parquet reader where they keep few (`row_filter.rs`).
+    pub static_row_filter: bool,
+    /// `iceflight.scan.dictionary_strings` (default true): string columns the row filter
+    /// reads, stored dictionary-encoded, decode as dictionaries and stay so until the filter
+    /// has run (`native_reader.rs`, `FilePlan::keep_dictionaries`).
+    pub dictionary_strings: bool,
     /// `iceflight.optimizer.join_reorder` (default true): order inner-join graphs by estimated
     /// cardinality (`join_order.rs`); false keeps DataFusion's order (the query's FROM order).
     pub join_reorder: bool,
     /// `iceflight.optimizer.aggregate_reduction` (default true): restrict a grouped aggregate
     /// joined on its group key to the keys the join can match (`aggregate_reduction.rs`).
     pub aggregate_reduction: bool,
+    /// `iceflight.optimizer.shared_subplans` (default true): an aggregate subtree that appears
+    /// twice in a plan (a CTE, a repeated subquery) runs once for both (`shared_subplan.rs`).
+    pub shared_subplans: bool,
+    /// `iceflight.optimizer.filter_selectivity` (default true): estimate every filter's
+    /// selectivity from column statistics where DataFusion assumes 20 %, before it picks join
+    /// build sides (`filter_selectivity.rs`).
+    pub filter_selectivity: bool,
 }
 
 /// The `iceflight.scan.*` settings one planned scan runs with (taken from the session at
@@ -56,6 +71,10 @@ pub struct ScanSettings {
     pub dynamic_row_filter: bool,
     /// `iceflight.scan.late_materialization`.
     pub late_materialization: bool,
+    /// `iceflight.scan.static_row_filter`.
+    pub static_row_filter: bool,
+    /// `iceflight.scan.dictionary_strings`.
+    pub dictionary_strings: bool,
 }
 
 impl ScanSettings {
@@ -68,6 +87,8 @@ impl ScanSettings {
             reader: options.reader,
             dynamic_row_filter: options.dynamic_row_filter,
             late_materialization: options.late_materialization,
+            static_row_filter: options.static_row_filter,
+            dictionary_strings: options.dictionary_strings,
         }
     }
 }
@@ -102,8 +123,12 @@ impl Default for IceflightOptions {
             reader: ScanReader::Native,
             dynamic_row_filter: true,
             late_materialization: true,
+            static_row_filter: true,
+            dictionary_strings: true,
             join_reorder: true,
             aggregate_reduction: true,
+            shared_subplans: true,
+            filter_selectivity: true,
         }
     }
 }
@@ -126,7 +151,7 @@ impl IceflightOptions {
             .unwrap_or_default()
     }
 
-    const KEYS: [(&'static str, &'static str); 9] = [
+    const KEYS: [(&'static str, &'static str); 13] = [
         (
             "scan.batch_size",
             "Rows per batch decoded by the Parquet reader; 0 uses datafusion.execution.batch_size",
@@ -153,7 +178,15 @@ impl IceflightOptions {
         ),
         (
             "scan.late_materialization",
-            "Run paying dynamic row filters inside the Parquet reader, before the other columns decode",
+            "Run paying row filters inside the Parquet reader, before the other columns decode",
+        ),
+        (
+            "scan.static_row_filter",
+            "Evaluate the query's own filters on the scan's rows, most selective first",
+        ),
+        (
+            "scan.dictionary_strings",
+            "Decode dictionary-encoded string columns the row filter reads as dictionaries until it has run",
         ),
         (
             "optimizer.join_reorder",
@@ -162,6 +195,14 @@ impl IceflightOptions {
         (
             "optimizer.aggregate_reduction",
             "Semi-join a grouped aggregate's input with the keys its inner join can match",
+        ),
+        (
+            "optimizer.shared_subplans",
+            "Run an aggregate subtree that appears twice in a plan (a CTE, a repeated subquery) once",
+        ),
+        (
+            "optimizer.filter_selectivity",
+            "Estimate filters from column statistics where DataFusion assumes 20 %, before it picks join build sides",
         ),
     ];
 }
@@ -218,8 +259,12 @@ impl ExtensionOptions for IceflightOptions {
             }
             "scan.dynamic_row_filter" => self.dynamic_row_filter = boolean()?,
             "scan.late_materialization" => self.late_materialization = boolean()?,
+            "scan.static_row_filter" => self.static_row_filter = boolean()?,
+            "scan.dictionary_strings" => self.dictionary_strings = boolean()?,
             "optimizer.join_reorder" => self.join_reorder = boolean()?,
             "optimizer.aggregate_reduction" => self.aggregate_reduction = boolean()?,
+            "optimizer.shared_subplans" => self.shared_subplans = boolean()?,
+            "optimizer.filter_selectivity" => self.filter_selectivity = boolean()?,
             _ => {
                 return Err(DataFusionError::Configuration(format!(
                     "unknown setting iceflight.{key} (known: {})",
@@ -239,8 +284,12 @@ impl ExtensionOptions for IceflightOptions {
             self.reader.as_str().to_string(),
             self.dynamic_row_filter.to_string(),
             self.late_materialization.to_string(),
+            self.static_row_filter.to_string(),
+            self.dictionary_strings.to_string(),
             self.join_reorder.to_string(),
             self.aggregate_reduction.to_string(),
+            self.shared_subplans.to_string(),
+            self.filter_selectivity.to_string(),
         ];
         Self::KEYS
             .iter()

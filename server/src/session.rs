@@ -235,6 +235,10 @@ impl Engine {
             .with_extension(Arc::clone(&self.history));
         if let Some(cluster) = &self.cluster {
             config = cluster.coordinator_config(config);
+        } else {
+            // Last: it compares subtrees as every other rule left them. Not on a coordinator:
+            // its stages go to workers, whose codec does not carry a shared subtree.
+            rules.push(Arc::new(iceflight_scan::shared_subplan::SharedSubplans));
         }
         for (k, v) in settings {
             config.options_mut().set(k, v).map_err(|source| {

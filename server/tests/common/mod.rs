@@ -101,12 +101,13 @@ pub async fn execute(ctx: &SessionContext, sql: &str) -> datafusion::common::Res
     Ok(Executed { batches, plan })
 }
 
-/// Every `IcebergScanExec` in a plan.
+/// Every `IcebergScanExec` in a plan, once each (a shared subplan's scan sits under each of
+/// its consumers).
 pub fn scans(plan: &Arc<dyn ExecutionPlan>) -> Vec<Arc<dyn ExecutionPlan>> {
-    let mut out = vec![];
+    let mut out: Vec<Arc<dyn ExecutionPlan>> = vec![];
     let mut stack = vec![Arc::clone(plan)];
     while let Some(p) = stack.pop() {
-        if p.name() == "IcebergScanExec" {
+        if p.name() == "IcebergScanExec" && !out.iter().any(|o| Arc::ptr_eq(o, &p)) {
             out.push(Arc::clone(&p));
         }
         stack.extend(p.children().into_iter().cloned());
