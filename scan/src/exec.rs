@@ -672,12 +672,13 @@ impl ExecutionPlan for IcebergScanExec {
         };
         let metrics = ScanMetrics::new(&self.metrics, partition);
         let mut row_filters = vec![];
-        if self.settings.static_row_filter {
-            row_filters.extend(
-                self.static_filters
-                    .iter()
-                    .map(|f| (FilterKind::Static, Arc::clone(f))),
-            );
+        if self.settings.static_row_filter && !self.static_filters.is_empty() {
+            // One filter: DataFusion pushes a WHERE's conjuncts one by one, and two bounds of
+            // one column (`d >= a`, `d < b`) must meet to be measured as the range they are.
+            row_filters.push((
+                FilterKind::Static,
+                datafusion::physical_expr::conjunction(self.static_filters.iter().cloned()),
+            ));
         }
         if self.settings.dynamic_row_filter
             && self.settings.dynamic_pruning
