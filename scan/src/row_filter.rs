@@ -375,7 +375,9 @@ impl ScanRowFilter {
 /// range written as two bounds (`d >= a AND d < b`) is measured as the one conjunct it is
 /// (each bound alone may keep half the rows while together they keep 1 %).
 fn by_single_column(parts: Vec<Arc<dyn PhysicalExpr>>) -> Vec<Arc<dyn PhysicalExpr>> {
-    let mut out: Vec<(Option<usize>, Vec<Arc<dyn PhysicalExpr>>)> = vec![];
+    // (the one column, or `None` for a conjunct of several) and the conjuncts of the group
+    type Group = (Option<usize>, Vec<Arc<dyn PhysicalExpr>>);
+    let mut out: Vec<Group> = vec![];
     for p in parts {
         let columns = collect_columns(&p);
         let single = (columns.len() == 1)
