@@ -360,13 +360,15 @@ mod tests {
                 )),
             }
         };
-        let modes = in_list(
-            c("l_shipmode"),
-            vec![lit("MAIL"), lit("SHIP")],
-            &false,
-            &schema,
-        )
-        .unwrap();
+        let modes = || {
+            in_list(
+                c("l_shipmode"),
+                vec![lit("MAIL"), lit("SHIP")],
+                &false,
+                &schema,
+            )
+            .unwrap()
+        };
         let predicate = [
             b(c("l_commitdate"), Operator::Lt, c("l_receiptdate")),
             b(c("l_shipdate"), Operator::Lt, c("l_commitdate")),
@@ -374,7 +376,7 @@ mod tests {
             b(c("l_receiptdate"), Operator::Lt, date(9131)),
         ]
         .into_iter()
-        .fold(modes, |acc, e| b(acc, Operator::And, e));
+        .fold(modes(), |acc, e| b(acc, Operator::And, e));
         let s = selectivity(&predicate, &column, Some(6_001_215.0));
         // 0.2 (modes) × 1/9 (column comparisons) × 365/2555 (the year within the bounds)
         // ≈ 0.32 %, where DataFusion assumes 20 % (the true share is 0.5 %).
@@ -387,14 +389,7 @@ mod tests {
             }
             Some(s)
         };
-        let modes = in_list(
-            c("l_shipmode"),
-            vec![lit("MAIL"), lit("SHIP")],
-            &false,
-            &schema,
-        )
-        .unwrap();
-        assert!((selectivity(&modes, &with_ndv, None) - 2.0 / 7.0).abs() < 1e-9);
+        assert!((selectivity(&modes(), &with_ndv, None) - 2.0 / 7.0).abs() < 1e-9);
         // Unknown shapes stay at the documented defaults, NOT and OR combine them.
         let not_like = b(c("l_shipmode"), Operator::NotLikeMatch, lit("%x%"));
         assert!((selectivity(&not_like, &column, None) - 0.9).abs() < 1e-9);
