@@ -19,6 +19,7 @@
 //! scalar subquery); DataFusion 54.1 plans it twice. DuckDB materializes a CTE referenced
 //! twice. Only aggregates are shared: their output is small beside their input, so keeping it
 //! costs little memory, and the subtree's work (a scan and a hash aggregation) is saved whole.
+//! Plans with a recursive query are left alone (its recursive term runs once per iteration).
 //! Memory: each partition's batches are reserved in the session's memory pool; a pool too
 //! small fails the query with DataFusion's resources-exhausted error, as any operator that
 //! cannot spill (`SET iceflight.optimizer.shared_subplans = false` computes each copy again).
@@ -58,7 +59,7 @@ impl PhysicalOptimizerRule for SharedSubplans {
         plan: Arc<dyn ExecutionPlan>,
         config: &ConfigOptions,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        if !IceflightOptions::of(config).shared_subplans {
+        if !IceflightOptions::of(config).shared_subplans || has_recursive_query(&plan) {
             return Ok(plan);
         }
         // Candidates in pre-order (an enclosing subtree before the ones inside it).
@@ -128,6 +129,12 @@ impl PhysicalOptimizerRule for SharedSubplans {
     fn schema_check(&self) -> bool {
         true
     }
+}
+
+/// Whether `plan` holds a recursive query, whose recursive term runs again for every
+/// iteration: a shared partition is computed once and taken by its consumers once.
+fn has_recursive_query(plan: &Arc<dyn ExecutionPlan>) -> bool {
+    plan.name() == "RecursiveQueryExec" || plan.children().iter().any(|c| has_recursive_query(c))
 }
 
 /// Whether every leaf under `plan` is an Iceberg scan.
