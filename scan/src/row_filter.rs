@@ -441,7 +441,7 @@ pub fn evaluate(expr: &Arc<dyn PhysicalExpr>, batch: &RecordBatch) -> Result<Opt
 
 /// `expr` (over column `index` of `batch` only, a dictionary) evaluated on the dictionary's
 /// values and taken by the keys; `None` when the dictionary holds more values than the batch
-/// rows (evaluating the rows is then cheaper).
+/// rows (evaluating the rows is then cheaper) or none at all.
 fn on_dictionary_values(
     expr: &Arc<dyn PhysicalExpr>,
     batch: &RecordBatch,
@@ -452,7 +452,8 @@ fn on_dictionary_values(
         return Ok(None);
     };
     let values = dictionary.values();
-    if values.len() > batch.num_rows() {
+    // No values (a chunk of NULLs only): the rows are evaluated as values instead.
+    if values.is_empty() || values.len() > batch.num_rows() {
         return Ok(None);
     }
     // One more value, NULL, at position `n` for the rows whose key is NULL.

@@ -35,7 +35,13 @@ use datafusion::common::{DataFusionError, Result, exec_datafusion_err, internal_
 use datafusion::execution::TaskContext;
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_expr::{Partitioning, PhysicalExpr};
+use datafusion::physical_expr_common::physical_expr::is_volatile;
 use datafusion::physical_plan::aggregates::AggregateExec;
+use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+use datafusion::physical_plan::filter::FilterExec;
+use datafusion::physical_plan::projection::ProjectionExec;
+use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::execution_plan::EmissionType;
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
@@ -75,7 +81,10 @@ impl PhysicalOptimizerRule for SharedSubplans {
         let mut groups: Vec<Vec<Arc<dyn ExecutionPlan>>> = vec![];
         let mut taken: Vec<Arc<dyn ExecutionPlan>> = vec![];
         for (i, c) in candidates.iter().enumerate() {
-            if taken.iter().any(|t| Arc::ptr_eq(t, c) || contains(t, c)) {
+            if taken
+                .iter()
+                .any(|t| Arc::ptr_eq(t, c) || contains(t, c) || contains(c, t))
+            {
                 continue;
             }
             let equal: Vec<_> = candidates[i + 1..]
@@ -84,7 +93,9 @@ impl PhysicalOptimizerRule for SharedSubplans {
                     !Arc::ptr_eq(o, c)
                         && !contains(c, o)
                         && !contains(o, c)
-                        && !taken.iter().any(|t| Arc::ptr_eq(t, o) || contains(t, o))
+                        && !taken
+                            .iter()
+                            .any(|t| Arc::ptr_eq(t, o) || contains(t, o) || contains(o, t))
                         && same_plan(c, o)
                 })
                 .cloned()
@@ -180,6 +191,20 @@ fn same_plan(a: &Arc<dyn ExecutionPlan>, b: &Arc<dyn ExecutionPlan>) -> bool {
         _ => return false,
     }
     let (ca, cb) = (a.children(), b.children());
+    // Each operator's expressions compared as expressions (a display shows a string literal
+    // unquoted and every scalar subquery as `scalar_subquery(<pending>)`); operators whose
+    // expressions are not known here, and volatile expressions, are never shared.
+    let same_expressions = match (expressions(a), expressions(b)) {
+        (Some(x), Some(y)) => {
+            x.len() == y.len()
+                && x.iter().zip(&y).all(|(p, q)| p.as_ref() == q.as_ref())
+                && !x.iter().any(is_volatile)
+        }
+        _ => false,
+    };
+    if !same_expressions {
+        return false;
+    }
     // `Partitioning`'s `==` never holds for `UnknownPartitioning`: compare what it shows.
     let partitioning = |p: &Arc<dyn ExecutionPlan>| p.output_partitioning().to_string();
     let node = a.name() == b.name()
@@ -196,6 +221,38 @@ fn same_plan(a: &Arc<dyn ExecutionPlan>, b: &Arc<dyn ExecutionPlan>) -> bool {
         );
     }
     node && ca.iter().zip(cb).all(|(x, y)| same_plan(x, y))
+}
+
+/// The expressions of an operator the rule may share (aggregates, filters, projections,
+/// repartitioning, coalescing); `None` for any other.
+fn expressions(plan: &Arc<dyn ExecutionPlan>) -> Option<Vec<Arc<dyn PhysicalExpr>>> {
+    if let Some(a) = plan.downcast_ref::<AggregateExec>() {
+        let mut out: Vec<Arc<dyn PhysicalExpr>> =
+            a.group_expr().expr().iter().map(|(e, _)| Arc::clone(e)).collect();
+        for f in a.aggr_expr() {
+            out.extend(f.expressions());
+        }
+        out.extend(a.filter_expr().iter().flatten().cloned());
+        return Some(out);
+    }
+    if let Some(f) = plan.downcast_ref::<FilterExec>() {
+        return Some(vec![Arc::clone(f.predicate())]);
+    }
+    if let Some(p) = plan.downcast_ref::<ProjectionExec>() {
+        return Some(p.expr().iter().map(|e| Arc::clone(&e.expr)).collect());
+    }
+    if let Some(r) = plan.downcast_ref::<RepartitionExec>() {
+        return Some(match r.partitioning() {
+            Partitioning::Hash(exprs, _) => exprs.clone(),
+            _ => vec![],
+        });
+    }
+    if plan.downcast_ref::<CoalescePartitionsExec>().is_some()
+        || plan.downcast_ref::<IcebergScanExec>().is_some()
+    {
+        return Some(vec![]);
+    }
+    None
 }
 
 /// One operator's verbose display line.
