@@ -296,7 +296,7 @@ impl FilePlan {
                     .any(|(_, _, by_root)| by_root.iter().any(|(r, _)| *r == root))
                 && descr.column(leaf).physical_type() == PhysicalType::BYTE_ARRAY
         });
-        if !skips_variable_width && std::env::var_os("ICEFLIGHT_LATE_FIXED_WIDTH").is_none() {
+        if !skips_variable_width {
             return Ok((None, vec![]));
         }
         let mut predicates: Vec<Box<dyn ArrowPredicate>> = vec![];
