@@ -31,8 +31,7 @@ use datafusion::common::{ColumnStatistics, Result, ScalarValue};
 use datafusion::logical_expr::Operator;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_expr::expressions::{
-    BinaryExpr, CastExpr, Column, InListExpr, IsNotNullExpr, IsNullExpr, LikeExpr, Literal,
-    NotExpr,
+    BinaryExpr, CastExpr, Column, InListExpr, IsNotNullExpr, IsNullExpr, LikeExpr, Literal, NotExpr,
 };
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::ExecutionPlan;
@@ -102,7 +101,12 @@ fn over_iceberg_scan(plan: &Arc<dyn ExecutionPlan>) -> bool {
     if plan.downcast_ref::<crate::IcebergScanExec>().is_some() {
         return true;
     }
-    let passes = ["ProjectionExec", "CoalesceBatchesExec", "RepartitionExec", "CoalescePartitionsExec"];
+    let passes = [
+        "ProjectionExec",
+        "CoalesceBatchesExec",
+        "RepartitionExec",
+        "CoalescePartitionsExec",
+    ];
     passes.contains(&plan.name())
         && plan.children().len() == 1
         && over_iceberg_scan(plan.children()[0])
@@ -134,12 +138,10 @@ pub fn selectivity(
                 Some((c, _)) => ndv(c).map_or(EQ_UNKNOWN, |d| 1.0 / d),
                 None => EQ_UNKNOWN,
             },
-            Operator::NotEq | Operator::IsDistinctFrom => {
-                match column_and_literal(left, right) {
-                    Some((c, _)) => 1.0 - ndv(c).map_or(EQ_UNKNOWN, |d| 1.0 / d),
-                    None => 1.0 - EQ_UNKNOWN,
-                }
-            }
+            Operator::NotEq | Operator::IsDistinctFrom => match column_and_literal(left, right) {
+                Some((c, _)) => 1.0 - ndv(c).map_or(EQ_UNKNOWN, |d| 1.0 / d),
+                None => 1.0 - EQ_UNKNOWN,
+            },
             Operator::Lt | Operator::LtEq | Operator::Gt | Operator::GtEq => {
                 range(predicate, column).unwrap_or(RANGE_UNKNOWN)
             }
@@ -252,9 +254,7 @@ fn column_and_literal<'a>(
     b: &'a Arc<dyn PhysicalExpr>,
 ) -> Option<(&'a Arc<dyn PhysicalExpr>, &'a ScalarValue)> {
     let column = |e: &Arc<dyn PhysicalExpr>| strip_cast(e).downcast_ref::<Column>().is_some();
-    let literal = |e: &'a Arc<dyn PhysicalExpr>| {
-        e.downcast_ref::<Literal>().map(|l| l.value())
-    };
+    let literal = |e: &'a Arc<dyn PhysicalExpr>| e.downcast_ref::<Literal>().map(|l| l.value());
     match (literal(a), literal(b)) {
         (None, Some(v)) if column(a) => Some((a, v)),
         (Some(v), None) if column(b) => Some((b, v)),
@@ -263,7 +263,10 @@ fn column_and_literal<'a>(
 }
 
 /// Share of the column's bounds that `col op literal` keeps; `None` without numeric bounds.
-fn range(e: &Arc<dyn PhysicalExpr>, column: &dyn Fn(usize) -> Option<ColumnStatistics>) -> Option<f64> {
+fn range(
+    e: &Arc<dyn PhysicalExpr>,
+    column: &dyn Fn(usize) -> Option<ColumnStatistics>,
+) -> Option<f64> {
     let (_, lo, hi, op, x) = bound(e, column)?;
     range_share(lo, hi, op, x)
 }

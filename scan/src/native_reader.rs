@@ -177,10 +177,17 @@ impl FilePlan {
         let dictionary = |value: &DataType| {
             DataType::Dictionary(Box::new(DataType::Int32), Box::new(value.clone()))
         };
-        let mut file_fields: Vec<Field> =
-            file_schema.fields().iter().map(|f| f.as_ref().clone()).collect();
-        let mut read_fields: Vec<Field> =
-            self.schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+        let mut file_fields: Vec<Field> = file_schema
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        let mut read_fields: Vec<Field> = self
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
         let mut any = false;
         for &c in columns {
             let (Some(Source::Column(at)), Some(field)) = (self.sources.get(c), read_fields.get(c))
@@ -421,9 +428,13 @@ pub fn literal_scalar(lit: &Literal, ty: &DataType) -> Option<ScalarValue> {
 /// statistics; `false` when the writer recorded neither.
 fn all_pages_dictionary(chunk: &parquet::file::metadata::ColumnChunkMetaData) -> bool {
     use parquet::basic::{Encoding, PageType};
-    let dictionary = |e: Encoding| matches!(e, Encoding::RLE_DICTIONARY | Encoding::PLAIN_DICTIONARY);
+    let dictionary =
+        |e: Encoding| matches!(e, Encoding::RLE_DICTIONARY | Encoding::PLAIN_DICTIONARY);
     chunk.dictionary_page_offset().is_some()
-        && match (chunk.page_encoding_stats_mask(), chunk.page_encoding_stats()) {
+        && match (
+            chunk.page_encoding_stats_mask(),
+            chunk.page_encoding_stats(),
+        ) {
             (Some(mask), _) => {
                 mask.is_only(Encoding::RLE_DICTIONARY) || mask.is_only(Encoding::PLAIN_DICTIONARY)
             }

@@ -50,8 +50,8 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use arrow::array::{
-    Array, ArrayRef, AsArray, BooleanArray, RecordBatch, RecordBatchOptions,
-    UInt32Array, new_null_array,
+    Array, ArrayRef, AsArray, BooleanArray, RecordBatch, RecordBatchOptions, UInt32Array,
+    new_null_array,
 };
 use arrow::compute::{cast, concat, filter_record_batch, prep_null_mask_filter, take};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
@@ -361,10 +361,7 @@ impl ScanRowFilter {
                     FilterKind::Dynamic => parts,
                     FilterKind::Static => by_single_column(parts),
                 };
-                snapshot.conjuncts = parts
-                    .into_iter()
-                    .map(|c| Conjunct::new(c, *kind))
-                    .collect();
+                snapshot.conjuncts = parts.into_iter().map(|c| Conjunct::new(c, *kind)).collect();
             }
         }
         Ok(())
@@ -383,12 +380,17 @@ fn by_single_column(parts: Vec<Arc<dyn PhysicalExpr>>) -> Vec<Arc<dyn PhysicalEx
         let single = (columns.len() == 1)
             .then(|| columns.iter().next().map(|c| c.index()))
             .flatten();
-        match out.iter_mut().find(|(c, _)| single.is_some() && *c == single) {
+        match out
+            .iter_mut()
+            .find(|(c, _)| single.is_some() && *c == single)
+        {
             Some((_, group)) => group.push(p),
             None => out.push((single, vec![p])),
         }
     }
-    out.into_iter().map(|(_, group)| conjunction(group)).collect()
+    out.into_iter()
+        .map(|(_, group)| conjunction(group))
+        .collect()
 }
 
 /// Which conjunct of which filter, at which generation of that filter.
@@ -460,7 +462,10 @@ fn on_dictionary_values(
     let n = values.len();
     let has_nulls = column.null_count() > 0;
     let values = if has_nulls {
-        concat(&[values.as_ref(), new_null_array(values.data_type(), 1).as_ref()])?
+        concat(&[
+            values.as_ref(),
+            new_null_array(values.data_type(), 1).as_ref(),
+        ])?
     } else {
         Arc::clone(values)
     };
@@ -748,23 +753,28 @@ mod tests {
             Field::new("d", DataType::Decimal128(15, 2), true),
         ]);
         let cast = |c: &str, to: DataType| {
-            let e: Arc<dyn PhysicalExpr> = Arc::new(
-                datafusion::physical_expr::expressions::CastExpr::new(
+            let e: Arc<dyn PhysicalExpr> =
+                Arc::new(datafusion::physical_expr::expressions::CastExpr::new(
                     col(c, &schema).unwrap(),
                     to,
                     None,
-                ),
-            );
+                ));
             infallible(&e, &schema)
         };
         assert!(cast("i", DataType::Int64));
         assert!(cast("i", DataType::Float64));
         assert!(cast("i", DataType::Decimal128(12, 2)));
-        assert!(!cast("i", DataType::Decimal128(11, 2)), "10 digits need p - s ≥ 10");
+        assert!(
+            !cast("i", DataType::Decimal128(11, 2)),
+            "10 digits need p - s ≥ 10"
+        );
         assert!(!cast("i", DataType::Int16));
         assert!(!cast("s", DataType::Int32), "parsing a string can fail");
         assert!(cast("d", DataType::Decimal128(20, 4)));
-        assert!(!cast("d", DataType::Decimal128(15, 4)), "13 integer digits into 11");
+        assert!(
+            !cast("d", DataType::Decimal128(15, 4)),
+            "13 integer digits into 11"
+        );
         assert!(cast("s", DataType::Utf8View));
     }
 }

@@ -27,23 +27,23 @@
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
+use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::runtime::SpawnedTask;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
-use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::{DataFusionError, Result, exec_datafusion_err, internal_err};
 use datafusion::execution::TaskContext;
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
-use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_expr::{Partitioning, PhysicalExpr};
 use datafusion::physical_expr_common::physical_expr::is_volatile;
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::aggregates::AggregateExec;
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+use datafusion::physical_plan::execution_plan::EmissionType;
 use datafusion::physical_plan::filter::FilterExec;
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
 use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::repartition::RepartitionExec;
-use datafusion::physical_plan::execution_plan::EmissionType;
-use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties, PlanProperties,
@@ -114,7 +114,10 @@ impl PhysicalOptimizerRule for SharedSubplans {
         let mut replacements: Vec<(Arc<dyn ExecutionPlan>, Arc<dyn ExecutionPlan>)> = vec![];
         for group in groups {
             let copy = without_dynamic_filters(Arc::clone(&group[0]))?;
-            let state = Arc::new(SharedState::new(group.len(), copy.output_partitioning().partition_count()));
+            let state = Arc::new(SharedState::new(
+                group.len(),
+                copy.output_partitioning().partition_count(),
+            ));
             for member in group {
                 let node = SharedSubplanExec::new(Arc::clone(&copy), Arc::clone(&state));
                 replacements.push((member, Arc::new(node)));
@@ -227,8 +230,12 @@ fn same_plan(a: &Arc<dyn ExecutionPlan>, b: &Arc<dyn ExecutionPlan>) -> bool {
 /// repartitioning, coalescing); `None` for any other.
 fn expressions(plan: &Arc<dyn ExecutionPlan>) -> Option<Vec<Arc<dyn PhysicalExpr>>> {
     if let Some(a) = plan.downcast_ref::<AggregateExec>() {
-        let mut out: Vec<Arc<dyn PhysicalExpr>> =
-            a.group_expr().expr().iter().map(|(e, _)| Arc::clone(e)).collect();
+        let mut out: Vec<Arc<dyn PhysicalExpr>> = a
+            .group_expr()
+            .expr()
+            .iter()
+            .map(|(e, _)| Arc::clone(e))
+            .collect();
         for f in a.aggr_expr() {
             out.extend(f.expressions());
         }
@@ -267,9 +274,10 @@ impl fmt::Display for Verbose<'_> {
 /// `plan` with every Iceberg scan's dynamic filters dropped.
 fn without_dynamic_filters(plan: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>> {
     plan.transform_up(|node| match node.downcast_ref::<IcebergScanExec>() {
-        Some(scan) if scan.has_dynamic_filters() => Ok(Transformed::yes(
-            Arc::new(scan.without_dynamic_filters()) as Arc<dyn ExecutionPlan>,
-        )),
+        Some(scan) if scan.has_dynamic_filters() => Ok(Transformed::yes(Arc::new(
+            scan.without_dynamic_filters(),
+        )
+            as Arc<dyn ExecutionPlan>)),
         _ => Ok(Transformed::no(node)),
     })
     .map(|t| t.data)
@@ -473,8 +481,9 @@ impl ExecutionPlan for SharedSubplanExec {
                     output_rows.add(batches.iter().map(|b| b.num_rows()).sum());
                     stream::iter(batches.into_iter().map(Ok)).boxed()
                 }
-                Err(e) => stream::once(futures::future::ready(Err(DataFusionError::Shared(e))))
-                    .boxed(),
+                Err(e) => {
+                    stream::once(futures::future::ready(Err(DataFusionError::Shared(e)))).boxed()
+                }
             })
             .flatten();
         Ok(Box::pin(RecordBatchStreamAdapter::new(

@@ -217,7 +217,9 @@ async fn tpch_sf01_both_readers_agree_and_native_counters_hold() {
 }
 
 /// The first `HashJoinExec` (pre-order) and the tables its build (left) side reads.
-fn first_join_build_tables(plan: &Arc<dyn datafusion::physical_plan::ExecutionPlan>) -> Vec<String> {
+fn first_join_build_tables(
+    plan: &Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+) -> Vec<String> {
     let mut stack = vec![Arc::clone(plan)];
     while let Some(p) = stack.pop() {
         if p.name() == "HashJoinExec" {
@@ -269,38 +271,67 @@ async fn tpch_sf01_static_row_filter_build_side_and_shared_subplan() {
     // decoded for every row, `l_comment` only for the rows kept.
     let sql = "SELECT l_orderkey, l_comment FROM lineitem \
                WHERE l_shipdate >= DATE '1995-09-01' AND l_shipdate < DATE '1995-10-01'";
-    let (a, b) = (execute(&on, sql).await.unwrap(), execute(&off, sql).await.unwrap());
+    let (a, b) = (
+        execute(&on, sql).await.unwrap(),
+        execute(&off, sql).await.unwrap(),
+    );
     assert_eq!(sorted(&a.batches), sorted(&b.batches));
     let kept: usize = a.batches.iter().map(|b| b.num_rows()).sum();
     let late = scan_metric(&a.plan, "late_filter_rows");
     let decoded = scan_metric(&a.plan, "rows_decoded");
     let read_off = scan_metric(&b.plan, "rows_decoded");
-    eprintln!("one month: kept {kept}, late_filter_rows {late}, rows_decoded {decoded} (off: {read_off})");
-    assert!(read_off > 500_000, "without the row filter every row decodes: {read_off}");
-    assert!(late > 300_000, "l_shipdate decoded inside the reader for most rows: {late}");
-    assert!(decoded < read_off / 4, "l_comment decoded for {decoded} rows of {read_off}");
+    eprintln!(
+        "one month: kept {kept}, late_filter_rows {late}, rows_decoded {decoded} (off: {read_off})"
+    );
+    assert!(
+        read_off > 500_000,
+        "without the row filter every row decodes: {read_off}"
+    );
+    assert!(
+        late > 300_000,
+        "l_shipdate decoded inside the reader for most rows: {late}"
+    );
+    assert!(
+        decoded < read_off / 4,
+        "l_comment decoded for {decoded} rows of {read_off}"
+    );
     assert!(scan_metric(&a.plan, "static_rows_dropped") > 500_000);
     assert_eq!(scan_metric(&b.plan, "static_rows_dropped"), 0);
     assert_eq!(table_scan_metric(&a.plan, "lineitem", "output_rows"), kept);
 
     // q12: the lineitem filter keeps 0.5 %; its estimate lets the join build on lineitem.
     let q12 = std::fs::read_to_string(repo_root().join("bench/queries/tpch/q12.sql")).unwrap();
-    let (a, b) = (execute(&on, &q12).await.unwrap(), execute(&off, &q12).await.unwrap());
+    let (a, b) = (
+        execute(&on, &q12).await.unwrap(),
+        execute(&off, &q12).await.unwrap(),
+    );
     assert_eq!(rows(&a.batches), rows(&b.batches));
     assert_eq!(first_join_build_tables(&a.plan), ["lineitem"]);
     let out = table_scan_metric(&a.plan, "lineitem", "output_rows");
     let out_off = table_scan_metric(&b.plan, "lineitem", "output_rows");
-    assert!(out * 20 < out_off, "q12 lineitem rows out: {out} with, {out_off} without");
+    assert!(
+        out * 20 < out_off,
+        "q12 lineitem rows out: {out} with, {out_off} without"
+    );
     // `l_shipmode` (seven values, dictionary-encoded in every page) stays a dictionary until the
     // row filter has run, in every lineitem file opened.
     let opened = table_scan_metric(&a.plan, "lineitem", "files_opened");
     assert!(opened > 0);
-    assert_eq!(table_scan_metric(&a.plan, "lineitem", "dictionary_files"), opened);
-    assert_eq!(table_scan_metric(&b.plan, "lineitem", "dictionary_files"), 0);
+    assert_eq!(
+        table_scan_metric(&a.plan, "lineitem", "dictionary_files"),
+        opened
+    );
+    assert_eq!(
+        table_scan_metric(&b.plan, "lineitem", "dictionary_files"),
+        0
+    );
 
     // q15: the revenue CTE (a lineitem aggregate) is computed once for its two consumers.
     let q15 = std::fs::read_to_string(repo_root().join("bench/queries/tpch/q15.sql")).unwrap();
-    let (a, b) = (execute(&on, &q15).await.unwrap(), execute(&off, &q15).await.unwrap());
+    let (a, b) = (
+        execute(&on, &q15).await.unwrap(),
+        execute(&off, &q15).await.unwrap(),
+    );
     assert_eq!(rows(&a.batches), rows(&b.batches));
     assert_eq!(count_nodes(&a.plan, "SharedSubplanExec"), 2);
     assert_eq!(count_nodes(&b.plan, "SharedSubplanExec"), 0);
@@ -317,5 +348,9 @@ async fn tpch_sf01_static_row_filter_build_side_and_shared_subplan() {
     assert_eq!(lineitem_scans(&b.plan), 2);
     let decoded = table_scan_metric(&a.plan, "lineitem", "files_opened");
     let decoded_off = table_scan_metric(&b.plan, "lineitem", "files_opened");
-    assert_eq!(decoded * 2, decoded_off, "lineitem files opened once, not twice");
+    assert_eq!(
+        decoded * 2,
+        decoded_off,
+        "lineitem files opened once, not twice"
+    );
 }
