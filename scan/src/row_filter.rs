@@ -530,7 +530,7 @@ fn with_values(batch: &RecordBatch, indices: &[usize]) -> Result<RecordBatch> {
 
 /// Whether evaluating `e` cannot fail on any row, so it may run before, or without, the
 /// conjuncts the query wrote before it: columns, literals, comparisons, AND / OR / NOT, IN
-/// lists, LIKE, IS [NOT] NULL, and casts that only widen (integers to wider integers, floats or
+/// lists, LIKE, `IS [NOT] NULL`, and casts that only widen (integers to wider integers, floats or
 /// decimals with room for every value; decimals to more digits; strings between their layouts;
 /// a dictionary to its values). Arithmetic (overflow, division by zero), functions and other
 /// casts (parsing, narrowing) are not.
