@@ -26,6 +26,7 @@ pub mod codec;
 pub(crate) mod columns;
 pub mod commit;
 pub mod data_file_error;
+pub mod decimal_arithmetic;
 pub(crate) mod delete;
 pub(crate) mod delete_files;
 pub mod disk_tier;

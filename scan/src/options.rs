@@ -53,6 +53,9 @@ pub struct IceflightOptions {
     /// selectivity from column statistics where DataFusion assumes 20 %, before it picks join
     /// build sides (`filter_selectivity.rs`).
     pub filter_selectivity: bool,
+    /// `iceflight.optimizer.decimal_arithmetic` (default true): decimal `+`, `−`, `×` compute
+    /// on 64-bit values where a batch's values prove it exact (`decimal_arithmetic.rs`).
+    pub decimal_arithmetic: bool,
 }
 
 /// The `iceflight.scan.*` settings one planned scan runs with (taken from the session at
@@ -129,6 +132,7 @@ impl Default for IceflightOptions {
             aggregate_reduction: true,
             shared_subplans: true,
             filter_selectivity: true,
+            decimal_arithmetic: true,
         }
     }
 }
@@ -151,7 +155,7 @@ impl IceflightOptions {
             .unwrap_or_default()
     }
 
-    const KEYS: [(&'static str, &'static str); 13] = [
+    const KEYS: [(&'static str, &'static str); 14] = [
         (
             "scan.batch_size",
             "Rows per batch decoded by the Parquet reader; 0 uses datafusion.execution.batch_size",
@@ -203,6 +207,10 @@ impl IceflightOptions {
         (
             "optimizer.filter_selectivity",
             "Estimate filters from column statistics where DataFusion assumes 20 %, before it picks join build sides",
+        ),
+        (
+            "optimizer.decimal_arithmetic",
+            "Compute decimal +, -, * on 64-bit values where a batch's values prove the result exact",
         ),
     ];
 }
@@ -265,6 +273,7 @@ impl ExtensionOptions for IceflightOptions {
             "optimizer.aggregate_reduction" => self.aggregate_reduction = boolean()?,
             "optimizer.shared_subplans" => self.shared_subplans = boolean()?,
             "optimizer.filter_selectivity" => self.filter_selectivity = boolean()?,
+            "optimizer.decimal_arithmetic" => self.decimal_arithmetic = boolean()?,
             _ => {
                 return Err(DataFusionError::Configuration(format!(
                     "unknown setting iceflight.{key} (known: {})",
@@ -290,6 +299,7 @@ impl ExtensionOptions for IceflightOptions {
             self.aggregate_reduction.to_string(),
             self.shared_subplans.to_string(),
             self.filter_selectivity.to_string(),
+            self.decimal_arithmetic.to_string(),
         ];
         Self::KEYS
             .iter()

@@ -236,8 +236,12 @@ impl Engine {
         if let Some(cluster) = &self.cluster {
             config = cluster.coordinator_config(config);
         } else {
-            // Last: it compares subtrees as every other rule left them. Not on a coordinator:
-            // its stages go to workers, whose codec does not carry a shared subtree.
+            // Not on a coordinator: its stages go to workers, whose codec carries neither a
+            // shared subtree nor our decimal expression. Shared subplans last: it compares
+            // subtrees as every other rule left them.
+            rules.push(Arc::new(
+                iceflight_scan::decimal_arithmetic::DecimalArithmetic,
+            ));
             rules.push(Arc::new(iceflight_scan::shared_subplan::SharedSubplans));
         }
         for (k, v) in settings {

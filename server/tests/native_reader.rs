@@ -264,6 +264,7 @@ async fn tpch_sf01_static_row_filter_build_side_and_shared_subplan() {
     let off = session(&[
         ("iceflight.scan.static_row_filter", "false"),
         ("iceflight.optimizer.shared_subplans", "false"),
+        ("iceflight.optimizer.decimal_arithmetic", "false"),
     ]);
     let sorted = |b: &[RecordBatch]| rows(b).into_iter().collect::<BTreeSet<_>>();
 
@@ -353,4 +354,49 @@ async fn tpch_sf01_static_row_filter_build_side_and_shared_subplan() {
         decoded_off,
         "lineitem files opened once, not twice"
     );
+
+    // q01: its decimal products and sums of products run on 64-bit values, same answer.
+    let q01 = std::fs::read_to_string(repo_root().join("bench/queries/tpch/q01.sql")).unwrap();
+    let (a, b) = (
+        execute(&on, &q01).await.unwrap(),
+        execute(&off, &q01).await.unwrap(),
+    );
+    assert_eq!(rows(&a.batches), rows(&b.batches));
+    // `l_extendedprice * (1 - l_discount)` (the common subexpression, a projection) and
+    // `… * (1 + l_tax)` (an argument of the partial and the final aggregate), each a product
+    // and a difference or sum: 2 + 2 × 2.
+    assert_eq!(decimal_arithmetic_exprs(&a.plan), 6);
+    assert_eq!(decimal_arithmetic_exprs(&b.plan), 0);
+}
+
+/// How many `DecimalArithmeticExpr`s the projections and aggregate arguments of `plan` hold.
+fn decimal_arithmetic_exprs(plan: &Arc<dyn datafusion::physical_plan::ExecutionPlan>) -> usize {
+    use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+    use datafusion::physical_expr::PhysicalExpr;
+    use datafusion::physical_plan::aggregates::AggregateExec;
+    use datafusion::physical_plan::projection::ProjectionExec;
+    use iceflight_scan::decimal_arithmetic::DecimalArithmeticExpr;
+    let count = |e: &Arc<dyn PhysicalExpr>| {
+        let mut n = 0;
+        e.apply(|e| {
+            n += usize::from(e.downcast_ref::<DecimalArithmeticExpr>().is_some());
+            Ok(TreeNodeRecursion::Continue)
+        })
+        .unwrap();
+        n
+    };
+    let mut n = 0;
+    plan.apply(|node| {
+        if let Some(p) = node.downcast_ref::<ProjectionExec>() {
+            n += p.expr().iter().map(|e| count(&e.expr)).sum::<usize>();
+        }
+        if let Some(a) = node.downcast_ref::<AggregateExec>() {
+            for f in a.aggr_expr() {
+                n += f.expressions().iter().map(count).sum::<usize>();
+            }
+        }
+        Ok(TreeNodeRecursion::Continue)
+    })
+    .unwrap();
+    n
 }
