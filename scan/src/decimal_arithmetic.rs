@@ -251,6 +251,16 @@ impl DecimalArithmeticExpr {
         self.op
     }
 
+    /// The `BinaryExpr` this replaces, nested ones included (`BinaryExpr`'s display puts
+    /// parentheses by its children's operators, which it finds only on `BinaryExpr`s).
+    fn as_binary(&self) -> BinaryExpr {
+        let back = |e: &Arc<dyn PhysicalExpr>| match e.downcast_ref::<Self>() {
+            Some(d) => Arc::new(d.as_binary()) as Arc<dyn PhysicalExpr>,
+            None => Arc::clone(e),
+        };
+        BinaryExpr::new(back(&self.left), self.op, back(&self.right))
+    }
+
     /// arrow's checked kernel on already evaluated operands (as `BinaryExpr` evaluates).
     fn arrow(&self, l: &ColumnarValue, r: &ColumnarValue) -> Result<ColumnarValue> {
         match self.op {
@@ -370,8 +380,7 @@ impl fmt::Display for DecimalArithmeticExpr {
     /// As the `BinaryExpr` it replaces (`a * b`, with parentheses around nested operators of
     /// lower precedence), so plans read the same with the rule on or off.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let binary = BinaryExpr::new(Arc::clone(&self.left), self.op, Arc::clone(&self.right));
-        fmt::Display::fmt(&binary, f)
+        fmt::Display::fmt(&self.as_binary(), f)
     }
 }
 
@@ -415,8 +424,7 @@ impl PhysicalExpr for DecimalArithmeticExpr {
     }
 
     fn fmt_sql(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let binary = BinaryExpr::new(Arc::clone(&self.left), self.op, Arc::clone(&self.right));
-        binary.fmt_sql(f)
+        self.as_binary().fmt_sql(f)
     }
 }
 
@@ -516,6 +524,22 @@ mod tests {
             col("a", &huge.schema()).unwrap(),
             col("b", &huge.schema()).unwrap(),
         );
+    }
+
+    #[test]
+    fn nested_operators_display_as_binary_expr() {
+        let b = batch(vec![Some(1)], vec![Some(2)]);
+        let (l, r) = (
+            col("a", &b.schema()).unwrap(),
+            col("b", &b.schema()).unwrap(),
+        );
+        let one = lit(ScalarValue::Decimal128(Some(1), 20, 0));
+        let minus = Arc::new(BinaryExpr::new(one, Operator::Minus, r));
+        let times: Arc<dyn PhysicalExpr> = Arc::new(BinaryExpr::new(l, Operator::Multiply, minus));
+        let ours = rewrite_expr(Arc::clone(&times), &b.schema()).unwrap();
+        assert!(ours.transformed);
+        assert_eq!(ours.data.to_string(), times.to_string());
+        assert!(times.to_string().contains('('), "{times}");
     }
 
     #[test]
