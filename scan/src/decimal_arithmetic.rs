@@ -478,7 +478,7 @@ mod tests {
     #[test]
     fn small_values_take_the_64_bit_path_with_the_same_answer() {
         let b = batch(
-            vec![Some(90100), None, Some(-104_949_50), Some(0)],
+            vec![Some(90100), None, Some(-10_494_950), Some(0)],
             vec![Some(1000), Some(7), None, Some(-99_999_999)],
         );
         let l = col("a", &b.schema()).unwrap();
