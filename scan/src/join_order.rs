@@ -6,7 +6,9 @@
 //!     leaves ──► estimated rows (table rows × filter selectivity, aggregates, outer joins, ...)
 //!     edges  ──► selectivity 1 / max(ndv(left key), ndv(right key))
 //!   ≤ DP_MAX_LEAVES leaves: dynamic programming over connected subsets, else greedy;
-//!   cost = sum of the intermediate results' estimated rows (C_out), no cross products;
+//!   cost = sum of the intermediate results' estimated rows (C_out) plus the rows each leaf
+//!          feeds its join (a probe-side leaf only what the join keeps when the build side is
+//!          small enough for its dynamic filter to run in the scan), no cross products;
 //!   taken only below MIN_GAIN × the written order's cost
 //!   ──► joins rebuilt (smaller estimate on the left, DataFusion's build side), residual filters
 //!       at the lowest join that has their columns, a projection restoring the column order
@@ -53,6 +55,13 @@ pub const DP_MAX_LEAVES: usize = 10;
 /// (TPC-H q05 at SF 1 ran 25 % slower in the order preferred by less,
 /// `bench/reports/plans-20261201.md`).
 pub const MIN_GAIN: f64 = 0.5;
+
+/// A build side of at most this many estimated rows gives its probe-side scan a dynamic filter
+/// that the scan's row filter measures as cheap and runs (a hash table this small stays in
+/// cache): TPC-H q05's 2 K ASIA suppliers drop 4.9 M of lineitem's 6 M rows in the scan, while a
+/// lookup into 227 K orders costs about what the join's own probe does and is left to the join
+/// (`bench/reports/issue32-progress-20261204.md`).
+pub const CHEAP_BUILD_ROWS: f64 = 16_384.0;
 
 /// Estimated rows of a scan whose table reports no statistics.
 pub const UNKNOWN_ROWS: f64 = 1_000_000.0;
@@ -226,13 +235,15 @@ impl Cluster {
             .collect()
     }
 
-    /// The estimated cost (C_out) of joining in the order of `tree`.
+    /// The estimated cost of joining in the order of `tree` (`Model::join_cost` summed).
     fn cost(&self, tree: &Tree) -> Option<f64> {
         let model = Model::new(&self.leaves, &self.edges()?);
         fn walk(model: &Model, tree: &Tree) -> f64 {
             match tree {
                 Tree::Leaf(_) => 0.0,
-                Tree::Join(a, b) => walk(model, a) + walk(model, b) + model.rows(tree.mask()),
+                Tree::Join(a, b) => {
+                    walk(model, a) + walk(model, b) + model.join_cost(a.mask(), b.mask())
+                }
             }
         }
         Some(walk(&model, tree))
@@ -393,13 +404,42 @@ impl Model {
         r.max(1.0)
     }
 
+    /// The estimated cost of joining the leaves in `a` with those in `b`: its output rows
+    /// (C_out) plus the rows each input that is a leaf feeds it. The smaller input is the build
+    /// side: a leaf there feeds all its rows into the hash table. A leaf on the probe side
+    /// feeds all its rows too, unless the build side is at most [`CHEAP_BUILD_ROWS`]: then
+    /// the join's dynamic filter is cheap enough to run in the leaf's scan (`row_filter.rs`),
+    /// and only the rows the join keeps leave it.
+    fn join_cost(&self, a: u64, b: u64) -> f64 {
+        let out = self.rows(a | b);
+        let (ra, rb) = (self.rows(a), self.rows(b));
+        let (build, probe, rbuild, rprobe) = if rb < ra {
+            (b, a, rb, ra)
+        } else {
+            (a, b, ra, rb)
+        };
+        let leaf = |m: u64| m.count_ones() == 1;
+        let mut cost = out;
+        if leaf(build) {
+            cost += rbuild;
+        }
+        if leaf(probe) {
+            cost += if rbuild <= CHEAP_BUILD_ROWS {
+                rprobe.min(out)
+            } else {
+                rprobe
+            };
+        }
+        cost
+    }
+
     fn connected(&self, a: u64, b: u64) -> bool {
         self.pairs.iter().any(|&(x, y, _)| {
             (a & (1 << x) != 0 && b & (1 << y) != 0) || (a & (1 << y) != 0 && b & (1 << x) != 0)
         })
     }
 
-    /// The order of least C_out over connected subsets (no cross products).
+    /// The order of least cost (`join_cost` summed) over connected subsets (no cross products).
     fn dynamic_programming(&self) -> Option<Tree> {
         let n = self.rows.len();
         let full: u64 = (1 << n) - 1;
@@ -420,7 +460,7 @@ impl Model {
                     && let (Some((ca, ta)), Some((cb, tb))) = (best.get(&a), best.get(&b))
                     && self.connected(a, b)
                 {
-                    let cost = ca + cb + self.rows(mask);
+                    let cost = ca + cb + self.join_cost(a, b);
                     if choice.as_ref().is_none_or(|(c, _)| cost < *c) {
                         choice =
                             Some((cost, Tree::Join(Box::new(ta.clone()), Box::new(tb.clone()))));
@@ -649,4 +689,75 @@ fn range_share(
         number(s.max_value.get_value()?)?,
     );
     crate::filter_selectivity::range_share(lo, hi, op, number(v)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// TPC-H q05 at SF 1 as the model sees it: customer, orders in 1994, lineitem, supplier,
+    /// nation, region = 'ASIA' (rows), joined on their keys (1 / the key's distinct count).
+    fn q05() -> Model {
+        let rows = vec![150_000.0, 227_000.0, 6_000_000.0, 10_000.0, 25.0, 1.0];
+        let (c, o, l, s, n, r) = (0, 1, 2, 3, 4, 5);
+        let pairs = vec![
+            (c, o, 1.0 / 150_000.0),
+            (o, l, 1.0 / 1_500_000.0),
+            (l, s, 1.0 / 10_000.0),
+            (c, s, 1.0 / 25.0),
+            (s, n, 1.0 / 25.0),
+            (n, r, 1.0 / 5.0),
+        ];
+        let mut pairs: Vec<_> = pairs;
+        pairs.sort_by_key(|&(a, b, _)| (a, b));
+        Model { rows, pairs }
+    }
+
+    /// The leaves joined with lineitem first (its sibling's mask), in `tree`.
+    fn lineitem_partner(tree: &Tree, lineitem: usize) -> Option<u64> {
+        match tree {
+            Tree::Leaf(_) => None,
+            Tree::Join(a, b) => {
+                if matches!(**a, Tree::Leaf(i) if i == lineitem) {
+                    Some(b.mask())
+                } else if matches!(**b, Tree::Leaf(i) if i == lineitem) {
+                    Some(a.mask())
+                } else {
+                    lineitem_partner(a, lineitem).or_else(|| lineitem_partner(b, lineitem))
+                }
+            }
+        }
+    }
+
+    /// A probe-side scan costs its full size unless the build side is small enough for the
+    /// join's dynamic filter to run in the scan: q05 joins lineitem with the 2 K ASIA
+    /// suppliers (supplier, nation, region) before the 227 K orders of 1994.
+    #[test]
+    fn q05_joins_lineitem_with_the_small_supplier_side_first() {
+        let model = q05();
+        let tree = model.dynamic_programming().unwrap();
+        let (s, n, r) = (1 << 3, 1 << 4, 1 << 5);
+        assert_eq!(lineitem_partner(&tree, 2), Some(s | n | r), "{tree:?}");
+        // lineitem probed through the suppliers (≈ 2 000 rows): only the rows the join keeps
+        // count; probed through customer ⋈ orders (≈ 227 000): all 6 M.
+        let small = model.join_cost(1 << 2, s | n | r);
+        let large = model.join_cost(1 << 2, 1 | 2);
+        assert!(model.rows(s | n | r) <= CHEAP_BUILD_ROWS);
+        assert!(large > 6_000_000.0 && small < 2.5e6, "{small} {large}");
+    }
+
+    /// A leaf on the build side always feeds all its rows; a join of two joins only its output.
+    #[test]
+    fn join_cost_counts_leaves_and_outputs() {
+        let model = q05();
+        let (n, r) = (1 << 4, 1 << 5);
+        // nation (25) ⋈ region (1): the output (5), region builds (1), nation probes through
+        // a tiny build side (only its 5 kept rows).
+        assert_eq!(model.join_cost(n, r), 5.0 + 1.0 + 5.0);
+        let (c, o, s) = (1, 2, 1 << 3);
+        assert_eq!(
+            model.join_cost(c | o, s | n | r),
+            model.rows(c | o | s | n | r)
+        );
+    }
 }
