@@ -58,8 +58,10 @@ pub const MIN_GAIN: f64 = 0.5;
 
 /// A build side of at most this many estimated rows gives its probe-side scan a dynamic filter
 /// that the scan's row filter measures as cheap and runs (a hash table this small stays in
-/// cache): TPC-H q05's 2 K ASIA suppliers drop 4.9 M of lineitem's 6 M rows in the scan, while a
-/// lookup into 227 K orders costs about what the join's own probe does and is left to the join
+/// cache): TPC-H q05's 2 K ASIA suppliers at SF 1 drop 80 % of lineitem's rows in the scan,
+/// while a lookup into 227 K orders costs about what the join's own probe does and is left to
+/// the join. At SF 10 (20 K suppliers) the lookup ran on only part of the rows and the
+/// supplier-first order no longer paid (32 K here: q05 1.02× wall), hence 16 K
 /// (`bench/reports/issue32-progress-20261204.md`).
 pub const CHEAP_BUILD_ROWS: f64 = 16_384.0;
 
