@@ -5,7 +5,7 @@
 //!     ──► DecimalArithmeticExpr(op, l, r)                 same result type, same display
 //!   evaluate(batch):
 //!     every l and r value of the batch fits in i64        (one vectorised pass per operand)
-//!       × ──► l · r as one 64×64→128-bit multiply          |l·r| < 2^126: no i128 overflow
+//!       × ──► l · r as one 64×64→128-bit multiply          |l·r| ≤ 2^126: no i128 overflow
 //!       ± ──► l·10^a ± r·10^b (a, b ≤ 18)                  |each term| < 2^123: no overflow
 //!     otherwise (or a NULL scalar, or two scalars)
 //!       ──► arrow's decimal kernel, as BinaryExpr would   (its overflow error included)
@@ -23,8 +23,8 @@
 //! path runs only when the bounds above prove that the checked kernel would not overflow on
 //! any row; arrow's decimal kernels never round and never check the result against its
 //! declared precision, so the values are identical. Anything else is handed to arrow's kernel
-//! unchanged. Division is left to arrow (it rescales by up to 10^(s+4) and rounds nothing, but
-//! divides, which the 64-bit path would not speed up).
+//! unchanged. Division is left to arrow (it rescales by up to 10^(s+4) and truncates; the divide
+//! itself is what costs, which the 64-bit path would not speed up).
 //!
 //! Not on a distributed coordinator: its stages go to workers, whose codec does not carry this
 //! expression (`SET iceflight.optimizer.decimal_arithmetic = false` plans arrow's kernel).
@@ -41,6 +41,8 @@ use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{Result, ScalarValue};
+use datafusion::logical_expr::interval_arithmetic::Interval;
+use datafusion::logical_expr::sort_properties::ExprProperties;
 use datafusion::logical_expr::{ColumnarValue, Operator};
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_expr::expressions::BinaryExpr;
@@ -119,6 +121,12 @@ fn rewrite_node(node: Arc<dyn ExecutionPlan>) -> Result<Transformed<Arc<dyn Exec
         let mut changed = false;
         let mut aggr_exprs = Vec::with_capacity(aggregate.aggr_expr().len());
         for a in aggregate.aggr_expr() {
+            // `with_new_expressions` drops an aggregate's reversal (DataFusion reverses one of
+            // two aggregates that want opposite orders): ordered aggregates are left as they are.
+            if !a.order_bys().is_empty() || a.is_reversed() {
+                aggr_exprs.push(Arc::clone(a));
+                continue;
+            }
             let mut args = Vec::new();
             let mut arg_changed = false;
             for arg in a.expressions() {
@@ -155,11 +163,39 @@ pub fn rewrite_expr(
         let Some(binary) = e.downcast_ref::<BinaryExpr>() else {
             return Ok(Transformed::no(e));
         };
-        match DecimalArithmeticExpr::try_new(binary, schema)? {
-            Some(new) => Ok(Transformed::yes(Arc::new(new) as Arc<dyn PhysicalExpr>)),
-            None => Ok(Transformed::no(e)),
+        if let Some(new) = DecimalArithmeticExpr::try_new(binary, schema)? {
+            return Ok(Transformed::yes(Arc::new(new) as Arc<dyn PhysicalExpr>));
         }
+        // A `BinaryExpr` left as it is (`/`, a comparison) puts parentheses only around
+        // children it sees as `BinaryExpr`s: a rewritten child of lower precedence carries them.
+        let precedence = binary.op().precedence();
+        let mut marked = false;
+        let children = [binary.left(), binary.right()].map(|c| {
+            match c.downcast_ref::<DecimalArithmeticExpr>() {
+                Some(d) if !d.parenthesized && needs_parentheses(d.op, precedence) => {
+                    marked = true;
+                    Arc::new(DecimalArithmeticExpr {
+                        parenthesized: true,
+                        ..d.clone()
+                    }) as Arc<dyn PhysicalExpr>
+                }
+                _ => Arc::clone(c),
+            }
+        });
+        if !marked {
+            return Ok(Transformed::no(e));
+        }
+        Ok(Transformed::yes(
+            Arc::clone(&e).with_new_children(children.to_vec())?,
+        ))
     })
+}
+
+/// Whether `BinaryExpr`'s display puts a child with operator `op` in parentheses under a
+/// parent of `precedence` (datafusion-physical-expr 54.1, `binary.rs`, `write_child`).
+fn needs_parentheses(op: Operator, precedence: u8) -> bool {
+    let p = op.precedence();
+    p == 0 || p < precedence
 }
 
 /// Decimal `+`, `−` or `×` of two `Decimal128` operands, computed on 64-bit values where the
@@ -176,6 +212,8 @@ pub struct DecimalArithmeticExpr {
     /// Operand scales.
     left_scale: i8,
     right_scale: i8,
+    /// Displayed in parentheses (its parent is a `BinaryExpr` of higher precedence).
+    parenthesized: bool,
 }
 
 impl PartialEq for DecimalArithmeticExpr {
@@ -243,6 +281,7 @@ impl DecimalArithmeticExpr {
             scale: s,
             left_scale: s1,
             right_scale: s2,
+            parenthesized: false,
         }))
     }
 
@@ -270,6 +309,19 @@ impl DecimalArithmeticExpr {
         }
     }
 
+    /// `array` as the `Decimal128` of `scale` the plan said it is, or `None` (arrow's kernel
+    /// then answers, errors included).
+    fn operand<'a>(
+        &self,
+        array: &'a ArrayRef,
+        scale: i8,
+    ) -> Option<&'a PrimitiveArray<Decimal128Type>> {
+        match array.data_type() {
+            DataType::Decimal128(_, s) if *s == scale => array.as_primitive_opt(),
+            _ => None,
+        }
+    }
+
     /// The 64-bit path, or `None` where a value does not fit in i64 (or an operand is a NULL
     /// scalar, or both are scalars).
     fn narrow(&self, l: &ColumnarValue, r: &ColumnarValue) -> Option<ArrayRef> {
@@ -292,8 +344,8 @@ impl DecimalArithmeticExpr {
         let narrow = |v: i128| v as i64;
         let (values, nulls): (Vec<i128>, Option<NullBuffer>) = match (l, r) {
             (ColumnarValue::Array(a), ColumnarValue::Array(b)) => {
-                let a = a.as_primitive::<Decimal128Type>();
-                let b = b.as_primitive::<Decimal128Type>();
+                let a = self.operand(a, self.left_scale)?;
+                let b = self.operand(b, self.right_scale)?;
                 if !fits_i64(a.values()) || !fits_i64(b.values()) {
                     return None;
                 }
@@ -303,8 +355,8 @@ impl DecimalArithmeticExpr {
                 (v, NullBuffer::union(a.nulls(), b.nulls()))
             }
             (ColumnarValue::Scalar(s), ColumnarValue::Array(b)) => {
-                let x = narrow_scalar(s)?;
-                let b = b.as_primitive::<Decimal128Type>();
+                let x = narrow_scalar(s, self.left_scale)?;
+                let b = self.operand(b, self.right_scale)?;
                 if !fits_i64(b.values()) {
                     return None;
                 }
@@ -312,8 +364,8 @@ impl DecimalArithmeticExpr {
                 (v, b.nulls().cloned())
             }
             (ColumnarValue::Array(a), ColumnarValue::Scalar(s)) => {
-                let y = narrow_scalar(s)?;
-                let a = a.as_primitive::<Decimal128Type>();
+                let y = narrow_scalar(s, self.right_scale)?;
+                let a = self.operand(a, self.left_scale)?;
                 if !fits_i64(a.values()) {
                     return None;
                 }
@@ -368,10 +420,10 @@ fn fits_i64(values: &[i128]) -> bool {
         .fold(true, |ok, &v| ok & (v == v as i64 as i128))
 }
 
-/// A non-NULL `Decimal128` scalar's value as i64, or `None`.
-fn narrow_scalar(s: &ScalarValue) -> Option<i64> {
+/// A non-NULL `Decimal128` scalar of `scale` as i64, or `None`.
+fn narrow_scalar(s: &ScalarValue, scale: i8) -> Option<i64> {
     match s {
-        ScalarValue::Decimal128(Some(v), _, _) => i64::try_from(*v).ok(),
+        ScalarValue::Decimal128(Some(v), _, s) if *s == scale => i64::try_from(*v).ok(),
         _ => None,
     }
 }
@@ -380,7 +432,10 @@ impl fmt::Display for DecimalArithmeticExpr {
     /// As the `BinaryExpr` it replaces (`a * b`, with parentheses around nested operators of
     /// lower precedence), so plans read the same with the rule on or off.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.as_binary(), f)
+        match self.parenthesized {
+            true => write!(f, "({})", self.as_binary()),
+            false => write!(f, "{}", self.as_binary()),
+        }
     }
 }
 
@@ -424,7 +479,21 @@ impl PhysicalExpr for DecimalArithmeticExpr {
     }
 
     fn fmt_sql(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.as_binary().fmt_sql(f)
+        if self.parenthesized {
+            write!(f, "(")?;
+            self.as_binary().fmt_sql(f)?;
+            write!(f, ")")
+        } else {
+            self.as_binary().fmt_sql(f)
+        }
+    }
+
+    fn get_properties(&self, children: &[ExprProperties]) -> Result<ExprProperties> {
+        self.as_binary().get_properties(children)
+    }
+
+    fn evaluate_bounds(&self, children: &[&Interval]) -> Result<Interval> {
+        self.as_binary().evaluate_bounds(children)
     }
 }
 
@@ -540,6 +609,21 @@ mod tests {
         assert!(ours.transformed);
         assert_eq!(ours.data.to_string(), times.to_string());
         assert!(times.to_string().contains('('), "{times}");
+        // Under a parent left as it is (`/`), a rewritten `+` keeps its parentheses.
+        let (l, r) = (
+            col("a", &b.schema()).unwrap(),
+            col("b", &b.schema()).unwrap(),
+        );
+        let plus = Arc::new(BinaryExpr::new(Arc::clone(&l), Operator::Plus, r));
+        let divided: Arc<dyn PhysicalExpr> = Arc::new(BinaryExpr::new(plus, Operator::Divide, l));
+        let ours = rewrite_expr(Arc::clone(&divided), &b.schema()).unwrap();
+        assert!(ours.transformed);
+        assert_eq!(ours.data.to_string(), divided.to_string());
+        assert_eq!(divided.to_string(), "(a@0 + b@1) / a@0");
+        let sql = |e: &Arc<dyn PhysicalExpr>| {
+            datafusion::physical_expr_common::physical_expr::fmt_sql(e.as_ref()).to_string()
+        };
+        assert_eq!(sql(&ours.data), sql(&divided));
     }
 
     #[test]
