@@ -38,6 +38,7 @@ pub(crate) mod exec;
 pub mod filter_selectivity;
 pub mod footer;
 pub(crate) mod gate;
+pub(crate) mod integer_set;
 pub(crate) mod io_scope;
 pub mod join_order;
 pub(crate) mod layout;

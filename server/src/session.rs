@@ -230,6 +230,15 @@ impl Engine {
             .with_default_catalog_and_schema(catalog, schema)
             .with_target_partitions(target_partitions)
             .with_batch_size(self.config.query.batch_size.max(1));
+        let mut config = config;
+        // Hash joins hand build sides of up to 1024 distinct keys (DataFusion: 150) to their
+        // probe-side scans as IN lists, which the scan's row filter tests as a bitmap
+        // (`scan/src/integer_set.rs`; TPC-H SF 1 q17 154 vs 210 ms, q21 229 vs 304 ms).
+        // A session's SET still overrides it.
+        config
+            .options_mut()
+            .optimizer
+            .hash_join_inlist_pushdown_max_distinct_values = INLIST_PUSHDOWN_MAX_DISTINCT_VALUES;
         let mut rules = engine_physical_optimizer_rules();
         let mut config = iceflight_scan::register(config, Arc::clone(&self.caches), &mut rules)
             .with_extension(Arc::clone(&self.history));
@@ -719,6 +728,12 @@ pub fn with_engine_semantics(builder: SessionStateBuilder) -> SessionStateBuilde
         .push(crate::float_semantics::canonical_float());
     builder
 }
+
+/// iceflight's default of `datafusion.optimizer.hash_join_inlist_pushdown_max_distinct_values`
+/// (DataFusion's is 150): the largest build side, in distinct keys per partition, whose keys
+/// reach the probe-side scan as an IN list rather than a hash-table lookup
+/// (`bench/reports/issue32-progress-20261204.md`).
+pub const INLIST_PUSHDOWN_MAX_DISTINCT_VALUES: usize = 1024;
 
 /// A physical optimizer rule, as DataFusion's session builder takes them.
 pub type PhysicalRule =
