@@ -21,7 +21,8 @@
 //! - A column is what [`ColumnResolver`] resolves: an output column, or a struct leaf reached by
 //!   `get_field` (`s.a`, `s['a']['b']`) — the same rules apply to both.
 //! - Value sets larger than the cap keep only their range. The cap is
-//!   `datafusion.optimizer.hash_join_inlist_pushdown_max_distinct_values` (150 by default).
+//!   `datafusion.optimizer.hash_join_inlist_pushdown_max_distinct_values` (DataFusion's default
+//!   150; iceflight's sessions 1024, `server/src/session.rs`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

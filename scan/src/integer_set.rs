@@ -87,13 +87,15 @@ impl IntegerSetExpr {
             })
             .collect::<Option<Vec<i64>>>()?;
         let (min, max) = (*keys.iter().min()?, *keys.iter().max()?);
-        let span = (max as i128 - min as i128 + 1) as u64;
-        if span > MAX_SPAN {
+        // `max − min` as u64 (exact for any two i64s); a span of all of i64 does not fit.
+        let width = max.abs_diff(min);
+        if width >= MAX_SPAN {
             return None;
         }
+        let span = width + 1;
         let mut bits = vec![0u64; span.div_ceil(64) as usize];
         for k in &keys {
-            let i = (k - min) as u64;
+            let i = k.abs_diff(min);
             bits[(i / 64) as usize] |= 1 << (i % 64);
         }
         let distinct = bits.iter().map(|w| w.count_ones() as usize).sum();
@@ -220,6 +222,15 @@ mod tests {
         let got = set.evaluate(&b).unwrap().into_array(8).unwrap();
         assert_eq!(expected.as_ref(), got.as_ref());
         assert_eq!(set.to_string(), "k@0 IN SET (4 keys)");
+        // Keys at both ends of i64 span more than a bitmap covers: left to `InListExpr`.
+        let ends = datafusion::physical_expr::expressions::in_list(
+            col("k", &schema).unwrap(),
+            vec![lit(i64::MIN), lit(i64::MAX)],
+            &false,
+            &schema,
+        )
+        .unwrap();
+        assert!(IntegerSetExpr::try_from_in_list(ends.downcast_ref().unwrap(), &schema).is_none());
     }
 
     /// Int32 columns too; negated lists, NULL items and wide ranges stay `InListExpr`s.
