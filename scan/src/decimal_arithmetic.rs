@@ -300,6 +300,22 @@ impl DecimalArithmeticExpr {
         BinaryExpr::new(back(&self.left), self.op, back(&self.right))
     }
 
+    /// `write` of the `BinaryExpr` this replaces (its display or its SQL), in parentheses
+    /// where the parent needs them.
+    fn write(
+        &self,
+        f: &mut fmt::Formatter<'_>,
+        write: impl Fn(&BinaryExpr, &mut fmt::Formatter<'_>) -> fmt::Result,
+    ) -> fmt::Result {
+        if self.parenthesized {
+            write!(f, "(")?;
+            write(&self.as_binary(), f)?;
+            write!(f, ")")
+        } else {
+            write(&self.as_binary(), f)
+        }
+    }
+
     /// arrow's checked kernel on already evaluated operands (as `BinaryExpr` evaluates).
     fn arrow(&self, l: &ColumnarValue, r: &ColumnarValue) -> Result<ColumnarValue> {
         match self.op {
@@ -432,10 +448,7 @@ impl fmt::Display for DecimalArithmeticExpr {
     /// As the `BinaryExpr` it replaces (`a * b`, with parentheses around nested operators of
     /// lower precedence), so plans read the same with the rule on or off.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.parenthesized {
-            true => write!(f, "({})", self.as_binary()),
-            false => write!(f, "{}", self.as_binary()),
-        }
+        self.write(f, |b, f| fmt::Display::fmt(b, f))
     }
 }
 
@@ -479,13 +492,7 @@ impl PhysicalExpr for DecimalArithmeticExpr {
     }
 
     fn fmt_sql(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.parenthesized {
-            write!(f, "(")?;
-            self.as_binary().fmt_sql(f)?;
-            write!(f, ")")
-        } else {
-            self.as_binary().fmt_sql(f)
-        }
+        self.write(f, |b, f| b.fmt_sql(f))
     }
 
     fn get_properties(&self, children: &[ExprProperties]) -> Result<ExprProperties> {

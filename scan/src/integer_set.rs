@@ -22,7 +22,9 @@ use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray};
 use arrow::buffer::BooleanBuffer;
-use arrow::datatypes::{DataType, Int8Type, Int16Type, Int32Type, Int64Type, Schema};
+use arrow::datatypes::{
+    ArrowPrimitiveType, DataType, Int8Type, Int16Type, Int32Type, Int64Type, Schema,
+};
 use arrow::record_batch::RecordBatch;
 use datafusion::common::{Result, ScalarValue, internal_datafusion_err};
 use datafusion::logical_expr::ColumnarValue;
@@ -116,24 +118,11 @@ impl IntegerSetExpr {
     }
 
     fn mask(&self, array: &ArrayRef) -> Result<BooleanArray> {
-        let n = array.len();
         let values = match array.data_type() {
-            DataType::Int8 => {
-                let a = array.as_primitive::<Int8Type>().values();
-                BooleanBuffer::collect_bool(n, |i| self.contains(a[i] as i64))
-            }
-            DataType::Int16 => {
-                let a = array.as_primitive::<Int16Type>().values();
-                BooleanBuffer::collect_bool(n, |i| self.contains(a[i] as i64))
-            }
-            DataType::Int32 => {
-                let a = array.as_primitive::<Int32Type>().values();
-                BooleanBuffer::collect_bool(n, |i| self.contains(a[i] as i64))
-            }
-            DataType::Int64 => {
-                let a = array.as_primitive::<Int64Type>().values();
-                BooleanBuffer::collect_bool(n, |i| self.contains(a[i]))
-            }
+            DataType::Int8 => self.members::<Int8Type>(array),
+            DataType::Int16 => self.members::<Int16Type>(array),
+            DataType::Int32 => self.members::<Int32Type>(array),
+            DataType::Int64 => self.members::<Int64Type>(array),
             other => {
                 return Err(internal_datafusion_err!(
                     "integer set over a {other} column"
@@ -141,6 +130,15 @@ impl IntegerSetExpr {
             }
         };
         Ok(BooleanArray::new(values, array.nulls().cloned()))
+    }
+
+    /// One bit per row of `array` (of type `T`): whether its value is a key.
+    fn members<T: ArrowPrimitiveType>(&self, array: &ArrayRef) -> BooleanBuffer
+    where
+        T::Native: Into<i64>,
+    {
+        let a = array.as_primitive::<T>().values();
+        BooleanBuffer::collect_bool(a.len(), |i| self.contains(a[i].into()))
     }
 }
 
