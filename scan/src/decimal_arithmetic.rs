@@ -448,7 +448,7 @@ impl fmt::Display for DecimalArithmeticExpr {
     /// As the `BinaryExpr` it replaces (`a * b`, with parentheses around nested operators of
     /// lower precedence), so plans read the same with the rule on or off.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.write(f, |b, f| fmt::Display::fmt(b, f))
+        self.write(f, fmt::Display::fmt)
     }
 }
 
