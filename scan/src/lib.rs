@@ -41,6 +41,7 @@ pub(crate) mod gate;
 pub(crate) mod integer_set;
 pub(crate) mod io_scope;
 pub mod join_order;
+pub mod join_partition_mode;
 pub(crate) mod layout;
 pub(crate) mod metrics;
 pub mod metrics_index;

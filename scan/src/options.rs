@@ -56,6 +56,11 @@ pub struct IceflightOptions {
     /// `iceflight.optimizer.decimal_arithmetic` (default true): decimal `+`, `−`, `×` compute
     /// on 64-bit values where a batch's values prove it exact (`decimal_arithmetic.rs`).
     pub decimal_arithmetic: bool,
+    /// `iceflight.optimizer.collect_build_side` (default true): a hash join builds one hash
+    /// table from its whole build side (DataFusion's `CollectLeft`) unless repartitioning both
+    /// sides costs less by the model of `join_partition_mode.rs`; false leaves the choice to
+    /// DataFusion's size thresholds.
+    pub collect_build_side: bool,
 }
 
 /// The `iceflight.scan.*` settings one planned scan runs with (taken from the session at
@@ -133,6 +138,7 @@ impl Default for IceflightOptions {
             shared_subplans: true,
             filter_selectivity: true,
             decimal_arithmetic: true,
+            collect_build_side: true,
         }
     }
 }
@@ -155,7 +161,7 @@ impl IceflightOptions {
             .unwrap_or_default()
     }
 
-    const KEYS: [(&'static str, &'static str); 14] = [
+    const KEYS: [(&'static str, &'static str); 15] = [
         (
             "scan.batch_size",
             "Rows per batch decoded by the Parquet reader; 0 uses datafusion.execution.batch_size",
@@ -211,6 +217,10 @@ impl IceflightOptions {
         (
             "optimizer.decimal_arithmetic",
             "Compute decimal +, -, * on 64-bit values where a batch's values prove the result exact",
+        ),
+        (
+            "optimizer.collect_build_side",
+            "Build one hash table from a join's whole build side unless repartitioning both sides costs less",
         ),
     ];
 }
@@ -274,6 +284,7 @@ impl ExtensionOptions for IceflightOptions {
             "optimizer.shared_subplans" => self.shared_subplans = boolean()?,
             "optimizer.filter_selectivity" => self.filter_selectivity = boolean()?,
             "optimizer.decimal_arithmetic" => self.decimal_arithmetic = boolean()?,
+            "optimizer.collect_build_side" => self.collect_build_side = boolean()?,
             _ => {
                 return Err(DataFusionError::Configuration(format!(
                     "unknown setting iceflight.{key} (known: {})",
@@ -300,6 +311,7 @@ impl ExtensionOptions for IceflightOptions {
             self.shared_subplans.to_string(),
             self.filter_selectivity.to_string(),
             self.decimal_arithmetic.to_string(),
+            self.collect_build_side.to_string(),
         ];
         Self::KEYS
             .iter()

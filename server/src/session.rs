@@ -249,8 +249,19 @@ impl Engine {
             config = cluster.coordinator_config(config);
         } else {
             // Not on a coordinator: its stages go to workers, whose codec carries neither a
-            // shared subtree nor our decimal expression. Shared subplans last: it compares
+            // shared subtree nor our decimal expression, and whose stages split at the
+            // repartitions of partitioned joins. Shared subplans last: it compares
             // subtrees as every other rule left them.
+            // The join mode before DataFusion's `join_selection` (and after the filter
+            // estimates `register` put there), which keeps a `CollectLeft` it is handed.
+            let at = rules
+                .iter()
+                .position(|r| r.name() == "join_selection")
+                .unwrap_or(0);
+            rules.insert(
+                at,
+                Arc::new(iceflight_scan::join_partition_mode::JoinPartitionMode),
+            );
             rules.push(Arc::new(
                 iceflight_scan::decimal_arithmetic::DecimalArithmetic,
             ));

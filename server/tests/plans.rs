@@ -1,7 +1,8 @@
 //! Plans of TPC-H SF 0.1 on the embedded catalog: the physical plans of the join- and
 //! subquery-heavy queries as insta snapshots (a plan change shows in review); the join order
 //! (`scan/src/join_order.rs`) and the aggregate reduction (`scan/src/aggregate_reduction.rs`)
-//! each keeping every answer of the 22 queries against the plan without them; the reduction on
+//! each keeping every answer of the 22 queries against the plan without them, as does the
+//! collected build side (`scan/src/join_partition_mode.rs`); the reduction on
 //! a small join with NULL keys and unmatched groups.
 
 mod common;
@@ -45,6 +46,19 @@ async fn tpch_sf01_plans_and_join_order() {
     };
     let as_written = without("join_reorder");
     let unreduced = without("aggregate_reduction");
+    let repartitioned = without("collect_build_side");
+    // Eight partitions: the join mode's model collects only build sides of at most a sixth
+    // of the probe side (`scan/src/join_partition_mode.rs`).
+    let eight = engine
+        .session(
+            None,
+            Some("tpch"),
+            &[(
+                "datafusion.execution.target_partitions".to_string(),
+                "8".to_string(),
+            )],
+        )
+        .unwrap();
 
     for name in SNAPSHOTTED {
         let plan = physical_plan(&ordered, &sql(name)).await;
@@ -59,6 +73,8 @@ async fn tpch_sf01_plans_and_join_order() {
     // without the reduction, which applies to q02's and q17's correlated aggregates.
     let mut reordered = vec![];
     let mut reduced = vec![];
+    let mut partitioned_without = vec![];
+    let mut partitioned_at_eight = vec![];
     for q in 1..=22 {
         let name = format!("q{q:02}");
         let text = sql(&name);
@@ -73,7 +89,25 @@ async fn tpch_sf01_plans_and_join_order() {
         let answer = sorted(&ordered).await;
         assert_eq!(answer, sorted(&as_written).await, "{name} reordered");
         assert_eq!(answer, sorted(&unreduced).await, "{name} reduced");
+        assert_eq!(answer, sorted(&repartitioned).await, "{name} repartitioned");
         let plan = physical_plan(&ordered, &text).await;
+        // Two partitions: every hash join collects its build side.
+        assert!(
+            !plan.contains("HashJoinExec: mode=Partitioned"),
+            "{name}: {plan}"
+        );
+        if physical_plan(&repartitioned, &text)
+            .await
+            .contains("HashJoinExec: mode=Partitioned")
+        {
+            partitioned_without.push(name.clone());
+        }
+        if physical_plan(&eight, &text)
+            .await
+            .contains("HashJoinExec: mode=Partitioned")
+        {
+            partitioned_at_eight.push(name.clone());
+        }
         if plan != physical_plan(&as_written, &text).await {
             reordered.push(name.clone());
         }
@@ -82,6 +116,11 @@ async fn tpch_sf01_plans_and_join_order() {
         }
     }
     assert_eq!(reduced, ["q02", "q17"]);
+    // Without the rule DataFusion repartitions the joins above its 1 MiB / 128 Ki-row
+    // thresholds (q09's and q18's lineitem ⋈ orders here); at eight partitions the model
+    // repartitions them again (a build side above a sixth of the probe side).
+    assert_eq!(partitioned_without, ["q09", "q18"]);
+    assert_eq!(partitioned_at_eight, partitioned_without);
 
     // The aggregate also occurs inside another leaf, under a LEFT join: no copy is reduced
     // there (supplier's 1000 keys filtered to nation 7 would qualify as the reducing keys).
