@@ -70,7 +70,8 @@ impl PhysicalOptimizerRule for DecimalArithmetic {
         if !crate::IceflightOptions::of(config).decimal_arithmetic {
             return Ok(plan);
         }
-        plan.transform_up(rewrite_node).map(|t| t.data)
+        plan.transform_up(|node| rewrite_node(node, &rewrite_expr))
+            .map(|t| t.data)
     }
 
     fn name(&self) -> &str {
@@ -82,9 +83,17 @@ impl PhysicalOptimizerRule for DecimalArithmetic {
     }
 }
 
-/// The node with its decimal arithmetic rewritten, for the operators whose expressions hold
-/// it in TPC-H and SSB: projections, filters, aggregate arguments.
-fn rewrite_node(node: Arc<dyn ExecutionPlan>) -> Result<Transformed<Arc<dyn ExecutionPlan>>> {
+/// An expression rewrite: the expression and the schema it is evaluated on.
+pub(crate) type ExprRewrite =
+    dyn Fn(Arc<dyn PhysicalExpr>, &Schema) -> Result<Transformed<Arc<dyn PhysicalExpr>>>;
+
+/// The node with `rewrite` applied to the expressions of the operators that hold decimal
+/// arithmetic and `LIKE` in TPC-H and SSB: projections, filters, aggregate arguments (also
+/// `like_segments.rs`).
+pub(crate) fn rewrite_node(
+    node: Arc<dyn ExecutionPlan>,
+    rewrite_expr: &ExprRewrite,
+) -> Result<Transformed<Arc<dyn ExecutionPlan>>> {
     if let Some(projection) = node.downcast_ref::<ProjectionExec>() {
         let schema = projection.input().schema();
         let mut changed = false;

@@ -43,6 +43,7 @@ pub(crate) mod io_scope;
 pub mod join_order;
 pub mod join_partition_mode;
 pub(crate) mod layout;
+pub mod like_segments;
 pub(crate) mod metrics;
 pub mod metrics_index;
 pub mod native_reader;

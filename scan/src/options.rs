@@ -61,6 +61,10 @@ pub struct IceflightOptions {
     /// sides costs less by the model of `join_partition_mode.rs`; false leaves the choice to
     /// DataFusion's size thresholds.
     pub collect_build_side: bool,
+    /// `iceflight.optimizer.like_segments` (default true): `LIKE` patterns with `%` between
+    /// literal segments search for the segments instead of running a regular expression
+    /// (`like_segments.rs`).
+    pub like_segments: bool,
 }
 
 /// The `iceflight.scan.*` settings one planned scan runs with (taken from the session at
@@ -139,6 +143,7 @@ impl Default for IceflightOptions {
             filter_selectivity: true,
             decimal_arithmetic: true,
             collect_build_side: true,
+            like_segments: true,
         }
     }
 }
@@ -161,7 +166,7 @@ impl IceflightOptions {
             .unwrap_or_default()
     }
 
-    const KEYS: [(&'static str, &'static str); 15] = [
+    const KEYS: [(&'static str, &'static str); 16] = [
         (
             "scan.batch_size",
             "Rows per batch decoded by the Parquet reader; 0 uses datafusion.execution.batch_size",
@@ -221,6 +226,10 @@ impl IceflightOptions {
         (
             "optimizer.collect_build_side",
             "Build one hash table from a join's whole build side unless repartitioning both sides costs less",
+        ),
+        (
+            "optimizer.like_segments",
+            "Match LIKE patterns with % between literal segments by searching the segments, not a regex",
         ),
     ];
 }
@@ -285,6 +294,7 @@ impl ExtensionOptions for IceflightOptions {
             "optimizer.filter_selectivity" => self.filter_selectivity = boolean()?,
             "optimizer.decimal_arithmetic" => self.decimal_arithmetic = boolean()?,
             "optimizer.collect_build_side" => self.collect_build_side = boolean()?,
+            "optimizer.like_segments" => self.like_segments = boolean()?,
             _ => {
                 return Err(DataFusionError::Configuration(format!(
                     "unknown setting iceflight.{key} (known: {})",
@@ -312,6 +322,7 @@ impl ExtensionOptions for IceflightOptions {
             self.filter_selectivity.to_string(),
             self.decimal_arithmetic.to_string(),
             self.collect_build_side.to_string(),
+            self.like_segments.to_string(),
         ];
         Self::KEYS
             .iter()

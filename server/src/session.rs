@@ -249,7 +249,7 @@ impl Engine {
             config = cluster.coordinator_config(config);
         } else {
             // Not on a coordinator: its stages go to workers, whose codec carries neither a
-            // shared subtree nor our decimal expression, and whose stages split at the
+            // shared subtree nor our decimal and LIKE expressions, and whose stages split at the
             // repartitions of partitioned joins. Shared subplans last: it compares
             // subtrees as every other rule left them.
             // The join mode before DataFusion's `join_selection` (and after the filter
@@ -265,6 +265,7 @@ impl Engine {
             rules.push(Arc::new(
                 iceflight_scan::decimal_arithmetic::DecimalArithmetic,
             ));
+            rules.push(Arc::new(iceflight_scan::like_segments::LikeSegments));
             rules.push(Arc::new(iceflight_scan::shared_subplan::SharedSubplans));
         }
         for (k, v) in settings {
