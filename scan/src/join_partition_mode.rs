@@ -2,22 +2,23 @@
 //! (DataFusion's `PartitionMode::CollectLeft`) unless repartitioning both sides costs less.
 //!
 //! ```text
-//!   HashJoinExec(mode=Auto), estimated rows: build B = min(left, right), probe R = max
+//!   HashJoinExec(mode=Auto), estimated rows: build B = the side JoinSelection will build on
+//!     (the smaller by bytes, else by rows, where it may swap), probe R = the other
 //!     P = datafusion.execution.target_partitions
 //!     collect   ≈ B·h            + R·p / P      one build task; P probe tasks on one table
 //!     partition ≈ (B + R)·r / P  + B·h / P + R·p / P   both sides hash-repartitioned first
 //!     with r ≈ h (a repartition hashes and copies a row; an insert hashes and stores it):
-//!     collect when B·(P − 2) ≤ R  ──► mode=CollectLeft (JoinSelection then puts B on the left)
+//!     collect when B·(P − 2) ≤ R  ──► mode=CollectLeft (JoinSelection keeps B on the left)
 //!     else, or a size unknown     ──► mode=Auto (DataFusion's thresholds decide)
 //! ```
 //!
-//! **Why.** DataFusion 54.1 collects a build side only under 1 MiB or 128 Ki rows
-//! (`hash_join_single_partition_threshold[_rows]`); above that it hash-repartitions both sides,
-//! so at TPC-H SF 10 every lineitem row that reaches a join with orders is hashed and copied
-//! once more before the probe. On 2 partitions the collected build side wins on every query
-//! that changes (same-run A/B, `bench/reports/issue32-progress-20261205.md`: the 22 queries 40.4
-//! against 35.6 s at SF 10, 3.02 against 2.89 s at SF 1; q20 2.22 against 1.32 s, q08 3.09
-//! against 2.39 s). A collected build side also hands the probe-side scan one dynamic filter
+//! **Why.** DataFusion 54.1 collects a build side only under 1 MiB (or, its size unknown,
+//! 128 Ki rows; `hash_join_single_partition_threshold[_rows]`); above that it
+//! hash-repartitions both sides, so at TPC-H SF 10 every lineitem row that reaches a join with orders is hashed and copied
+//! once more before the probe. On 2 partitions the collected build side won on every query at
+//! SF 10 and all but q18 at SF 1 (same-run A/B, `bench/reports/issue32-progress-20261205.md`:
+//! the 22 queries 40.4 against 35.6 s at SF 10, 3.02 against 2.89 s at SF 1; q20 2.22 against
+//! 1.32 s, q08 3.09 against 2.39 s; q18 at SF 1 275 against 243 ms, why in the report). A collected build side also hands the probe-side scan one dynamic filter
 //! (an IN list or bounds, `row_filter.rs`) instead of one per hash partition inside a `CASE`.
 //!
 //! With more partitions the serial build leaves P − 1 of them idle for B·h, so large build
@@ -58,17 +59,32 @@ impl PhysicalOptimizerRule for JoinPartitionMode {
             if *join.partition_mode() != PartitionMode::Auto {
                 return Ok(Transformed::no(node));
             }
-            let rows = |side: &Arc<dyn ExecutionPlan>| -> Result<Option<usize>> {
-                Ok(side
-                    .partition_statistics(None)?
-                    .num_rows
-                    .get_value()
-                    .copied())
-            };
-            let (Some(left), Some(right)) = (rows(join.left())?, rows(join.right())?) else {
+            let left = join.left().partition_statistics(None)?;
+            let right = join.right().partition_statistics(None)?;
+            let (Some(&left_rows), Some(&right_rows)) =
+                (left.num_rows.get_value(), right.num_rows.get_value())
+            else {
                 return Ok(Transformed::no(node));
             };
-            if !collect_pays(left.min(right), left.max(right), partitions) {
+            // The side `JoinSelection` will build on: the left one, swapped when reordering is
+            // allowed and the left is larger, by bytes where both are known, else by rows
+            // (its `should_swap_join_order`).
+            let swap = config.optimizer.join_reordering
+                && join.join_type().supports_swap()
+                && !join.null_aware
+                && match (
+                    left.total_byte_size.get_value(),
+                    right.total_byte_size.get_value(),
+                ) {
+                    (Some(l), Some(r)) => l > r,
+                    _ => left_rows > right_rows,
+                };
+            let (build, probe) = if swap {
+                (right_rows, left_rows)
+            } else {
+                (left_rows, right_rows)
+            };
+            if !collect_pays(build, probe, partitions) {
                 return Ok(Transformed::no(node));
             }
             let collected = join
