@@ -49,9 +49,6 @@ use datafusion::physical_expr::expressions::BinaryExpr;
 use datafusion::physical_expr_common::datum::apply;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::ExecutionPlan;
-use datafusion::physical_plan::aggregates::AggregateExec;
-use datafusion::physical_plan::filter::{FilterExec, FilterExecBuilder};
-use datafusion::physical_plan::projection::{ProjectionExec, ProjectionExpr};
 
 /// Largest power of ten a rescale may multiply by on the 64-bit path (10^18 < 2^60).
 const MAX_RESCALE_DIGITS: i8 = 18;
@@ -70,7 +67,7 @@ impl PhysicalOptimizerRule for DecimalArithmetic {
         if !crate::IceflightOptions::of(config).decimal_arithmetic {
             return Ok(plan);
         }
-        plan.transform_up(|node| rewrite_node(node, &rewrite_expr))
+        plan.transform_up(|node| crate::expr_rewrite::rewrite_node(node, &rewrite_expr))
             .map(|t| t.data)
     }
 
@@ -81,85 +78,6 @@ impl PhysicalOptimizerRule for DecimalArithmetic {
     fn schema_check(&self) -> bool {
         true
     }
-}
-
-/// An expression rewrite: the expression and the schema it is evaluated on.
-pub(crate) type ExprRewrite =
-    dyn Fn(Arc<dyn PhysicalExpr>, &Schema) -> Result<Transformed<Arc<dyn PhysicalExpr>>>;
-
-/// The node with `rewrite` applied to the expressions of the operators that hold decimal
-/// arithmetic and `LIKE` in TPC-H and SSB: projections, filters, aggregate arguments (also
-/// `like_segments.rs`).
-pub(crate) fn rewrite_node(
-    node: Arc<dyn ExecutionPlan>,
-    rewrite_expr: &ExprRewrite,
-) -> Result<Transformed<Arc<dyn ExecutionPlan>>> {
-    if let Some(projection) = node.downcast_ref::<ProjectionExec>() {
-        let schema = projection.input().schema();
-        let mut changed = false;
-        let exprs = projection
-            .expr()
-            .iter()
-            .map(|p| {
-                let e = rewrite_expr(Arc::clone(&p.expr), &schema)?;
-                changed |= e.transformed;
-                Ok(ProjectionExpr {
-                    expr: e.data,
-                    alias: p.alias.clone(),
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        if !changed {
-            return Ok(Transformed::no(node));
-        }
-        let new = ProjectionExec::try_new(exprs, Arc::clone(projection.input()))?;
-        return Ok(Transformed::yes(Arc::new(new)));
-    }
-    if let Some(filter) = node.downcast_ref::<FilterExec>() {
-        let e = rewrite_expr(Arc::clone(filter.predicate()), &filter.input().schema())?;
-        if !e.transformed {
-            return Ok(Transformed::no(node));
-        }
-        let new = FilterExecBuilder::from(filter)
-            .with_predicate(e.data)
-            .build()?;
-        return Ok(Transformed::yes(Arc::new(new)));
-    }
-    if let Some(aggregate) = node.downcast_ref::<AggregateExec>() {
-        let schema = aggregate.input_schema();
-        let mut changed = false;
-        let mut aggr_exprs = Vec::with_capacity(aggregate.aggr_expr().len());
-        for a in aggregate.aggr_expr() {
-            // `with_new_expressions` drops an aggregate's reversal (DataFusion reverses one of
-            // two aggregates that want opposite orders): ordered aggregates are left as they are.
-            if !a.order_bys().is_empty() || a.is_reversed() {
-                aggr_exprs.push(Arc::clone(a));
-                continue;
-            }
-            let mut args = Vec::new();
-            let mut arg_changed = false;
-            for arg in a.expressions() {
-                let e = rewrite_expr(arg, &schema)?;
-                arg_changed |= e.transformed;
-                args.push(e.data);
-            }
-            let order_by = a.order_bys().iter().map(|s| Arc::clone(&s.expr)).collect();
-            match arg_changed.then(|| a.with_new_expressions(args, order_by)) {
-                Some(Some(new)) => {
-                    changed = true;
-                    aggr_exprs.push(Arc::new(new));
-                }
-                _ => aggr_exprs.push(Arc::clone(a)),
-            }
-        }
-        if !changed {
-            return Ok(Transformed::no(node));
-        }
-        return Ok(Transformed::yes(Arc::new(
-            aggregate.with_new_aggr_exprs(aggr_exprs),
-        )));
-    }
-    Ok(Transformed::no(node))
 }
 
 /// `expr` with every decimal `+`, `−`, `×` it holds (at any depth) rewritten; `schema` is the

@@ -35,6 +35,7 @@ pub(crate) mod domain_cache;
 pub(crate) mod dynamic_filter_rule;
 pub(crate) mod equality_deletes;
 pub(crate) mod exec;
+pub(crate) mod expr_rewrite;
 pub mod filter_selectivity;
 pub mod footer;
 pub(crate) mod gate;

@@ -56,7 +56,7 @@ impl PhysicalOptimizerRule for LikeSegments {
         if !crate::IceflightOptions::of(config).like_segments {
             return Ok(plan);
         }
-        plan.transform_up(|node| crate::decimal_arithmetic::rewrite_node(node, &rewrite_expr))
+        plan.transform_up(|node| crate::expr_rewrite::rewrite_node(node, &rewrite_expr))
             .map(|t| t.data)
     }
 
@@ -122,8 +122,6 @@ pub struct Segments {
     middle: Vec<Finder<'static>>,
     /// Must end the string after the middle segments (`None`: the pattern ends with `%`).
     suffix: Option<String>,
-    /// The pattern, for equality and hashing.
-    pattern: String,
 }
 
 impl Segments {
@@ -151,7 +149,6 @@ impl Segments {
                 .map(|s| Finder::new(s.as_bytes()).into_owned())
                 .collect(),
             suffix: some(last),
-            pattern: pattern.to_string(),
         })
     }
 
@@ -184,6 +181,7 @@ pub struct LikeSegmentsExpr {
     segments: Arc<Segments>,
 }
 
+// Equal and hashed as the `LikeExpr` it holds: the segments follow from its pattern.
 impl PartialEq for LikeSegmentsExpr {
     fn eq(&self, other: &Self) -> bool {
         self.like == other.like
@@ -195,7 +193,6 @@ impl Eq for LikeSegmentsExpr {}
 impl Hash for LikeSegmentsExpr {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
         self.like.hash(state);
-        self.segments.pattern.hash(state);
     }
 }
 
