@@ -114,14 +114,15 @@ fn optimize(plan: LogicalPlan, dynamic_row_filters: bool) -> Result<Transformed<
                 .collect::<Result<Vec<_>>>()?;
             cluster.leaves = leaves;
             // A join the builder rejects leaves the plan as it was.
-            let Ok((joined, _)) = cluster.build(&order) else {
-                return plan.map_children(recurse);
-            };
-            let columns = plan
+            let output: Vec<Column> = plan
                 .schema()
                 .iter()
-                .map(|(q, f)| Expr::Column(Column::new(q.cloned(), f.name())))
+                .map(|(q, f)| Column::new(q.cloned(), f.name()))
                 .collect();
+            let Ok((joined, _)) = cluster.build(&order, &output) else {
+                return plan.map_children(recurse);
+            };
+            let columns = output.into_iter().map(Expr::Column).collect();
             let restored = Projection::try_new(columns, Arc::new(joined))?;
             return Ok(Transformed::yes(LogicalPlan::Projection(restored)));
         }
@@ -445,7 +446,9 @@ impl Cluster {
     /// The plan of `tree` and the mask of its leaves. Each residual filter goes to the lowest
     /// join holding its columns (one that reads a single leaf onto that leaf, one that reads
     /// none onto the top join).
-    fn build(&self, tree: &Tree) -> Result<(LogicalPlan, u64)> {
+    /// Each join below the top keeps only the columns of `output` (the cluster's) and those a
+    /// condition above it still reads.
+    fn build(&self, tree: &Tree, output: &[Column]) -> Result<(LogicalPlan, u64)> {
         let keys = self.keys().unwrap_or_default();
         let model = Model::new(&self.leaves, &keys, self.dynamic_row_filters);
         let full = tree.mask();
@@ -457,7 +460,25 @@ impl Cluster {
                 Some(m) => (m, r),
             })
             .collect();
-        self.build_with(tree, &keys, &model, &residuals)
+        let needed = |c: &Column, inside: u64| {
+            let outside = |leaf: usize| inside & (1 << leaf) == 0;
+            output.contains(c)
+                || keys.edges.iter().any(|e| {
+                    (outside(e.left.0) && e.right.1.column_refs().contains(&c))
+                        || (outside(e.right.0) && e.left.1.column_refs().contains(&c))
+                })
+                || keys.classes.iter().any(|class| {
+                    class
+                        .members
+                        .iter()
+                        .any(|(_, m)| m.column_refs().contains(&c))
+                        && class.members.iter().any(|(leaf, _)| outside(*leaf))
+                })
+                || residuals
+                    .iter()
+                    .any(|(m, r)| m & !inside != 0 && r.column_refs().contains(&c))
+        };
+        self.build_with(tree, &keys, &model, &residuals, &needed)
     }
 
     fn build_with(
@@ -466,6 +487,7 @@ impl Cluster {
         keys: &Keys,
         model: &Model,
         residuals: &[(u64, &Expr)],
+        needed: &dyn Fn(&Column, u64) -> bool,
     ) -> Result<(LogicalPlan, u64)> {
         match tree {
             Tree::Leaf(i) => {
@@ -483,8 +505,8 @@ impl Cluster {
                 Ok((leaf, 1 << i))
             }
             Tree::Join(a, b) => {
-                let (mut left, mut lm) = self.build_with(a, keys, model, residuals)?;
-                let (mut right, mut rm) = self.build_with(b, keys, model, residuals)?;
+                let (mut left, mut lm) = self.build_with(a, keys, model, residuals, needed)?;
+                let (mut right, mut rm) = self.build_with(b, keys, model, residuals, needed)?;
                 if model.rows(rm) < model.rows(lm) {
                     std::mem::swap(&mut left, &mut right);
                     std::mem::swap(&mut lm, &mut rm);
@@ -523,7 +545,19 @@ impl Cluster {
                     NullEquality::NullEqualsNothing,
                     false,
                 )?;
-                Ok((LogicalPlan::Join(join), both))
+                let joined = LogicalPlan::Join(join);
+                let keep: Vec<Expr> = joined
+                    .schema()
+                    .iter()
+                    .map(|(q, f)| Column::new(q.cloned(), f.name()))
+                    .filter(|c| needed(c, both))
+                    .map(Expr::Column)
+                    .collect();
+                if keep.is_empty() || keep.len() == joined.schema().fields().len() {
+                    return Ok((joined, both));
+                }
+                let pruned = Projection::try_new(keep, Arc::new(joined))?;
+                Ok((LogicalPlan::Projection(pruned), both))
             }
         }
     }
