@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arrow::array::RecordBatch;
-use arrow::datatypes::{DataType, SchemaRef};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::{Result, Statistics, internal_err};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
@@ -113,6 +113,9 @@ pub struct IcebergScanExec {
     pub(crate) gate: Arc<Gate>,
     /// Manifest bounds of the constrainable columns, by data file path.
     pub(crate) file_bounds: Arc<BoundsByFile>,
+    /// Output positions of string columns that leave the scan as `Dictionary(Int32, Utf8)`
+    /// ([`Self::with_dictionary_columns`]); empty: every column has its table type.
+    pub(crate) dictionary_columns: Arc<Vec<usize>>,
     pub(crate) metrics: ExecutionPlanMetricsSet,
     pub(crate) cache: Arc<PlanProperties>,
 }
@@ -197,6 +200,7 @@ impl IcebergScanExec {
             )),
             file_bounds: Arc::new(plan.file_bounds),
             columns: Arc::new(plan.columns),
+            dictionary_columns: Arc::new(vec![]),
             metrics: ExecutionPlanMetricsSet::new(),
             cache,
         };
@@ -281,6 +285,73 @@ impl IcebergScanExec {
         new.set_dynamic_nulls(nulls);
         new.metrics = ExecutionPlanMetricsSet::new();
         Some(Arc::new(new))
+    }
+
+    /// The same scan with the `Utf8` columns at output positions `columns` output as
+    /// `Dictionary(Int32, Utf8)`: read from the Parquet dictionary pages where every page of a
+    /// column chunk is dictionary-encoded (`FilePlan::keep_dictionaries`), else cast. `None`
+    /// when a position is out of range, not a `Utf8` column, or read by the scan's own
+    /// filters (which compare the table's types), or when the scan has dynamic filters.
+    pub fn with_dictionary_columns(&self, columns: &[usize]) -> Option<Self> {
+        if !self.dynamic_filters.is_empty() || columns.is_empty() {
+            return None;
+        }
+        let fields = self.schema.fields();
+        let filtered: Vec<usize> = self
+            .static_filters
+            .iter()
+            .flat_map(|f| datafusion::physical_expr::utils::collect_columns(f))
+            .map(|c| c.index())
+            .collect();
+        if columns.iter().any(|&c| {
+            fields
+                .get(c)
+                .is_none_or(|f| f.data_type() != &DataType::Utf8)
+                || filtered.contains(&c)
+        }) {
+            return None;
+        }
+        let mut new = self.clone();
+        let mut all: Vec<usize> = self.dictionary_columns.to_vec();
+        all.extend_from_slice(columns);
+        all.sort_unstable();
+        all.dedup();
+        new.dictionary_columns = Arc::new(all);
+        let plain = Arc::new(crate::output::plain_schema(&new.output_schema()));
+        new.cache = Arc::new(Self::compute_properties(
+            plain,
+            self.file_groups.len().max(1),
+        ));
+        new.metrics = ExecutionPlanMetricsSet::new();
+        Some(new)
+    }
+
+    /// The output schema with field ids: `schema`, with [`Self::dictionary_columns`] as
+    /// dictionaries.
+    fn output_schema(&self) -> SchemaRef {
+        if self.dictionary_columns.is_empty() {
+            return Arc::clone(&self.schema);
+        }
+        let fields: Vec<Field> = self
+            .schema
+            .fields()
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                let f = f.as_ref().clone();
+                if self.dictionary_columns.contains(&i) {
+                    let ty =
+                        DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8));
+                    f.with_data_type(ty)
+                } else {
+                    f
+                }
+            })
+            .collect();
+        Arc::new(Schema::new_with_metadata(
+            fields,
+            self.schema.metadata().clone(),
+        ))
     }
 
     /// Whether it holds dynamic filters.
@@ -588,6 +659,14 @@ impl DisplayAs for IcebergScanExec {
                 if let Some(l) = self.limit {
                     write!(f, ", limit={l}")?;
                 }
+                if !self.dictionary_columns.is_empty() {
+                    let names: Vec<&str> = self
+                        .dictionary_columns
+                        .iter()
+                        .filter_map(|&i| columns.get(i).copied())
+                        .collect();
+                    write!(f, ", dictionaries=[{}]", names.join(", "))?;
+                }
                 if !self.static_filters.is_empty() {
                     write!(
                         f,
@@ -741,6 +820,8 @@ impl ExecutionPlan for IcebergScanExec {
             row_filter,
             late_materialization: self.settings.late_materialization,
             dictionary_strings: self.settings.dictionary_strings,
+            output_schema: self.output_schema(),
+            dictionary_columns: Arc::clone(&self.dictionary_columns),
         });
         let batches = stream::iter(tasks.into_iter().enumerate())
             .then(move |(i, task)| {

@@ -63,8 +63,11 @@ pub const MIN_GAIN: f64 = 0.5;
 /// while a lookup into 227 K orders costs about what the join's own probe does and is left to
 /// the join. At SF 10 (20 K suppliers) the lookup ran on only part of the rows and the
 /// supplier-first order no longer paid (32 K here: q05 1.02× wall), hence 16 K
-/// (`bench/reports/issue32-progress-20261204.md`).
-pub const CHEAP_BUILD_ROWS: f64 = 16_384.0;
+/// (`bench/reports/issue32-progress-20261204.md`). Then at SF 10 q07 probed lineitem through
+/// its 8 K suppliers of two nations and all of orders after it, 1.13× the wall time of probing
+/// through the two nations' customers' orders: hence 4 K
+/// (`bench/reports/issue32-progress-20261205.md`).
+pub const CHEAP_BUILD_ROWS: f64 = 4_096.0;
 
 /// Estimated rows of a scan whose table reports no statistics.
 pub const UNKNOWN_ROWS: f64 = 1_000_000.0;

@@ -29,6 +29,7 @@ pub mod data_file_error;
 pub mod decimal_arithmetic;
 pub(crate) mod delete;
 pub(crate) mod delete_files;
+pub mod dictionary_group_by;
 pub mod disk_tier;
 pub mod domain;
 pub(crate) mod domain_cache;

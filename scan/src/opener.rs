@@ -77,6 +77,11 @@ pub(crate) struct TaskOpener {
     /// `iceflight.scan.dictionary_strings`: string columns the row filter reads stay
     /// dictionaries until it has run.
     pub dictionary_strings: bool,
+    /// The output: `schema`, but for the string columns of `dictionary_columns`, which leave
+    /// the scan as `Dictionary(Int32, Utf8)` (`IcebergScanExec::with_dictionary_columns`).
+    pub output_schema: SchemaRef,
+    /// Output positions of the columns output as dictionaries.
+    pub dictionary_columns: Arc<Vec<usize>>,
 }
 
 /// What the gate made of one task.
@@ -347,11 +352,17 @@ impl TaskOpener {
         };
         // String columns a row filter reads stay dictionaries until it has run (no equality
         // deletes: their keys compare values as read).
-        let read_arrow = match &self.row_filter {
-            Some(f) if self.dictionary_strings && deletes.is_empty() => {
-                plan.keep_dictionaries(&arrow, &f.columns())?
-            }
-            _ => None,
+        // So do the columns output as dictionaries.
+        let mut dictionaries: Vec<usize> = self.dictionary_columns.to_vec();
+        if let Some(f) = &self.row_filter
+            && self.dictionary_strings
+        {
+            dictionaries.extend(f.columns());
+        }
+        let read_arrow = if deletes.is_empty() && !dictionaries.is_empty() {
+            plan.keep_dictionaries(&arrow, &dictionaries)?
+        } else {
+            None
         };
         if read_arrow.is_some() {
             self.metrics.dictionary_files.add(1);
@@ -498,7 +509,7 @@ impl TaskOpener {
         )?;
         let plan = file.plan.clone();
         let deletes = Arc::clone(&file.deletes);
-        let schema = Arc::clone(&self.schema);
+        let schema = Arc::clone(&self.output_schema);
         let rows_decoded = self.metrics.rows_decoded.clone();
         let deleted = self.metrics.equality_deleted_rows.clone();
         let row_filter = self.row_filter.clone();
@@ -588,7 +599,7 @@ impl TaskOpener {
         let scan_metrics = result.metrics().clone();
         let bytes_scanned = self.metrics.bytes_scanned.clone();
         let deleted = self.metrics.equality_deleted_rows.clone();
-        let schema = Arc::clone(&self.schema);
+        let schema = Arc::clone(&self.output_schema);
         let rows_decoded = self.metrics.rows_decoded.clone();
         let row_filter = self.row_filter.clone();
         let batches = result

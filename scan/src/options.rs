@@ -65,6 +65,10 @@ pub struct IceflightOptions {
     /// literal segments search for the segments instead of running a regular expression
     /// (`like_segments.rs`).
     pub like_segments: bool,
+    /// `iceflight.optimizer.dictionary_group_by` (default true): a partial aggregate grouped
+    /// by low-cardinality string columns of a scan groups by codes of their dictionary values
+    /// (`dictionary_group_by.rs`).
+    pub dictionary_group_by: bool,
 }
 
 /// The `iceflight.scan.*` settings one planned scan runs with (taken from the session at
@@ -144,6 +148,7 @@ impl Default for IceflightOptions {
             decimal_arithmetic: true,
             collect_build_side: true,
             like_segments: true,
+            dictionary_group_by: true,
         }
     }
 }
@@ -166,7 +171,7 @@ impl IceflightOptions {
             .unwrap_or_default()
     }
 
-    const KEYS: [(&'static str, &'static str); 16] = [
+    const KEYS: [(&'static str, &'static str); 17] = [
         (
             "scan.batch_size",
             "Rows per batch decoded by the Parquet reader; 0 uses datafusion.execution.batch_size",
@@ -230,6 +235,10 @@ impl IceflightOptions {
         (
             "optimizer.like_segments",
             "Match LIKE patterns with % between literal segments by searching the segments, not a regex",
+        ),
+        (
+            "optimizer.dictionary_group_by",
+            "Group by codes of the dictionary values of low-cardinality string columns, not by the strings",
         ),
     ];
 }
@@ -295,6 +304,7 @@ impl ExtensionOptions for IceflightOptions {
             "optimizer.decimal_arithmetic" => self.decimal_arithmetic = boolean()?,
             "optimizer.collect_build_side" => self.collect_build_side = boolean()?,
             "optimizer.like_segments" => self.like_segments = boolean()?,
+            "optimizer.dictionary_group_by" => self.dictionary_group_by = boolean()?,
             _ => {
                 return Err(DataFusionError::Configuration(format!(
                     "unknown setting iceflight.{key} (known: {})",
@@ -323,6 +333,7 @@ impl ExtensionOptions for IceflightOptions {
             self.decimal_arithmetic.to_string(),
             self.collect_build_side.to_string(),
             self.like_segments.to_string(),
+            self.dictionary_group_by.to_string(),
         ];
         Self::KEYS
             .iter()

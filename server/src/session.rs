@@ -266,6 +266,9 @@ impl Engine {
                 iceflight_scan::decimal_arithmetic::DecimalArithmetic,
             ));
             rules.push(Arc::new(iceflight_scan::like_segments::LikeSegments));
+            rules.push(Arc::new(
+                iceflight_scan::dictionary_group_by::DictionaryGroupBy,
+            ));
             rules.push(Arc::new(iceflight_scan::shared_subplan::SharedSubplans));
         }
         for (k, v) in settings {

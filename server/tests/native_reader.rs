@@ -400,3 +400,43 @@ fn decimal_arithmetic_exprs(plan: &Arc<dyn datafusion::physical_plan::ExecutionP
     .unwrap();
     n
 }
+
+/// Issue 32, strings kept encoded: q01 groups by `l_returnflag` and `l_linestatus` read from
+/// the Parquet dictionaries and coded (`scan/src/dictionary_group_by.rs`): every lineitem file
+/// opened keeps both as dictionaries (none with the rule off); answers equal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tpch_sf01_q01_groups_by_dictionary_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, _) = tpch_engine(dir.path()).await;
+    let session = |extra: &[(&str, &str)]| {
+        let mut s = settings("native");
+        s.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        engine.session(None, Some("tpch"), &s).unwrap()
+    };
+    let on = session(&[]);
+    let off = session(&[("iceflight.optimizer.dictionary_group_by", "false")]);
+    let q01 = std::fs::read_to_string(repo_root().join("bench/queries/tpch/q01.sql")).unwrap();
+    let (a, b) = (
+        execute(&on, &q01).await.unwrap(),
+        execute(&off, &q01).await.unwrap(),
+    );
+    assert_eq!(rows(&a.batches), rows(&b.batches));
+    assert_eq!(rows(&a.batches).len(), 4);
+    let opened = table_scan_metric(&a.plan, "lineitem", "files_opened");
+    assert!(opened > 0);
+    assert_eq!(
+        table_scan_metric(&a.plan, "lineitem", "dictionary_files"),
+        opened
+    );
+    assert_eq!(
+        table_scan_metric(&b.plan, "lineitem", "dictionary_files"),
+        0
+    );
+    let plan = datafusion::physical_plan::displayable(a.plan.as_ref())
+        .indent(false)
+        .to_string();
+    assert!(
+        plan.contains("dictionaries=[l_returnflag, l_linestatus]") && plan.contains("code("),
+        "{plan}"
+    );
+}
