@@ -63,11 +63,8 @@ pub const MIN_GAIN: f64 = 0.5;
 /// while a lookup into 227 K orders costs about what the join's own probe does and is left to
 /// the join. At SF 10 (20 K suppliers) the lookup ran on only part of the rows and the
 /// supplier-first order no longer paid (32 K here: q05 1.02× wall), hence 16 K
-/// (`bench/reports/issue32-progress-20261204.md`). Then at SF 10 q07 probed lineitem through
-/// its 8 K suppliers of two nations and all of orders after it, 1.13× the wall time of probing
-/// through the two nations' customers' orders: hence 4 K
-/// (`bench/reports/issue32-progress-20261205.md`).
-pub const CHEAP_BUILD_ROWS: f64 = 4_096.0;
+/// (`bench/reports/issue32-progress-20261204.md`).
+pub const CHEAP_BUILD_ROWS: f64 = 16_384.0;
 
 /// Estimated rows of a scan whose table reports no statistics.
 pub const UNKNOWN_ROWS: f64 = 1_000_000.0;
@@ -131,6 +128,25 @@ fn optimize(plan: LogicalPlan, dynamic_row_filters: bool) -> Result<Transformed<
         }
     }
     plan.map_children(recurse)
+}
+
+/// Whether a join of `tree` has only implied conditions between its inputs: no written
+/// condition, only members of a class on both sides (`Class::across` would imply one).
+fn joins_through_implied(tree: &Tree, keys: &Keys) -> bool {
+    let Tree::Join(a, b) = tree else {
+        return false;
+    };
+    let (l, r) = (a.mask(), b.mask());
+    let crosses = |x: usize, y: usize| {
+        (l & (1 << x) != 0 && r & (1 << y) != 0) || (l & (1 << y) != 0 && r & (1 << x) != 0)
+    };
+    let written = keys.edges.iter().any(|e| crosses(e.left.0, e.right.0))
+        || keys.classes.iter().any(|c| {
+            c.written
+                .iter()
+                .any(|&(i, j)| crosses(c.members[i].0, c.members[j].0))
+        });
+    !written || joins_through_implied(a, keys) || joins_through_implied(b, keys)
 }
 
 /// An inner equi-join whose null semantics allow any order.
@@ -402,20 +418,26 @@ impl Cluster {
     }
 
     /// Whether `order` (of estimated `cost`) replaces the `written` one: its cost is below
-    /// [`MIN_GAIN`] × the written order's, or it costs less and its joins output below
-    /// [`MIN_GAIN`] × the written order's rows. The second test sees a cut in the intermediate
-    /// results that the rows every order reads hide: TPC-H q05 at SF 10 joined customer with
-    /// the ASIA nations first (an implied condition) at 0.86 × the written order's estimated
-    /// cost and 0.22 × its join outputs, and ran 15 % faster (SF 1: 20 %).
+    /// [`MIN_GAIN`] × the written order's, or it joins through a condition the query implies
+    /// but does not write, costs less, and its joins output below [`MIN_GAIN`] × the written
+    /// order's rows. The second test sees a cut in the intermediate results that the rows every
+    /// order reads hide: TPC-H q05 at SF 10 joined customer with the ASIA nations first at 0.86
+    /// × the written order's estimated cost and 0.22 × its join outputs, and ran 15 % faster
+    /// (SF 1: 20 %). Among written conditions it took an order of q07 that ran 1.17× slower at
+    /// SF 10 (`bench/reports/issue32-progress-20261205.md`), hence the implied condition.
     fn pays(&self, order: &Tree, cost: f64, written: &Tree) -> bool {
-        let (Some(written_cost), Some(written_out), Some(out)) = (
+        let (Some(written_cost), Some(written_out), Some(out), Some(keys)) = (
             self.cost(written),
             self.outputs(written),
             self.outputs(order),
+            self.keys(),
         ) else {
             return false;
         };
-        cost < MIN_GAIN * written_cost || (cost < written_cost && out < MIN_GAIN * written_out)
+        cost < MIN_GAIN * written_cost
+            || (cost < written_cost
+                && out < MIN_GAIN * written_out
+                && joins_through_implied(order, &keys))
     }
 
     /// The cheapest order and its cost, or `None` where the cluster cannot be ordered (a
