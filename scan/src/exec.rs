@@ -300,7 +300,7 @@ impl IcebergScanExec {
         let filtered: Vec<usize> = self
             .static_filters
             .iter()
-            .flat_map(|f| datafusion::physical_expr::utils::collect_columns(f))
+            .flat_map(datafusion::physical_expr::utils::collect_columns)
             .map(|c| c.index())
             .collect();
         if columns.iter().any(|&c| {

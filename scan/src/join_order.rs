@@ -350,7 +350,7 @@ impl Cluster {
             parent[ra] = rb;
         }
         let mut classes: Vec<(usize, Class)> = Vec::new();
-        for i in 0..nodes.len() {
+        for (i, node) in nodes.iter().enumerate() {
             let r = root(&mut parent, i);
             let at = match classes.iter().position(|(root, _)| *root == r) {
                 Some(at) => at,
@@ -365,7 +365,7 @@ impl Cluster {
                     classes.len() - 1
                 }
             };
-            classes[at].1.members.push(nodes[i].clone());
+            classes[at].1.members.push(node.clone());
         }
         let mut kept = Vec::new();
         for (r, mut class) in classes {
