@@ -449,6 +449,14 @@ impl fmt::Display for CodeValueExpr {
     }
 }
 
+/// The one child `with_new_children` hands `code` and `value`.
+fn only_child(children: Vec<Arc<dyn PhysicalExpr>>) -> Result<Arc<dyn PhysicalExpr>> {
+    let [input]: [Arc<dyn PhysicalExpr>; 1] = children
+        .try_into()
+        .map_err(|_| internal_datafusion_err!("code and value have one child"))?;
+    Ok(input)
+}
+
 impl PhysicalExpr for DictionaryCodeExpr {
     fn data_type(&self, _input_schema: &Schema) -> Result<DataType> {
         Ok(DataType::Int32)
@@ -471,10 +479,10 @@ impl PhysicalExpr for DictionaryCodeExpr {
         self: Arc<Self>,
         children: Vec<Arc<dyn PhysicalExpr>>,
     ) -> Result<Arc<dyn PhysicalExpr>> {
-        let [input]: [Arc<dyn PhysicalExpr>; 1] = children
-            .try_into()
-            .map_err(|_| internal_datafusion_err!("code has one child"))?;
-        Ok(Arc::new(Self::new(input, Arc::clone(&self.table))))
+        Ok(Arc::new(Self::new(
+            only_child(children)?,
+            Arc::clone(&self.table),
+        )))
     }
 
     fn fmt_sql(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -507,11 +515,8 @@ impl PhysicalExpr for CodeValueExpr {
         self: Arc<Self>,
         children: Vec<Arc<dyn PhysicalExpr>>,
     ) -> Result<Arc<dyn PhysicalExpr>> {
-        let [input]: [Arc<dyn PhysicalExpr>; 1] = children
-            .try_into()
-            .map_err(|_| internal_datafusion_err!("value has one child"))?;
         Ok(Arc::new(Self::new(
-            input,
+            only_child(children)?,
             Arc::clone(&self.table),
             self.nullable,
         )))

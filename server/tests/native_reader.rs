@@ -247,6 +247,27 @@ fn count_nodes(plan: &Arc<dyn datafusion::physical_plan::ExecutionPlan>, name: &
     seen.len()
 }
 
+/// Every lineitem file `on` opened read string columns as dictionaries; none `off` opened did.
+fn dictionaries_in_every_lineitem_file(
+    on: &Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+    off: &Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+) {
+    let opened = table_scan_metric(on, "lineitem", "files_opened");
+    assert!(opened > 0);
+    assert_eq!(
+        table_scan_metric(on, "lineitem", "dictionary_files"),
+        opened
+    );
+    assert_eq!(table_scan_metric(off, "lineitem", "dictionary_files"), 0);
+}
+
+/// A session on the `tpch` namespace with the native reader and `extra` settings.
+fn tpch_session(engine: &Engine, extra: &[(&str, &str)]) -> SessionContext {
+    let mut s = settings("native");
+    s.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    engine.session(None, Some("tpch"), &s).unwrap()
+}
+
 /// Issue 32's counters on TPC-H SF 0.1: the query's own filters run in the scan (most
 /// selective first) and inside the Parquet reader (rows decoded per column), q12 builds its
 /// hash table on the filtered lineitem, and q15's `revenue` CTE runs once. Each against the
@@ -255,11 +276,7 @@ fn count_nodes(plan: &Arc<dyn datafusion::physical_plan::ExecutionPlan>, name: &
 async fn tpch_sf01_static_row_filter_build_side_and_shared_subplan() {
     let dir = tempfile::tempdir().unwrap();
     let (engine, _) = tpch_engine(dir.path()).await;
-    let session = |extra: &[(&str, &str)]| {
-        let mut s = settings("native");
-        s.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-        engine.session(None, Some("tpch"), &s).unwrap()
-    };
+    let session = |extra: &[(&str, &str)]| tpch_session(&engine, extra);
     let on = session(&[]);
     let off = session(&[
         ("iceflight.scan.static_row_filter", "false"),
@@ -316,16 +333,7 @@ async fn tpch_sf01_static_row_filter_build_side_and_shared_subplan() {
     );
     // `l_shipmode` (seven values, dictionary-encoded in every page) stays a dictionary until the
     // row filter has run, in every lineitem file opened.
-    let opened = table_scan_metric(&a.plan, "lineitem", "files_opened");
-    assert!(opened > 0);
-    assert_eq!(
-        table_scan_metric(&a.plan, "lineitem", "dictionary_files"),
-        opened
-    );
-    assert_eq!(
-        table_scan_metric(&b.plan, "lineitem", "dictionary_files"),
-        0
-    );
+    dictionaries_in_every_lineitem_file(&a.plan, &b.plan);
 
     // q15: the revenue CTE (a lineitem aggregate) is computed once for its two consumers.
     let q15 = std::fs::read_to_string(repo_root().join("bench/queries/tpch/q15.sql")).unwrap();
@@ -408,11 +416,7 @@ fn decimal_arithmetic_exprs(plan: &Arc<dyn datafusion::physical_plan::ExecutionP
 async fn tpch_sf01_q01_groups_by_dictionary_codes() {
     let dir = tempfile::tempdir().unwrap();
     let (engine, _) = tpch_engine(dir.path()).await;
-    let session = |extra: &[(&str, &str)]| {
-        let mut s = settings("native");
-        s.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-        engine.session(None, Some("tpch"), &s).unwrap()
-    };
+    let session = |extra: &[(&str, &str)]| tpch_session(&engine, extra);
     let on = session(&[]);
     let off = session(&[("iceflight.optimizer.dictionary_group_by", "false")]);
     let q01 = std::fs::read_to_string(repo_root().join("bench/queries/tpch/q01.sql")).unwrap();
@@ -422,16 +426,7 @@ async fn tpch_sf01_q01_groups_by_dictionary_codes() {
     );
     assert_eq!(rows(&a.batches), rows(&b.batches));
     assert_eq!(rows(&a.batches).len(), 4);
-    let opened = table_scan_metric(&a.plan, "lineitem", "files_opened");
-    assert!(opened > 0);
-    assert_eq!(
-        table_scan_metric(&a.plan, "lineitem", "dictionary_files"),
-        opened
-    );
-    assert_eq!(
-        table_scan_metric(&b.plan, "lineitem", "dictionary_files"),
-        0
-    );
+    dictionaries_in_every_lineitem_file(&a.plan, &b.plan);
     let plan = datafusion::physical_plan::displayable(a.plan.as_ref())
         .indent(false)
         .to_string();
