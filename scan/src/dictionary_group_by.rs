@@ -29,7 +29,7 @@
 //! **Answers.** Codes are a bijection with the values (a shared table, one per column and
 //! plan), NULL stays NULL, so the groups are the groups of the strings and every aggregate sees
 //! the same rows. The rewritten partial aggregate's output schema is checked equal to the
-//! original's; any difference leaves the plan as it was.
+//! original's; any difference, or a node that refuses the new types, leaves the plan as it was.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -74,9 +74,14 @@ impl PhysicalOptimizerRule for DictionaryGroupBy {
             return Ok(plan);
         }
         plan.transform_up(|node| {
-            Ok(match rewrite(&node)? {
-                Some(new) => Transformed::yes(new),
-                None => Transformed::no(node),
+            Ok(match rewrite(&node) {
+                Ok(Some(new)) => Transformed::yes(new),
+                Ok(None) => Transformed::no(node),
+                // A node DataFusion refuses to rebuild over the dictionaries: the plan as it was.
+                Err(e) => {
+                    tracing::debug!(error = %e, "dictionary GROUP BY left out");
+                    Transformed::no(node)
+                }
             })
         })
         .map(|t| t.data)

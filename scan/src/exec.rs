@@ -21,6 +21,7 @@ use std::time::Duration;
 use arrow::array::RecordBatch;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::config::ConfigOptions;
+use datafusion::common::stats::Precision;
 use datafusion::common::{Result, Statistics, internal_err};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
@@ -289,7 +290,8 @@ impl IcebergScanExec {
 
     /// The same scan with the `Utf8` columns at output positions `columns` output as
     /// `Dictionary(Int32, Utf8)`: read from the Parquet dictionary pages where every page of a
-    /// column chunk is dictionary-encoded (`FilePlan::keep_dictionaries`), else cast. `None`
+    /// column chunk is dictionary-encoded (`FilePlan::keep_dictionaries`), else cast; their
+    /// statistics keep no bounds. `None`
     /// when a position is out of range, not a `Utf8` column, or read by the scan's own
     /// filters (which compare the table's types), or when the scan has dynamic filters.
     pub fn with_dictionary_columns(&self, columns: &[usize]) -> Option<Self> {
@@ -316,6 +318,20 @@ impl IcebergScanExec {
         all.extend_from_slice(columns);
         all.sort_unstable();
         all.dedup();
+        // Their statistics' bounds are `Utf8` values: dropped, so nothing compares them with
+        // the dictionary type (interval analysis above a filter would refuse the mismatch).
+        let unbounded = |stats: &Statistics| {
+            let mut stats = stats.clone();
+            for &c in &all {
+                if let Some(cs) = stats.column_statistics.get_mut(c) {
+                    cs.min_value = Precision::Absent;
+                    cs.max_value = Precision::Absent;
+                }
+            }
+            Arc::new(stats)
+        };
+        new.statistics = Arc::new(self.statistics.iter().map(|s| unbounded(s)).collect());
+        new.total_statistics = unbounded(&self.total_statistics);
         new.dictionary_columns = Arc::new(all);
         let plain = Arc::new(crate::output::plain_schema(&new.output_schema()));
         new.cache = Arc::new(Self::compute_properties(
@@ -397,6 +413,7 @@ impl IcebergScanExec {
         metadata(self) == metadata(other)
             && self.catalog == other.catalog
             && self.schema == other.schema
+            && self.dictionary_columns == other.dictionary_columns
             && self.field_ids == other.field_ids
             && self.limit == other.limit
             && self.batch_size == other.batch_size
