@@ -54,6 +54,7 @@ use datafusion::physical_plan::filter::FilterExec;
 use datafusion::physical_plan::projection::{ProjectionExec, ProjectionExpr};
 
 use crate::IcebergScanExec;
+use crate::native_reader::string_dictionary;
 
 /// Largest stored size per value (bytes, compressed, from the manifests' column sizes over the
 /// scan's rows) of a column the rule codes. TPC-H SF 1 lineitem: `l_returnflag` 0.18,
@@ -178,7 +179,7 @@ fn rewrite(node: &Arc<dyn ExecutionPlan>) -> Result<Option<Arc<dyn ExecutionPlan
     let dictionary = rebuilt.schema();
     if keys
         .iter()
-        .any(|&k| !is_string_dictionary(dictionary.field(k).data_type()))
+        .any(|&k| dictionary.field(k).data_type() != &string_dictionary())
     {
         return Ok(None);
     }
@@ -294,11 +295,6 @@ fn low_cardinality(scan: &IcebergScanExec, columns: &[usize]) -> Result<bool> {
         }))
 }
 
-fn is_string_dictionary(data_type: &DataType) -> bool {
-    matches!(data_type, DataType::Dictionary(k, v)
-        if k.as_ref() == &DataType::Int32 && v.as_ref() == &DataType::Utf8)
-}
-
 /// The codes of one column's values for one plan: code `i` is the `i`-th distinct value met,
 /// shared by every partition (a code means the same value in all of them).
 #[derive(Debug, Default)]
@@ -310,7 +306,15 @@ pub struct CodeTable {
 struct Codes {
     by_value: HashMap<String, i32>,
     values: Vec<String>,
+    /// The codes of the last [`REMAPS_KEPT`] dictionaries met (their values array, held so its
+    /// address stays its own): the batches of one column chunk share one dictionary, which is
+    /// then looked up once, not once per batch.
+    remaps: Vec<(ArrayRef, Arc<Vec<Option<i32>>>)>,
 }
+
+/// Dictionaries whose codes a [`CodeTable`] keeps: one per partition reading at a time, with
+/// room to spare.
+const REMAPS_KEPT: usize = 8;
 
 impl Codes {
     fn code(&mut self, value: &str) -> Result<i32> {
@@ -342,17 +346,34 @@ impl CodeTable {
                 let Some(dict) = array.as_dictionary_opt::<Int32Type>() else {
                     return internal_err!("code: dictionary keys are not Int32");
                 };
-                let values = dict.values().as_string_opt::<i32>().ok_or_else(|| {
-                    internal_datafusion_err!("code: dictionary values are not Utf8")
-                })?;
-                // One lookup per dictionary value; a NULL value codes as NULL.
-                let remap: Vec<Option<i32>> = (0..values.len())
-                    .map(|i| {
-                        (!values.is_null(i))
-                            .then(|| codes.code(values.value(i)))
-                            .transpose()
-                    })
-                    .collect::<Result<_>>()?;
+                let remap = match codes
+                    .remaps
+                    .iter()
+                    .find(|(v, _)| Arc::ptr_eq(v, dict.values()))
+                {
+                    Some((_, remap)) => Arc::clone(remap),
+                    None => {
+                        let values = dict.values().as_string_opt::<i32>().ok_or_else(|| {
+                            internal_datafusion_err!("code: dictionary values are not Utf8")
+                        })?;
+                        // One lookup per dictionary value; a NULL value codes as NULL.
+                        let remap: Vec<Option<i32>> = (0..values.len())
+                            .map(|i| {
+                                (!values.is_null(i))
+                                    .then(|| codes.code(values.value(i)))
+                                    .transpose()
+                            })
+                            .collect::<Result<_>>()?;
+                        let remap = Arc::new(remap);
+                        if codes.remaps.len() == REMAPS_KEPT {
+                            codes.remaps.remove(0);
+                        }
+                        codes
+                            .remaps
+                            .push((Arc::clone(dict.values()), Arc::clone(&remap)));
+                        remap
+                    }
+                };
                 Ok(dict
                     .keys()
                     .iter()
@@ -561,5 +582,13 @@ mod tests {
             [Some("A"), Some("R"), None, None, Some("N"), Some("A")]
         );
         assert!(table.decode(&Int32Array::from(vec![9])).is_err());
+        // A second batch of the same dictionary (one column chunk) reuses its codes.
+        let again: ArrayRef = Arc::new(DictionaryArray::new(
+            Int32Array::from(vec![3, 0]),
+            Arc::clone(dict.as_dictionary::<Int32Type>().values()),
+        ));
+        let codes = table.encode(&again).unwrap();
+        assert_eq!(codes.iter().collect::<Vec<_>>(), [Some(2), Some(0)]);
+        assert_eq!(table.lock().unwrap().remaps.len(), 1);
     }
 }

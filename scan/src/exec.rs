@@ -291,9 +291,9 @@ impl IcebergScanExec {
     /// The same scan with the `Utf8` columns at output positions `columns` output as
     /// `Dictionary(Int32, Utf8)`: read from the Parquet dictionary pages where every page of a
     /// column chunk is dictionary-encoded (`FilePlan::keep_dictionaries`), else cast; their
-    /// statistics keep no bounds. `None`
-    /// when a position is out of range, not a `Utf8` column, or read by the scan's own
-    /// filters (which compare the table's types), or when the scan has dynamic filters.
+    /// statistics keep no bounds. `None` when a position is out of range, not a `Utf8` column,
+    /// or read by the scan's own filters (which compare the table's types), or when the scan
+    /// has dynamic filters.
     pub fn with_dictionary_columns(&self, columns: &[usize]) -> Option<Self> {
         if !self.dynamic_filters.is_empty() || columns.is_empty() {
             return None;
@@ -356,9 +356,7 @@ impl IcebergScanExec {
             .map(|(i, f)| {
                 let f = f.as_ref().clone();
                 if self.dictionary_columns.contains(&i) {
-                    let ty =
-                        DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8));
-                    f.with_data_type(ty)
+                    f.with_data_type(crate::native_reader::string_dictionary())
                 } else {
                     f
                 }

@@ -391,30 +391,11 @@ impl Cluster {
         })
     }
 
-    /// The estimated cost of joining in the order of `tree` (`Model::join_cost` summed).
-    fn cost(&self, tree: &Tree) -> Option<f64> {
-        let model = Model::new(&self.leaves, &self.keys()?, self.dynamic_row_filters);
-        fn walk(model: &Model, tree: &Tree) -> f64 {
-            match tree {
-                Tree::Leaf(_) => 0.0,
-                Tree::Join(a, b) => {
-                    walk(model, a) + walk(model, b) + model.join_cost(a.mask(), b.mask())
-                }
-            }
-        }
-        Some(walk(&model, tree))
-    }
-
-    /// The estimated rows the joins of `tree` output, summed (C_out).
-    fn outputs(&self, tree: &Tree) -> Option<f64> {
-        let model = Model::new(&self.leaves, &self.keys()?, self.dynamic_row_filters);
-        fn walk(model: &Model, tree: &Tree) -> f64 {
-            match tree {
-                Tree::Leaf(_) => 0.0,
-                Tree::Join(a, b) => walk(model, a) + walk(model, b) + model.rows(tree.mask()),
-            }
-        }
-        Some(walk(&model, tree))
+    /// The cluster's conditions and the model of its estimates.
+    fn model(&self) -> Option<(Keys, Model)> {
+        let keys = self.keys()?;
+        let model = Model::new(&self.leaves, &keys, self.dynamic_row_filters);
+        Some((keys, model))
     }
 
     /// Whether `order` (of estimated `cost`) replaces the `written` one: its cost is below
@@ -426,14 +407,11 @@ impl Cluster {
     /// (SF 1: 20 %). Among written conditions it took an order of q07 that ran 1.17× slower at
     /// SF 10 (`bench/reports/issue32-progress-20261205.md`), hence the implied condition.
     fn pays(&self, order: &Tree, cost: f64, written: &Tree) -> bool {
-        let (Some(written_cost), Some(written_out), Some(out), Some(keys)) = (
-            self.cost(written),
-            self.outputs(written),
-            self.outputs(order),
-            self.keys(),
-        ) else {
+        let Some((keys, model)) = self.model() else {
             return false;
         };
+        let written_cost = model.tree_cost(written);
+        let (out, written_out) = (model.tree_outputs(order), model.tree_outputs(written));
         cost < MIN_GAIN * written_cost
             || (cost < written_cost
                 && out < MIN_GAIN * written_out
@@ -447,7 +425,7 @@ impl Cluster {
         if !(3..=64).contains(&n) {
             return None;
         }
-        let keys = self.keys()?;
+        let (_, model) = self.model()?;
         // A volatile condition (`random() < a.p`) must stay where it was evaluated.
         let volatile = self
             .on
@@ -458,19 +436,19 @@ impl Cluster {
         if volatile || self.residuals.iter().any(|r| self.leaves_of(r).is_none()) {
             return None;
         }
-        let model = Model::new(&self.leaves, &keys, self.dynamic_row_filters);
         let tree = if n <= DP_MAX_LEAVES {
             model.dynamic_programming()
         } else {
             model.greedy()
         }?;
-        let cost = self.cost(&tree)?;
+        let cost = model.tree_cost(&tree);
         Some((tree, cost))
     }
 
     /// The plan of `tree` and the mask of its leaves. Each residual filter goes to the lowest
     /// join holding its columns (one that reads a single leaf onto that leaf, one that reads
     /// none onto the top join).
+    ///
     /// Each join below the top keeps only the columns of `output` (the cluster's) and those a
     /// condition above it still reads.
     fn build(&self, tree: &Tree, output: &[Column]) -> Result<(LogicalPlan, u64)> {
@@ -699,6 +677,26 @@ impl Model {
             }
         }
         r.max(1.0)
+    }
+
+    /// The estimated cost of joining in the order of `tree` ([`Self::join_cost`] summed).
+    fn tree_cost(&self, tree: &Tree) -> f64 {
+        match tree {
+            Tree::Leaf(_) => 0.0,
+            Tree::Join(a, b) => {
+                self.tree_cost(a) + self.tree_cost(b) + self.join_cost(a.mask(), b.mask())
+            }
+        }
+    }
+
+    /// The estimated rows the joins of `tree` output, summed (C_out).
+    fn tree_outputs(&self, tree: &Tree) -> f64 {
+        match tree {
+            Tree::Leaf(_) => 0.0,
+            Tree::Join(a, b) => {
+                self.tree_outputs(a) + self.tree_outputs(b) + self.rows(tree.mask())
+            }
+        }
     }
 
     /// The pairs of leaves a condition joins directly (written or implied by a class).
@@ -1051,26 +1049,8 @@ mod tests {
         q05_at(1.0)
     }
 
-    /// The cost of `tree` (as `Cluster::cost` sums it).
-    fn cost(model: &Model, tree: &Tree) -> f64 {
-        match tree {
-            Tree::Leaf(_) => 0.0,
-            Tree::Join(a, b) => {
-                cost(model, a) + cost(model, b) + model.join_cost(a.mask(), b.mask())
-            }
-        }
-    }
-
     fn join(a: Tree, b: Tree) -> Tree {
         Tree::Join(Box::new(a), Box::new(b))
-    }
-
-    /// The estimated join outputs of `tree` (as `Cluster::outputs` sums them).
-    fn outputs(model: &Model, tree: &Tree) -> f64 {
-        match tree {
-            Tree::Leaf(_) => 0.0,
-            Tree::Join(a, b) => outputs(model, a) + outputs(model, b) + model.rows(tree.mask()),
-        }
     }
 
     /// The leaves joined with leaf `leaf` first (its sibling's mask), in `tree`.
@@ -1107,7 +1087,7 @@ mod tests {
         // Taken: below MIN_GAIN × the cost of the order written in the query (customer, orders,
         // lineitem, supplier, nation, region, left-deep).
         let written = (1..6).fold(Tree::Leaf(0), |t, i| join(t, Tree::Leaf(i)));
-        assert!(cost(&model, &tree) < MIN_GAIN * cost(&model, &written));
+        assert!(model.tree_cost(&tree) < MIN_GAIN * model.tree_cost(&written));
         // Without dynamic row filters in scans, lineitem costs its full size either way: the
         // order is no longer below half the written one's cost.
         let model = Model {
@@ -1115,7 +1095,7 @@ mod tests {
             ..q05()
         };
         let tree = model.dynamic_programming().unwrap();
-        assert!(cost(&model, &tree) >= MIN_GAIN * cost(&model, &written));
+        assert!(model.tree_cost(&tree) >= MIN_GAIN * model.tree_cost(&written));
     }
 
     /// At SF 10 the ASIA suppliers (20 K) are too many for a cheap dynamic filter: customer
@@ -1130,9 +1110,9 @@ mod tests {
         let (c, n, r) = (0, 1 << 4, 1 << 5);
         assert_eq!(partner(&tree, c), Some(n | r), "{tree:?}");
         let written = (1..6).fold(Tree::Leaf(0), |t, i| join(t, Tree::Leaf(i)));
-        let (new, old) = (cost(&model, &tree), cost(&model, &written));
+        let (new, old) = (model.tree_cost(&tree), model.tree_cost(&written));
         assert!(new < old && new >= MIN_GAIN * old, "{new} {old}");
-        let (new, old) = (outputs(&model, &tree), outputs(&model, &written));
+        let (new, old) = (model.tree_outputs(&tree), model.tree_outputs(&written));
         assert!(new < MIN_GAIN * old, "{new} {old}");
     }
 

@@ -100,6 +100,12 @@ pub struct FilePlan {
     schema: SchemaRef,
 }
 
+/// The type string columns are read as when their dictionaries are kept: `Dictionary(Int32,
+/// Utf8)`, the dictionary page's values and one key per row.
+pub(crate) fn string_dictionary() -> DataType {
+    DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8))
+}
+
 impl FilePlan {
     /// Plans reading the columns `read_ids` (field ids, with current types in `schema`, same
     /// order) of `task`'s file, whose footer is `arrow`. `Err(Fallback)` when this path cannot.
@@ -174,9 +180,6 @@ impl FilePlan {
         let metadata = arrow.metadata();
         let descr = arrow.parquet_schema();
         let file_schema = arrow.schema();
-        let dictionary = |value: &DataType| {
-            DataType::Dictionary(Box::new(DataType::Int32), Box::new(value.clone()))
-        };
         let mut file_fields: Vec<Field> = file_schema
             .fields()
             .iter()
@@ -214,8 +217,8 @@ impl FilePlan {
             }
             file_fields[root] = file_fields[root]
                 .clone()
-                .with_data_type(dictionary(&DataType::Utf8));
-            read_fields[c] = field.clone().with_data_type(dictionary(&DataType::Utf8));
+                .with_data_type(string_dictionary());
+            read_fields[c] = field.clone().with_data_type(string_dictionary());
             any = true;
         }
         if !any {
