@@ -19,7 +19,7 @@ use datafusion::prelude::SessionContext;
 use iceberg::{NamespaceIdent, TableIdent};
 use iceflight::config::Config;
 use iceflight::session::Engine;
-use iceflight_scan::metrics_index::FileMetricsIndex;
+use iceflight_scan::plan::metrics_index::FileMetricsIndex;
 
 #[derive(Parser)]
 #[command(name = "iceflight-bench", about = "iceflight measurements")]

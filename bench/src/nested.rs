@@ -104,7 +104,7 @@ async fn pages_per_chunk(engine: &Engine, ns: &str) -> Result<(usize, usize)> {
         ))
         .await
         .map_err(ext)?;
-    let index = iceflight_scan::metrics_index::FileMetricsIndex::load(&table)
+    let index = iceflight_scan::plan::metrics_index::FileMetricsIndex::load(&table)
         .await
         .map_err(ext)?;
     let (mut chunks, mut pages) = (0, 0);

@@ -48,7 +48,7 @@ use iceflight::session::Engine;
 use iceflight_catalog::CatalogConfig;
 use iceflight_datagen::load::{LoadOptions, load_ssb, load_tpch};
 use iceflight_scan::IcebergScanExec;
-use iceflight_scan::metrics_index::FileMetricsIndex;
+use iceflight_scan::plan::metrics_index::FileMetricsIndex;
 use serde_json::{Value, json};
 use tonic::transport::Channel;
 

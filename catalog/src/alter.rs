@@ -29,7 +29,7 @@ use iceberg::transaction::{AddColumn, ApplyTransactionAction, Transaction};
 use iceberg::{Catalog, NamespaceIdent, TableIdent};
 
 use crate::error::CatalogError;
-use crate::provider::to_df_error;
+use crate::error::to_df_error;
 
 /// One operation of an `ALTER TABLE` statement (module docs).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd)]

@@ -26,7 +26,7 @@ use iceberg::{
     Catalog, Namespace, NamespaceIdent, Result, TableCommit, TableCreation, TableIdent,
     TableRequirement, TableUpdate,
 };
-use iceflight_scan::commit::CommitCatalog;
+use iceflight_iceberg::commit::CommitCatalog;
 
 /// Default `metadata_cache_ttl`: tables are loaded on every lookup.
 pub const DEFAULT_METADATA_TTL: Duration = Duration::ZERO;

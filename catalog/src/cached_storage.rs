@@ -30,7 +30,7 @@ use iceberg::io::{
     StorageFactory,
 };
 use iceberg_storage_opendal::OpenDalResolvingStorageFactory;
-use iceflight_scan::block_cache::{BlockCache, Source, store_prefix};
+use iceflight_cache::block_cache::{BlockCache, Source, store_prefix};
 use serde::{Deserialize, Serialize};
 
 /// The block cache of one engine, what it covers, and the engine's manifest-read counter.
@@ -51,7 +51,7 @@ impl StorageCache {
     pub fn covering(&self, path: &str) -> Option<&Arc<BlockCache>> {
         self.blocks
             .as_ref()
-            .filter(|_| iceflight_scan::block_cache::covers(path, self.local_files))
+            .filter(|_| iceflight_cache::block_cache::covers(path, self.local_files))
     }
 
     fn count(&self, path: &str) {

@@ -18,7 +18,7 @@ use iceberg::{
     TableCreation, TableIdent, TableRequirement, TableUpdate,
 };
 use iceberg_catalog_sql::SqlCatalog;
-use iceflight_scan::commit::CommitCatalog;
+use iceflight_iceberg::commit::CommitCatalog;
 use sqlx::AnyPool;
 
 /// iceberg-catalog-sql's embedded catalog with [`CommitCatalog`] (module docs).

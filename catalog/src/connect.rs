@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use iceberg::CatalogBuilder;
 use iceberg_catalog_sql::SqlCatalogBuilder;
-use iceflight_scan::commit::CommitCatalog;
+use iceflight_iceberg::commit::CommitCatalog;
 
 use crate::cached_storage::{CachingStorageFactory, StorageCache};
 use crate::commit::EmbeddedCatalog;

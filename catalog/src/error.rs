@@ -80,3 +80,21 @@ impl CatalogError {
         }
     }
 }
+
+/// Maps an iceberg error to a DataFusion error, keeping "not found" recognisable.
+pub fn to_df_error(e: iceberg::Error) -> datafusion::common::DataFusionError {
+    // A typed error from the REST client (rest.rs) travels as the iceberg error's source.
+    if let Some(typed) = CatalogError::typed_source(&e) {
+        return datafusion::common::DataFusionError::External(Box::new(typed));
+    }
+    let e = match e.kind() {
+        iceberg::ErrorKind::NamespaceNotFound | iceberg::ErrorKind::TableNotFound => {
+            CatalogError::NotFound(e.to_string())
+        }
+        iceberg::ErrorKind::NamespaceAlreadyExists | iceberg::ErrorKind::TableAlreadyExists => {
+            CatalogError::AlreadyExists(e.to_string())
+        }
+        _ => CatalogError::Iceberg(e),
+    };
+    datafusion::common::DataFusionError::External(Box::new(e))
+}

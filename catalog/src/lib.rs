@@ -25,10 +25,10 @@ use std::sync::Arc;
 
 use datafusion::prelude::SessionContext;
 use iceberg::Catalog;
-use iceflight_scan::commit::CommitCatalog;
+use iceflight_iceberg::commit::CommitCatalog;
 
 pub use config::{CatalogConfig, CatalogKind, DEFAULT_CATALOG_NAME};
-pub use error::CatalogError;
+pub use error::{CatalogError, to_df_error};
 pub use provider::{IcebergCatalogProvider, IcebergSchemaProvider, NO_DEFAULT_SCHEMA};
 
 /// The connected catalogs of one server or CLI run, by name.
@@ -118,7 +118,7 @@ impl Catalogs {
     /// which the providers learn here).
     pub fn register(&self, ctx: &SessionContext) {
         let table_functions = Arc::new(ctx.state().table_functions().keys().cloned().collect());
-        let indexes = iceflight_scan::caches::ScanCaches::of(&ctx.copied_config())
+        let indexes = iceflight_scan::read::caches::ScanCaches::of(&ctx.copied_config())
             .indexes
             .clone();
         // `caches` is in the order of `entries`: the same catalogs, typed for commits.
@@ -137,14 +137,14 @@ impl Catalogs {
 }
 
 /// Workers load the tables of the scans they are sent through their own configuration of the
-/// same catalogs (`iceflight_scan::codec`). A failure travels back to the coordinator through
+/// same catalogs (`iceflight_scan::distributed::codec`). A failure travels back to the coordinator through
 /// datafusion-distributed, which keeps an error's variant and an I/O error's kind but turns
 /// other typed errors into text, so the outcomes a client must tell apart are I/O errors:
 /// `NotFound` for a catalog or table this worker does not have, `ConnectionRefused` for a
 /// catalog it cannot reach or that refuses its credentials (the coordinator answers
 /// `NotFound` and `Unavailable`).
 #[async_trait::async_trait]
-impl iceflight_scan::codec::TableLoader for Catalogs {
+impl iceflight_scan::distributed::codec::TableLoader for Catalogs {
     async fn load_table(
         &self,
         catalog: &str,
@@ -163,7 +163,7 @@ impl iceflight_scan::codec::TableLoader for Catalogs {
             ));
         };
         found.load_table(ident).await.map_err(|e| {
-            let e = provider::to_df_error(e);
+            let e = error::to_df_error(e);
             let typed = match &e {
                 datafusion::common::DataFusionError::External(inner) => {
                     inner.downcast_ref::<CatalogError>()

@@ -44,10 +44,10 @@ use futures::TryStreamExt;
 use futures::future::try_join_all;
 use iceberg::spec::{DataContentType, DataFile, ManifestStatus, Type};
 use iceberg::table::Table;
-use iceflight_scan::native_reader::literal_scalar;
-use iceflight_scan::time_travel::refs;
+use iceflight_iceberg::time_travel::refs;
+use iceflight_scan::model::literal::literal_scalar;
 
-use crate::provider::to_df_error;
+use crate::error::to_df_error;
 
 /// A metadata table kind, by its Trino name (after the `$`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,10 +133,10 @@ fn mem_table(batches: Vec<RecordBatch>) -> Result<Arc<dyn TableProvider>> {
         return plan_err!("metadata table without a schema");
     };
     // iceberg's own metadata tables carry field ids; no table shows field metadata (case c11).
-    let schema = Arc::new(iceflight_scan::output::plain_schema(&schema));
+    let schema = Arc::new(iceflight_scan::model::output::plain_schema(&schema));
     let batches = batches
         .into_iter()
-        .map(|b| iceflight_scan::output::plain_batch(b, &schema))
+        .map(|b| iceflight_scan::model::output::plain_batch(b, &schema))
         .collect::<Result<Vec<_>>>()?;
     Ok(Arc::new(ReadOnly(MemTable::try_new(
         schema,

@@ -18,36 +18,18 @@ use async_trait::async_trait;
 use datafusion::catalog::{CatalogProvider, SchemaProvider, TableProvider};
 use datafusion::common::{DataFusionError, Result, plan_datafusion_err};
 use iceberg::{ErrorKind, NamespaceIdent, TableIdent};
+use iceflight_iceberg::commit::CommitCatalog;
 use iceflight_scan::IcebergTableProvider;
-use iceflight_scan::commit::CommitCatalog;
-use iceflight_scan::metrics_index::IndexCache;
+use iceflight_scan::plan::metrics_index::IndexCache;
 
-use crate::error::CatalogError;
+use crate::error::{CatalogError, to_df_error};
 use crate::table_ref::{self, TableSuffix};
 use crate::tables;
-use iceflight_scan::time_travel::{at_snapshot, resolve};
+use iceflight_iceberg::time_travel::{at_snapshot, resolve};
 
 /// Runs a future to completion from synchronous DataFusion callbacks.
 fn block_on<F: std::future::Future>(f: F) -> F::Output {
     tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(f))
-}
-
-/// Maps an iceberg error to a DataFusion error, keeping "not found" recognisable.
-pub fn to_df_error(e: iceberg::Error) -> DataFusionError {
-    // A typed error from the REST client (rest.rs) travels as the iceberg error's source.
-    if let Some(typed) = CatalogError::typed_source(&e) {
-        return DataFusionError::External(Box::new(typed));
-    }
-    let e = match e.kind() {
-        ErrorKind::NamespaceNotFound | ErrorKind::TableNotFound => {
-            CatalogError::NotFound(e.to_string())
-        }
-        ErrorKind::NamespaceAlreadyExists | ErrorKind::TableAlreadyExists => {
-            CatalogError::AlreadyExists(e.to_string())
-        }
-        _ => CatalogError::Iceberg(e),
-    };
-    DataFusionError::External(Box::new(e))
 }
 
 /// The default schema of a session that has none (no `default_schema` configured and the

@@ -32,7 +32,7 @@ use iceberg::{
     TableCreation, TableIdent, TableRequirement, TableUpdate,
 };
 use iceberg_catalog_rest::{RestCatalog, RestCatalogBuilder};
-use iceflight_scan::commit::CommitCatalog;
+use iceflight_iceberg::commit::CommitCatalog;
 
 use crate::config::CatalogConfig;
 use crate::error::CatalogError;
@@ -442,7 +442,7 @@ impl ManagedRestCatalog {
 }
 
 /// An iceberg error carrying a [`CatalogError`] as its source (found again by
-/// [`crate::provider::to_df_error`]).
+/// [`crate::error::to_df_error`]).
 fn wrap(e: CatalogError) -> Error {
     let kind = match e {
         CatalogError::Unauthenticated { .. } => ErrorKind::DataInvalid,

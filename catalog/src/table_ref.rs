@@ -15,7 +15,7 @@
 //! of the whole name exists. The first `@` starts a version, so a branch or tag name may hold
 //! `@` and `$`.
 
-use iceflight_scan::time_travel::TableVersion;
+use iceflight_iceberg::time_travel::TableVersion;
 
 use crate::metadata_tables::MetadataTable;
 

@@ -6,7 +6,7 @@
 //!   CREATE TABLE t AS SELECT … ──► DataFusion: rows collected into a MemTable ──► register_table
 //!     ──► create_from: Iceberg schema from the Arrow columns (ids assigned in order)
 //!         ──► Catalog::create_table (format v2, unpartitioned)
-//!         ──► rows written and appended in one snapshot (iceflight_scan::sink)
+//!         ──► rows written and appended in one snapshot (iceflight_scan::write::sink)
 //!         ──► on a failed write the new table is dropped again (all or nothing)
 //! ```
 //!
@@ -26,9 +26,9 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use futures::StreamExt;
 use iceberg::table::Table;
 use iceberg::{Catalog, TableCreation, TableIdent};
-use iceflight_scan::sink::append_rows;
+use iceflight_scan::write::sink::append_rows;
 
-use crate::provider::to_df_error;
+use crate::error::to_df_error;
 
 /// Creates Iceberg table `ident` with the columns and rows of `source` (DataFusion's in-memory
 /// table of a `CREATE TABLE` statement; module docs).

@@ -22,7 +22,7 @@ use datafusion::datasource::source::DataSourceExec;
 use datafusion::physical_expr::expressions::DynamicFilterPhysicalExpr;
 use datafusion::physical_plan::{ExecutionPlan, PhysicalExpr, collect};
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
-use iceflight_scan::domain::normalize;
+use iceflight_scan::pushdown::domain::normalize;
 use parquet::arrow::ArrowWriter;
 
 fn fact_schema() -> SchemaRef {

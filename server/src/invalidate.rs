@@ -11,7 +11,7 @@ use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, TypeSignature, Volatility,
 };
 use iceflight_catalog::Catalogs;
-use iceflight_scan::caches::ScanCaches;
+use iceflight_scan::read::caches::ScanCaches;
 use std::sync::Arc;
 
 /// The SQL function's name.

@@ -13,7 +13,6 @@ pub mod distributed;
 pub mod flight;
 pub(crate) mod float_semantics;
 pub(crate) mod invalidate;
-pub(crate) mod join_filters;
 pub mod message;
 pub(crate) mod metrics;
 pub(crate) mod output;

@@ -9,7 +9,7 @@
 //! found in string`.
 
 use datafusion::common::DataFusionError;
-use iceflight_scan::data_file_error::DataFileError;
+use iceflight_scan::model::data_file_error::DataFileError;
 
 /// The message of `e`: its layers joined with `: `, the parser's text for SQL errors, external
 /// errors (catalog, iceberg) as they print themselves, on one line without a backtrace.

@@ -14,19 +14,19 @@ use datafusion::execution::{SendableRecordBatchStream, SessionStateBuilder};
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::parser::{DFParser, Statement};
+use iceflight_cache::block_cache::{BlockCache, BlockCacheConfig};
+use iceflight_cache::disk_tier::{DiskTier, DiskTierError};
 use iceflight_catalog::alter::{AlterOp, AlterTable, alter_table};
 use iceflight_catalog::cached_storage::StorageCache;
 use iceflight_catalog::provider::IcebergCatalogProvider;
 use iceflight_catalog::tables::{CreateTableWith, TableLayout, create_table_with};
 use iceflight_catalog::{CatalogError, Catalogs, NO_DEFAULT_SCHEMA};
-use iceflight_scan::block_cache::{BlockCache, BlockCacheConfig};
-use iceflight_scan::caches::ScanCaches;
-use iceflight_scan::disk_tier::{DiskTier, DiskTierError};
-use iceflight_scan::footer::FooterCache;
+use iceflight_scan::read::caches::ScanCaches;
+use iceflight_scan::read::footer::FooterCache;
 
 use crate::config::{Config, ConfigError};
 use crate::distributed::{Cluster, Role};
-use iceflight_scan::codec::IcebergScanCodec;
+use iceflight_scan::distributed::codec::IcebergScanCodec;
 
 /// Connected catalogs plus the settings every session starts from.
 #[derive(Debug, Clone)]
@@ -260,16 +260,18 @@ impl Engine {
                 .unwrap_or(0);
             rules.insert(
                 at,
-                Arc::new(iceflight_scan::join_partition_mode::JoinPartitionMode),
+                Arc::new(iceflight_optimizer::join_partition_mode::JoinPartitionMode),
             );
             rules.push(Arc::new(
-                iceflight_scan::decimal_arithmetic::DecimalArithmetic,
+                iceflight_optimizer::decimal_arithmetic::DecimalArithmetic,
             ));
-            rules.push(Arc::new(iceflight_scan::like_segments::LikeSegments));
+            rules.push(Arc::new(iceflight_optimizer::like_segments::LikeSegments));
             rules.push(Arc::new(
-                iceflight_scan::dictionary_group_by::DictionaryGroupBy,
+                iceflight_scan::exec::dictionary_group_by::DictionaryGroupBy,
             ));
-            rules.push(Arc::new(iceflight_scan::shared_subplan::SharedSubplans));
+            rules.push(Arc::new(
+                iceflight_scan::exec::shared_subplan::SharedSubplans,
+            ));
         }
         for (k, v) in settings {
             config.options_mut().set(k, v).map_err(|source| {
@@ -285,9 +287,9 @@ impl Engine {
             .with_runtime_env(Arc::clone(&self.runtime))
             .with_default_features()
             .with_physical_optimizer_rules(rules)
-            .with_optimizer_rule(Arc::new(iceflight_scan::join_order::JoinOrder))
+            .with_optimizer_rule(Arc::new(iceflight_optimizer::join_order::JoinOrder))
             .with_optimizer_rule(Arc::new(
-                iceflight_scan::aggregate_reduction::AggregateReduction,
+                iceflight_optimizer::aggregate_reduction::AggregateReduction,
             ));
         let builder = with_engine_semantics(builder);
         let state = match &self.cluster {
@@ -758,10 +760,12 @@ pub type PhysicalRule =
     Arc<dyn datafusion::physical_optimizer::PhysicalOptimizerRule + Send + Sync>;
 
 /// DataFusion's physical optimizer rules, then the engine's corrections of them
-/// ([`NullSafeJoinFilters`](crate::join_filters::NullSafeJoinFilters)): the rules for any
+/// ([`NullSafeJoinFilters`](iceflight_optimizer::join_filters::NullSafeJoinFilters)): the rules for any
 /// DataFusion session of ours, whatever its tables (the bench's raw-Parquet engine, tests).
 pub fn engine_physical_optimizer_rules() -> Vec<PhysicalRule> {
     let mut rules = datafusion::physical_optimizer::optimizer::PhysicalOptimizer::new().rules;
-    rules.push(Arc::new(crate::join_filters::NullSafeJoinFilters));
+    rules.push(Arc::new(
+        iceflight_optimizer::join_filters::NullSafeJoinFilters,
+    ));
     rules
 }

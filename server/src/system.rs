@@ -41,7 +41,7 @@ use datafusion::logical_expr::Expr;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::SessionContext;
 use iceflight_catalog::Catalogs;
-use iceflight_scan::caches::ScanCaches;
+use iceflight_scan::read::caches::ScanCaches;
 
 use crate::query_history::{QueryHistory, QueryRecord};
 use crate::session::LiveSessions;

@@ -25,7 +25,7 @@ use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::tokenizer::{Location, Token, TokenWithSpan, Tokenizer};
 use iceberg::spec::MAIN_BRANCH;
 use iceflight_catalog::table_ref::versioned_name;
-use iceflight_scan::time_travel::TableVersion;
+use iceflight_iceberg::time_travel::TableVersion;
 
 /// `sql` with every `<table> FOR VERSION|TIMESTAMP AS OF <value>` replaced by the versioned
 /// table name (module docs); `sql` unchanged when it has none or does not tokenize (the parser

@@ -18,7 +18,7 @@ use futures::StreamExt;
 use iceflight::config::Config;
 use iceflight::distributed::Role;
 use iceflight::session::Engine;
-use iceflight_scan::codec::IcebergScanCodec;
+use iceflight_scan::distributed::codec::IcebergScanCodec;
 
 /// A worker process (`iceflight serve --role worker`), killed when dropped.
 struct Worker {

@@ -433,7 +433,7 @@ async fn files_manifests_and_partitions_match_pyiceberg() {
 async fn codec_keeps_the_planned_snapshot() {
     use std::sync::Arc;
 
-    use iceflight_scan::codec::IcebergScanCodec;
+    use iceflight_scan::distributed::codec::IcebergScanCodec;
 
     let fixture = fixture().await;
     let engine = common::engine(&fixture.path, 2).await;

@@ -383,7 +383,7 @@ fn decimal_arithmetic_exprs(plan: &Arc<dyn datafusion::physical_plan::ExecutionP
     use datafusion::physical_expr::PhysicalExpr;
     use datafusion::physical_plan::aggregates::AggregateExec;
     use datafusion::physical_plan::projection::ProjectionExec;
-    use iceflight_scan::decimal_arithmetic::DecimalArithmeticExpr;
+    use iceflight_optimizer::decimal_arithmetic::DecimalArithmeticExpr;
     let count = |e: &Arc<dyn PhysicalExpr>| {
         let mut n = 0;
         e.apply(|e| {

@@ -24,7 +24,7 @@ use iceberg::NamespaceIdent;
 use iceberg::spec::{NestedField, PrimitiveType, Type};
 use iceflight::session::{Engine, engine_physical_optimizer_rules, with_engine_semantics};
 use iceflight_datagen::load::{LoadOptions, create_table_with_files};
-use iceflight_scan::metrics_index::FileMetricsIndex;
+use iceflight_scan::plan::metrics_index::FileMetricsIndex;
 
 /// One data file of a fixture table: rows of nullable INT columns.
 type DataFileRows = Vec<Vec<Option<i32>>>;

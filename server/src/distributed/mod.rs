@@ -26,7 +26,7 @@ use std::time::Duration;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::prelude::SessionConfig;
 use datafusion_distributed::{DistributedExt, SessionStateBuilderExt, Worker, WorkerQueryContext};
-use iceflight_scan::codec::IcebergScanCodec;
+use iceflight_scan::distributed::codec::IcebergScanCodec;
 
 use crate::config::{ConfigError, DistributedConfig};
 use crate::session::Engine;

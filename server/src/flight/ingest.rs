@@ -37,8 +37,8 @@ use datafusion::common::DataFusionError;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use futures::{StreamExt, TryStreamExt};
 use iceberg::{Catalog, ErrorKind, NamespaceIdent, TableIdent};
-use iceflight_catalog::provider::to_df_error;
 use iceflight_catalog::tables::{TableLayout, append, create_filled};
+use iceflight_catalog::to_df_error;
 use tonic::Status;
 
 use super::results::QueryLog;

@@ -18,7 +18,7 @@ use datafusion::common::DataFusionError;
 use iceflight_catalog::CatalogError;
 use tonic::Status;
 
-use iceflight_scan::data_file_error::DataFileError;
+use iceflight_scan::model::data_file_error::DataFileError;
 
 use crate::message::{LimitExceeded, data_file_error, message};
 

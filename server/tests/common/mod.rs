@@ -359,7 +359,7 @@ pub fn json_text(v: &serde_json::Value) -> String {
 /// with `codec`, decoded and run as a worker would; unsorted.
 pub async fn rows_through_codec(
     ctx: &SessionContext,
-    codec: &iceflight_scan::codec::IcebergScanCodec,
+    codec: &iceflight_scan::distributed::codec::IcebergScanCodec,
     sql: &str,
     tasks: usize,
 ) -> datafusion::common::Result<Vec<Vec<String>>> {

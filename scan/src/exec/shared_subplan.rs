@@ -1,0 +1,498 @@
+//! Shared subplans: an identical subtree referenced twice in one plan (a CTE, a repeated
+//! subquery) runs once and feeds every consumer.
+//!
+//! ```text
+//!   plan (after every other physical rule)
+//!     ──► candidates: AggregateExec subtrees whose leaves are all Iceberg scans
+//!     ──► groups of subtrees equal node by node (`same_plan`: each operator's verbose
+//!         display, schema and children; a scan by table, snapshot, files, columns, static
+//!         filters and limit — its dynamic filters aside), largest first
+//!     ──► every member replaced by a SharedSubplanExec over one copy, whose scans drop their
+//!         dynamic filters (each came from one consumer's join and would drop rows another
+//!         consumer needs)
+//!   execute(p) by any consumer ──► the first starts partition p of the copy in a task of its
+//!   own and keeps its batches (reserved in the memory pool); every consumer of p streams
+//!   them; the batches are freed when the last consumer has taken them
+//! ```
+//!
+//! TPC-H q15 computes its `revenue` CTE twice (once for the join, once for `max` in the
+//! scalar subquery); DataFusion 54.1 plans it twice. DuckDB materializes a CTE referenced
+//! twice. Only aggregates are shared: their output is small beside their input, so keeping it
+//! costs little memory, and the subtree's work (a scan and a hash aggregation) is saved whole.
+//! Plans with a recursive query are left alone (its recursive term runs once per iteration).
+//! Memory: each partition's batches are reserved in the session's memory pool; a pool too
+//! small fails the query with DataFusion's resources-exhausted error, as any operator that
+//! cannot spill (`SET iceflight.optimizer.shared_subplans = false` computes each copy again).
+
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::common::config::ConfigOptions;
+use datafusion::common::runtime::SpawnedTask;
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::common::{DataFusionError, Result, exec_datafusion_err, internal_err};
+use datafusion::execution::TaskContext;
+use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
+use datafusion::physical_expr::{Partitioning, PhysicalExpr};
+use datafusion::physical_expr_common::physical_expr::is_volatile;
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_plan::aggregates::AggregateExec;
+use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+use datafusion::physical_plan::execution_plan::EmissionType;
+use datafusion::physical_plan::filter::FilterExec;
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
+use datafusion::physical_plan::projection::ProjectionExec;
+use datafusion::physical_plan::repartition::RepartitionExec;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties, PlanProperties,
+    SendableRecordBatchStream,
+};
+use futures::future::{BoxFuture, FutureExt, Shared};
+use futures::{StreamExt, TryStreamExt, stream};
+
+use crate::exec::scan_exec::IcebergScanExec;
+use iceflight_options::IceflightOptions;
+
+/// Physical optimizer rule: identical aggregate subtrees run once (module docs).
+#[derive(Debug, Default)]
+pub struct SharedSubplans;
+
+impl PhysicalOptimizerRule for SharedSubplans {
+    fn optimize(
+        &self,
+        plan: Arc<dyn ExecutionPlan>,
+        config: &ConfigOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        if !IceflightOptions::of(config).optimizer.shared_subplans || has_recursive_query(&plan) {
+            return Ok(plan);
+        }
+        // Candidates in pre-order (an enclosing subtree before the ones inside it).
+        let mut candidates: Vec<Arc<dyn ExecutionPlan>> = vec![];
+        plan.apply(|node| {
+            if node.downcast_ref::<AggregateExec>().is_some() && reads_only_iceberg(node) {
+                candidates.push(Arc::clone(node));
+            }
+            Ok(TreeNodeRecursion::Continue)
+        })?;
+        // Groups of equal candidates, by the first member; a subtree inside a shared one is
+        // not shared again.
+        let mut groups: Vec<Vec<Arc<dyn ExecutionPlan>>> = vec![];
+        let mut taken: Vec<Arc<dyn ExecutionPlan>> = vec![];
+        for (i, c) in candidates.iter().enumerate() {
+            if taken
+                .iter()
+                .any(|t| Arc::ptr_eq(t, c) || contains(t, c) || contains(c, t))
+            {
+                continue;
+            }
+            let equal: Vec<_> = candidates[i + 1..]
+                .iter()
+                .filter(|o| {
+                    !Arc::ptr_eq(o, c)
+                        && !contains(c, o)
+                        && !contains(o, c)
+                        && !taken
+                            .iter()
+                            .any(|t| Arc::ptr_eq(t, o) || contains(t, o) || contains(o, t))
+                        && same_plan(c, o)
+                })
+                .cloned()
+                .collect();
+            if equal.is_empty() {
+                continue;
+            }
+            let mut group = vec![Arc::clone(c)];
+            group.extend(equal);
+            taken.extend(group.iter().cloned());
+            groups.push(group);
+        }
+        if groups.is_empty() {
+            return Ok(plan);
+        }
+        let mut replacements: Vec<(Arc<dyn ExecutionPlan>, Arc<dyn ExecutionPlan>)> = vec![];
+        for group in groups {
+            let copy = without_dynamic_filters(Arc::clone(&group[0]))?;
+            let state = Arc::new(SharedState::new(
+                group.len(),
+                copy.output_partitioning().partition_count(),
+            ));
+            for member in group {
+                let node = SharedSubplanExec::new(Arc::clone(&copy), Arc::clone(&state));
+                replacements.push((member, Arc::new(node)));
+            }
+        }
+        plan.transform_down(|node| {
+            match replacements.iter().find(|(old, _)| Arc::ptr_eq(old, &node)) {
+                Some((_, new)) => Ok(Transformed::new(
+                    Arc::clone(new),
+                    true,
+                    TreeNodeRecursion::Jump,
+                )),
+                None => Ok(Transformed::no(node)),
+            }
+        })
+        .map(|t| t.data)
+    }
+
+    fn name(&self) -> &str {
+        "iceflight_shared_subplans"
+    }
+
+    fn schema_check(&self) -> bool {
+        true
+    }
+}
+
+/// Whether `plan` holds a recursive query, whose recursive term runs again for every
+/// iteration: a shared partition is computed once and taken by its consumers once.
+fn has_recursive_query(plan: &Arc<dyn ExecutionPlan>) -> bool {
+    plan.name() == "RecursiveQueryExec" || plan.children().iter().any(|c| has_recursive_query(c))
+}
+
+/// Whether every leaf under `plan` is an Iceberg scan.
+fn reads_only_iceberg(plan: &Arc<dyn ExecutionPlan>) -> bool {
+    let mut only = true;
+    let mut any = false;
+    let _ = plan.apply(|node| {
+        if node.children().is_empty() {
+            if node.downcast_ref::<IcebergScanExec>().is_some() {
+                any = true;
+            } else {
+                only = false;
+                return Ok(TreeNodeRecursion::Stop);
+            }
+        }
+        Ok(TreeNodeRecursion::Continue)
+    });
+    only && any
+}
+
+/// Whether `inner` is a node of `outer`'s subtree (other than `outer` itself).
+fn contains(outer: &Arc<dyn ExecutionPlan>, inner: &Arc<dyn ExecutionPlan>) -> bool {
+    outer
+        .children()
+        .iter()
+        .any(|c| Arc::ptr_eq(c, inner) || contains(c, inner))
+}
+
+/// Whether `a` and `b` compute the same rows in the same partitions (module docs).
+fn same_plan(a: &Arc<dyn ExecutionPlan>, b: &Arc<dyn ExecutionPlan>) -> bool {
+    match (
+        a.downcast_ref::<IcebergScanExec>(),
+        b.downcast_ref::<IcebergScanExec>(),
+    ) {
+        (Some(x), Some(y)) => {
+            let same = x.reads_same_as(y);
+            if !same {
+                tracing::trace!("shared subplan: scans differ");
+            }
+            return same;
+        }
+        (None, None) => {}
+        _ => return false,
+    }
+    let (ca, cb) = (a.children(), b.children());
+    // Each operator's expressions compared as expressions (a display shows a string literal
+    // unquoted and every scalar subquery as `scalar_subquery(<pending>)`); operators whose
+    // expressions are not known here, and volatile expressions, are never shared.
+    let same_expressions = match (expressions(a), expressions(b)) {
+        (Some(x), Some(y)) => {
+            x.len() == y.len()
+                && x.iter().zip(&y).all(|(p, q)| p.as_ref() == q.as_ref())
+                && !x.iter().any(is_volatile)
+        }
+        _ => false,
+    };
+    if !same_expressions {
+        return false;
+    }
+    // `Partitioning`'s `==` never holds for `UnknownPartitioning`: compare what it shows.
+    let partitioning = |p: &Arc<dyn ExecutionPlan>| p.output_partitioning().to_string();
+    let node = a.name() == b.name()
+        && a.schema() == b.schema()
+        && partitioning(a) == partitioning(b)
+        && Verbose(a.as_ref()).to_string() == Verbose(b.as_ref()).to_string()
+        && ca.len() == cb.len();
+    if !node && a.name() == b.name() {
+        tracing::trace!(
+            node = a.name(),
+            schema = a.schema() == b.schema(),
+            partitioning = partitioning(a) == partitioning(b),
+            "shared subplan: nodes differ"
+        );
+    }
+    node && ca.iter().zip(cb).all(|(x, y)| same_plan(x, y))
+}
+
+/// The expressions of an operator the rule may share (aggregates, filters, projections,
+/// repartitioning, coalescing); `None` for any other.
+fn expressions(plan: &Arc<dyn ExecutionPlan>) -> Option<Vec<Arc<dyn PhysicalExpr>>> {
+    if let Some(a) = plan.downcast_ref::<AggregateExec>() {
+        let mut out: Vec<Arc<dyn PhysicalExpr>> = a
+            .group_expr()
+            .expr()
+            .iter()
+            .map(|(e, _)| Arc::clone(e))
+            .collect();
+        for f in a.aggr_expr() {
+            out.extend(f.expressions());
+        }
+        out.extend(a.filter_expr().iter().flatten().cloned());
+        return Some(out);
+    }
+    if let Some(f) = plan.downcast_ref::<FilterExec>() {
+        return Some(vec![Arc::clone(f.predicate())]);
+    }
+    if let Some(p) = plan.downcast_ref::<ProjectionExec>() {
+        return Some(p.expr().iter().map(|e| Arc::clone(&e.expr)).collect());
+    }
+    if let Some(r) = plan.downcast_ref::<RepartitionExec>() {
+        return Some(match r.partitioning() {
+            Partitioning::Hash(exprs, _) => exprs.clone(),
+            _ => vec![],
+        });
+    }
+    if plan.downcast_ref::<CoalescePartitionsExec>().is_some()
+        || plan.downcast_ref::<IcebergScanExec>().is_some()
+    {
+        return Some(vec![]);
+    }
+    None
+}
+
+/// One operator's verbose display line.
+struct Verbose<'a>(&'a dyn ExecutionPlan);
+
+impl fmt::Display for Verbose<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt_as(DisplayFormatType::Verbose, f)
+    }
+}
+
+/// `plan` with every Iceberg scan's dynamic filters dropped.
+fn without_dynamic_filters(plan: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>> {
+    plan.transform_up(|node| match node.downcast_ref::<IcebergScanExec>() {
+        Some(scan) if scan.has_dynamic_filters() => Ok(Transformed::yes(Arc::new(
+            scan.without_dynamic_filters(),
+        )
+            as Arc<dyn ExecutionPlan>)),
+        _ => Ok(Transformed::no(node)),
+    })
+    .map(|t| t.data)
+}
+
+/// One partition's batches and their memory reservation (freed with them).
+#[derive(Debug)]
+struct Kept {
+    batches: Vec<RecordBatch>,
+    _reservation: MemoryReservation,
+}
+
+type Computed = Shared<BoxFuture<'static, std::result::Result<Arc<Kept>, Arc<DataFusionError>>>>;
+
+/// What the consumers of one shared subtree share: per output partition, its computation
+/// and how many consumers have taken it.
+#[derive(Debug)]
+struct SharedState {
+    consumers: usize,
+    partitions: Mutex<Vec<Partition>>,
+}
+
+#[derive(Default)]
+enum Partition {
+    #[default]
+    NotStarted,
+    Started {
+        computed: Computed,
+        taken: usize,
+    },
+    Done,
+}
+
+impl fmt::Debug for Partition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NotStarted => write!(f, "NotStarted"),
+            Self::Started { taken, .. } => write!(f, "Started({taken} taken)"),
+            Self::Done => write!(f, "Done"),
+        }
+    }
+}
+
+impl SharedState {
+    fn new(consumers: usize, partitions: usize) -> Self {
+        Self {
+            consumers,
+            partitions: Mutex::new((0..partitions).map(|_| Partition::NotStarted).collect()),
+        }
+    }
+}
+
+/// One consumer's view of a shared subtree: partition `p` is partition `p` of the subtree,
+/// computed once for all consumers (module docs).
+#[derive(Debug)]
+pub struct SharedSubplanExec {
+    input: Arc<dyn ExecutionPlan>,
+    state: Arc<SharedState>,
+    metrics: ExecutionPlanMetricsSet,
+    cache: Arc<PlanProperties>,
+}
+
+impl SharedSubplanExec {
+    fn new(input: Arc<dyn ExecutionPlan>, state: Arc<SharedState>) -> Self {
+        let p = input.properties();
+        let cache = Arc::new(PlanProperties::new(
+            p.eq_properties.clone(),
+            p.partitioning.clone(),
+            EmissionType::Final,
+            p.boundedness,
+        ));
+        Self {
+            input,
+            state,
+            metrics: ExecutionPlanMetricsSet::new(),
+            cache,
+        }
+    }
+
+    /// How many operators of the plan read this subtree.
+    pub fn consumers(&self) -> usize {
+        self.state.consumers
+    }
+
+    /// The computation of `partition`, started by the first consumer to ask.
+    fn computation(&self, partition: usize, context: &Arc<TaskContext>) -> Result<Computed> {
+        let mut partitions = self.state.partitions.lock().expect("shared subplan state");
+        let Some(slot) = partitions.get_mut(partition) else {
+            return internal_err!("SharedSubplanExec: invalid partition {partition}");
+        };
+        let (computed, taken) = match std::mem::take(slot) {
+            Partition::NotStarted => (self.start(partition, context)?, 0),
+            Partition::Started { computed, taken } => (computed, taken),
+            Partition::Done => {
+                return internal_err!(
+                    "SharedSubplanExec: partition {partition} executed by more than its {} consumers",
+                    self.state.consumers
+                );
+            }
+        };
+        // The last consumer takes the computation away: its batches are freed with the
+        // consumers' streams.
+        *slot = if taken + 1 >= self.state.consumers {
+            Partition::Done
+        } else {
+            Partition::Started {
+                computed: computed.clone(),
+                taken: taken + 1,
+            }
+        };
+        Ok(computed)
+    }
+
+    /// Partition `partition` of the subtree, collected in a task of its own (so it advances
+    /// whichever consumer polls), its batches reserved in the memory pool.
+    fn start(&self, partition: usize, context: &Arc<TaskContext>) -> Result<Computed> {
+        let input = self.input.execute(partition, Arc::clone(context))?;
+        let reservation = MemoryConsumer::new(format!("SharedSubplanExec[{partition}]"))
+            .register(context.memory_pool());
+        let task = SpawnedTask::spawn(async move {
+            let batches: Vec<RecordBatch> = input
+                .and_then(|b| {
+                    let grown = reservation.try_grow(b.get_array_memory_size());
+                    futures::future::ready(grown.map(|()| b))
+                })
+                .try_collect()
+                .await?;
+            Ok::<_, DataFusionError>(Kept {
+                batches,
+                _reservation: reservation,
+            })
+        });
+        Ok(async move {
+            match task.join().await {
+                Ok(Ok(kept)) => Ok(Arc::new(kept)),
+                Ok(Err(e)) => Err(Arc::new(e)),
+                Err(e) => Err(Arc::new(exec_datafusion_err!(
+                    "SharedSubplanExec: partition {partition} failed: {e}"
+                ))),
+            }
+        }
+        .boxed()
+        .shared())
+    }
+}
+
+impl DisplayAs for SharedSubplanExec {
+    fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        match t {
+            DisplayFormatType::Default | DisplayFormatType::Verbose => {
+                write!(f, "SharedSubplanExec: consumers={}", self.state.consumers)
+            }
+            DisplayFormatType::TreeRender => write!(f, "consumers={}", self.state.consumers),
+        }
+    }
+}
+
+impl ExecutionPlan for SharedSubplanExec {
+    fn name(&self) -> &'static str {
+        "SharedSubplanExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.cache
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        mut children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        if children.len() != 1 {
+            return internal_err!("SharedSubplanExec has one child");
+        }
+        let input = children.remove(0);
+        if Arc::ptr_eq(&input, &self.input) {
+            return Ok(self);
+        }
+        // A new child is no longer the subtree the other consumers share: compute it alone.
+        let partitions = input.output_partitioning().partition_count();
+        Ok(Arc::new(Self::new(
+            input,
+            Arc::new(SharedState::new(1, partitions)),
+        )))
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let computed = self.computation(partition, &context)?;
+        let output_rows = MetricBuilder::new(&self.metrics).output_rows(partition);
+        let batches = stream::once(computed)
+            .map(move |r| match r {
+                Ok(kept) => {
+                    let batches = kept.batches.clone();
+                    output_rows.add(batches.iter().map(|b| b.num_rows()).sum());
+                    stream::iter(batches.into_iter().map(Ok)).boxed()
+                }
+                Err(e) => {
+                    stream::once(futures::future::ready(Err(DataFusionError::Shared(e)))).boxed()
+                }
+            })
+            .flatten();
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            self.schema(),
+            batches,
+        )))
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+}

@@ -1,0 +1,365 @@
+//! Row-group selection from the Parquet footer against a task's domains, handed to iceberg's
+//! reader as byte-range tasks (iceberg 0.10.1 has no row-group list on `FileScanTask`).
+//!
+//! ```text
+//!   footer ──► row groups of the task (iceberg's midpoint rule on 4 + Σ compressed_size)
+//!          ──► per constrained column: row-group min / max / null count, found by field id
+//!              (top-level: StatisticsConverter; nested struct leaf: the SchemaDescriptor leaf
+//!              and its column chunk statistics, null count unused) ──► prune.rs
+//!          ──► contiguous runs of kept row groups ──► one FileScanTask [start, end) per run
+//! ```
+//!
+//! A run's byte range starts at its first row group's computed offset and ends after its last, so
+//! iceberg's reader (`filter_row_groups_by_byte_range`: a row group belongs to the task holding its
+//! midpoint) reads exactly the run's row groups.
+
+use std::sync::Arc;
+
+use arrow::compute::cast;
+use arrow::datatypes::{DataType, Schema, TimeUnit};
+use datafusion::common::ScalarValue;
+use iceberg::scan::FileScanTask;
+use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
+use parquet::arrow::{PARQUET_FIELD_ID_META_KEY, parquet_to_arrow_schema};
+use parquet::basic::{LogicalType, TimeUnit as ParquetTimeUnit};
+use parquet::file::metadata::ParquetMetaData;
+use parquet::file::statistics::{Statistics, ValueStatistics};
+use parquet::schema::types::ColumnDescriptor;
+
+use crate::model::layout::{ColumnLayout, judge};
+use crate::pushdown::domain::Domains;
+use crate::pushdown::gate::GateColumn;
+use crate::pushdown::prune::{ColumnBounds, FileBounds, may_match};
+
+/// The row groups of one task and which of them may hold a passing row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Selection {
+    /// Row groups (indices in the file) inside the task's byte range.
+    pub candidates: Vec<usize>,
+    /// The subset of `candidates` that may hold a passing row.
+    pub kept: Vec<usize>,
+    /// Layout of each column across the file's row groups (`Unknown` where not computed).
+    pub layouts: Vec<ColumnLayout>,
+}
+
+impl Selection {
+    /// Candidates ruled out.
+    pub fn pruned(&self) -> usize {
+        self.candidates.len() - self.kept.len()
+    }
+}
+
+/// `(start, size)` in bytes of every row group, computed as iceberg's reader does.
+fn offsets(metadata: &ParquetMetaData) -> Vec<(u64, u64)> {
+    let mut at = 4u64;
+    metadata
+        .row_groups()
+        .iter()
+        .map(|rg| {
+            let size = rg.compressed_size() as u64;
+            let out = (at, size);
+            at += size;
+            out
+        })
+        .collect()
+}
+
+/// The row groups (indices in the file) inside `task`'s byte range: those whose midpoint lies in
+/// `[start, start + length)`, iceberg's reader's rule.
+pub fn candidates(metadata: &ParquetMetaData, task: &FileScanTask) -> Vec<usize> {
+    let end = task.start + task.length;
+    offsets(metadata)
+        .iter()
+        .enumerate()
+        .filter(|(_, (at, size))| {
+            let mid = at + size / 2;
+            task.start <= mid && mid < end
+        })
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// Selects the row groups of `task` that may hold a row passing `domains`, whose column indices
+/// are those of `columns` (`columns.rs`: output columns, then nested struct leaves). Columns the
+/// domains do not constrain are not read from the footer.
+pub fn select(
+    metadata: &ParquetMetaData,
+    task: &FileScanTask,
+    domains: &Domains,
+    columns: &[GateColumn],
+) -> Selection {
+    let candidates = candidates(metadata, task);
+    let file_schema = parquet_to_arrow_schema(
+        metadata.file_metadata().schema_descr(),
+        metadata.file_metadata().key_value_metadata(),
+    )
+    .ok();
+    let (kept, layouts) = keep(
+        metadata,
+        file_schema.as_ref(),
+        &candidates,
+        domains,
+        columns,
+    );
+    Selection {
+        candidates,
+        kept,
+        layouts,
+    }
+}
+
+/// The subset of `candidates` (row-group indices) that may hold a row passing `domains`, and
+/// each column's layout across them (`Unknown` where the domains do not constrain it).
+/// `file_schema` is the file's Arrow schema (fields carrying `PARQUET:field_id`), needed for
+/// top-level columns; `None` prunes on nested leaves only.
+pub fn keep(
+    metadata: &ParquetMetaData,
+    file_schema: Option<&Schema>,
+    candidates: &[usize],
+    domains: &Domains,
+    columns: &[GateColumn],
+) -> (Vec<usize>, Vec<ColumnLayout>) {
+    let mut layouts = vec![ColumnLayout::Unknown; columns.len()];
+    let Some(constrained) = &domains.columns else {
+        return (vec![], layouts);
+    };
+    if constrained.is_empty() {
+        return (candidates.to_vec(), layouts);
+    }
+    // Bounds per candidate row group, per column (default = unknown).
+    let mut bounds: Vec<FileBounds> =
+        vec![vec![ColumnBounds::default(); columns.len()]; candidates.len()];
+    for &index in constrained.keys() {
+        let Some(col) = columns.get(index).map(|c| &c.column) else {
+            continue;
+        };
+        let column = if col.nested {
+            leaf_bounds(metadata, col.field_id, &col.arrow_type, candidates)
+        } else {
+            file_schema.and_then(|file_schema| {
+                column_bounds(
+                    metadata,
+                    file_schema,
+                    col.field_id,
+                    &col.arrow_type,
+                    candidates,
+                )
+            })
+        };
+        let Some(column) = column else {
+            continue;
+        };
+        layouts[index] = judge(
+            &column
+                .iter()
+                .map(|b| b.min.clone().zip(b.max.clone()))
+                .collect::<Vec<_>>(),
+        );
+        for (rg, b) in column.into_iter().enumerate() {
+            bounds[rg][index] = b;
+        }
+    }
+    let kept = candidates
+        .iter()
+        .zip(&bounds)
+        .filter(|(_, b)| may_match(domains, b))
+        .map(|(i, _)| *i)
+        .collect();
+    (kept, layouts)
+}
+
+/// The name of the top-level column with field id `id` in `file_schema` (the file's Arrow
+/// schema, whose fields carry `PARQUET:field_id`).
+pub fn column_name(file_schema: &Schema, id: i32) -> Option<String> {
+    file_schema.fields().iter().find_map(|f| {
+        let fid: i32 = f.metadata().get(PARQUET_FIELD_ID_META_KEY)?.parse().ok()?;
+        (fid == id).then(|| f.name().clone())
+    })
+}
+
+/// Row-group bounds of the top-level column with field id `id`, cast to `data_type`; `None`
+/// when the file has no such column or its statistics do not convert.
+fn column_bounds(
+    metadata: &ParquetMetaData,
+    file_schema: &Schema,
+    id: i32,
+    data_type: &DataType,
+    row_groups: &[usize],
+) -> Option<Vec<ColumnBounds>> {
+    let name = column_name(file_schema, id)?;
+    let converter =
+        StatisticsConverter::try_new(&name, file_schema, metadata.file_metadata().schema_descr())
+            .ok()?
+            .with_missing_null_counts_as_zero(false);
+    let groups = row_groups.iter().map(|i| metadata.row_group(*i));
+    let mins = converter.row_group_mins(groups.clone()).ok()?;
+    let maxes = converter.row_group_maxes(groups.clone()).ok()?;
+    let nulls = converter.row_group_null_counts(groups).ok()?;
+    let mins = cast(&mins, data_type).ok()?;
+    let maxes = cast(&maxes, data_type).ok()?;
+    let scalar = |a: &Arc<dyn arrow::array::Array>, i: usize| {
+        ScalarValue::try_from_array(a, i)
+            .ok()
+            .filter(|v| !v.is_null())
+    };
+    Some(
+        (0..row_groups.len())
+            .map(|i| ColumnBounds {
+                min: scalar(&mins, i),
+                max: scalar(&maxes, i),
+                null_count: (!arrow::array::Array::is_null(&nulls, i)).then(|| nulls.value(i)),
+            })
+            .collect(),
+    )
+}
+
+/// Row-group bounds of the nested struct leaf with field id `id` (parquet's
+/// `StatisticsConverter` only finds root columns, `scan/UPSTREAM.md`, "DataFusion's Parquet path does not prune on struct fields"), found in the file's
+/// `SchemaDescriptor` by field id and only outside repeated groups. The null count is never
+/// reported: a leaf's count need not include rows whose parent struct is NULL (case c01), so
+/// `IS NULL` on a leaf never prunes. `None` when the file has no such leaf (added by schema
+/// evolution: read as NULL, so nothing may be ruled out).
+fn leaf_bounds(
+    metadata: &ParquetMetaData,
+    id: i32,
+    data_type: &DataType,
+    row_groups: &[usize],
+) -> Option<Vec<ColumnBounds>> {
+    let descr = metadata.file_metadata().schema_descr();
+    let leaf = descr.columns().iter().position(|c| {
+        let info = c.self_type().get_basic_info();
+        info.has_id() && info.id() == id && c.max_rep_level() == 0
+    })?;
+    let column = descr.column(leaf);
+    if !comparable(&column, data_type) {
+        return None;
+    }
+    Some(
+        row_groups
+            .iter()
+            .map(|&rg| {
+                let stats = metadata
+                    .row_group(rg)
+                    .column(leaf)
+                    .statistics()
+                    .filter(|s| !s.is_min_max_deprecated());
+                let (min, max) = stats
+                    .map(|s| {
+                        (
+                            stat_scalar(s, true, data_type),
+                            stat_scalar(s, false, data_type),
+                        )
+                    })
+                    .unwrap_or_default();
+                ColumnBounds {
+                    min,
+                    max,
+                    null_count: None,
+                }
+            })
+            .collect(),
+    )
+}
+
+/// Whether the leaf's Parquet statistics order values as `data_type` does: not for unsigned
+/// integers (stored in signed physical types) and, for 64-bit integers read as timestamps, only
+/// when the file's unit is microseconds.
+fn comparable(column: &ColumnDescriptor, data_type: &DataType) -> bool {
+    let logical = column.logical_type_ref();
+    if let Some(LogicalType::Integer {
+        is_signed: false, ..
+    }) = logical
+    {
+        return false;
+    }
+    match data_type {
+        DataType::Timestamp(unit, _) => {
+            *unit == TimeUnit::Microsecond
+                && matches!(
+                    logical,
+                    Some(LogicalType::Timestamp {
+                        unit: ParquetTimeUnit::MICROS,
+                        ..
+                    })
+                )
+        }
+        _ => true,
+    }
+}
+
+/// The min (`lower`) or max of a leaf's Parquet statistics as a value of `data_type`, for the
+/// types iceberg writes (int, long, date, timestamp µs, float, double, decimal, string, boolean);
+/// `None` for anything else, which then prunes nothing.
+fn stat_scalar(stats: &Statistics, lower: bool, data_type: &DataType) -> Option<ScalarValue> {
+    fn pick<T>(s: &ValueStatistics<T>, lower: bool) -> Option<&T> {
+        if lower { s.min_opt() } else { s.max_opt() }
+    }
+    let decimal = |v: i128, p: u8, sc: i8| ScalarValue::Decimal128(Some(v), p, sc);
+    Some(match (stats, data_type) {
+        (Statistics::Boolean(s), DataType::Boolean) => ScalarValue::Boolean(Some(*pick(s, lower)?)),
+        (Statistics::Int32(s), DataType::Int32) => ScalarValue::Int32(Some(*pick(s, lower)?)),
+        (Statistics::Int32(s), DataType::Date32) => ScalarValue::Date32(Some(*pick(s, lower)?)),
+        (Statistics::Int64(s), DataType::Int64) => ScalarValue::Int64(Some(*pick(s, lower)?)),
+        (Statistics::Int64(s), DataType::Timestamp(TimeUnit::Microsecond, tz)) => {
+            ScalarValue::TimestampMicrosecond(Some(*pick(s, lower)?), tz.clone())
+        }
+        (Statistics::Float(s), DataType::Float32) => ScalarValue::Float32(Some(*pick(s, lower)?)),
+        (Statistics::Double(s), DataType::Float64) => ScalarValue::Float64(Some(*pick(s, lower)?)),
+        (Statistics::Int32(s), DataType::Decimal128(p, sc)) => {
+            decimal(i128::from(*pick(s, lower)?), *p, *sc)
+        }
+        (Statistics::Int64(s), DataType::Decimal128(p, sc)) => {
+            decimal(i128::from(*pick(s, lower)?), *p, *sc)
+        }
+        (Statistics::FixedLenByteArray(s), DataType::Decimal128(p, sc)) => {
+            decimal(be_i128(pick(s, lower)?.data())?, *p, *sc)
+        }
+        (Statistics::ByteArray(s), DataType::Decimal128(p, sc)) => {
+            decimal(be_i128(pick(s, lower)?.data())?, *p, *sc)
+        }
+        (Statistics::ByteArray(s), DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View) => {
+            let v = pick(s, lower)?.as_utf8().ok()?.to_string();
+            match data_type {
+                DataType::Utf8 => ScalarValue::Utf8(Some(v)),
+                DataType::LargeUtf8 => ScalarValue::LargeUtf8(Some(v)),
+                _ => ScalarValue::Utf8View(Some(v)),
+            }
+        }
+        _ => return None,
+    })
+}
+
+/// A big-endian two's-complement integer of at most 16 bytes (Parquet's decimal encoding).
+fn be_i128(bytes: &[u8]) -> Option<i128> {
+    if bytes.is_empty() || bytes.len() > 16 {
+        return None;
+    }
+    let fill = if bytes[0] & 0x80 != 0 { 0xff } else { 0 };
+    let mut buf = [fill; 16];
+    buf[16 - bytes.len()..].copy_from_slice(bytes);
+    Some(i128::from_be_bytes(buf))
+}
+
+/// Splits `task` into one byte-range task per contiguous run of `kept` row groups (sorted
+/// indices into the file's row groups).
+pub fn split(task: &FileScanTask, metadata: &ParquetMetaData, kept: &[usize]) -> Vec<FileScanTask> {
+    let offsets = offsets(metadata);
+    let mut runs: Vec<(usize, usize)> = vec![];
+    for &i in kept {
+        match runs.last_mut() {
+            Some((_, last)) if *last + 1 == i => *last = i,
+            _ => runs.push((i, i)),
+        }
+    }
+    runs.into_iter()
+        .map(|(a, b)| {
+            let start = offsets[a].0;
+            let end = offsets[b].0 + offsets[b].1;
+            let mut piece = task.clone();
+            piece.start = start;
+            piece.length = end - start;
+            piece.record_count = None;
+            piece
+        })
+        .collect()
+}

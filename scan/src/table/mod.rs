@@ -1,0 +1,5 @@
+//! The table as DataFusion sees it: the provider façade and `register`. Imports every other
+//! folder (`README.md`).
+
+pub mod provider;
+pub mod register;
