@@ -19,6 +19,7 @@ CRATES = ["cache", "catalog", "datagen", "iceberg", "input", "optimizer", "optio
 PATH = re.compile(r"\b(crate|super|self)((?:::[a-z_][a-z0-9_]*)+)")
 GROUP = re.compile(r"\b(crate|super|self)::\{([^}]*)\}", re.S)
 MAY_IMPORT = re.compile(r"^May import:\s*(.*)$", re.M)
+TEST_MODULE = re.compile(r"#\[cfg\(test\)\]\s*(?:pub(?:\(crate\))?\s+)?mod\s+([a-z_]+)\s*\{")
 
 
 def module_of(src: pathlib.Path, path: pathlib.Path) -> tuple:
@@ -58,11 +59,20 @@ def resolve(modules: set, base: tuple, parts: list) -> tuple | None:
 
 def graph(src: pathlib.Path, is_bin_crate_root=False) -> dict:
     files = [p for p in src.rglob("*.rs") if "bin" not in p.relative_to(src).parts[:1]]
-    modules = {module_of(src, p): p for p in files}
+    texts = {}
+    for p in files:
+        m = module_of(src, p)
+        text = code(p)
+        # An inline test module (`#[cfg(test)] mod tests { … }`, last in the file) is a module
+        # of its own: what a test imports is not what the file does.
+        test = TEST_MODULE.search(text)
+        if test:
+            texts[m + (test.group(1),)] = (text[test.end():], False)
+            text = text[: test.start()]
+        texts[m] = (text, p.name in ("mod.rs", "lib.rs", "main.rs"))
+    modules = set(texts)
     edges = {m: set() for m in modules}
-    for m, path in modules.items():
-        text = code(path)
-        is_dir = path.name in ("mod.rs", "lib.rs", "main.rs")
+    for m, (text, is_dir) in texts.items():
         here = m if is_dir else m[:-1]  # the module `self::`/children resolve against
         refs = []
         for kind, rest in PATH.findall(text):
@@ -81,7 +91,7 @@ def graph(src: pathlib.Path, is_bin_crate_root=False) -> dict:
                 base = m[:-1]
                 while parts and parts[0] == "super":
                     parts, base = parts[1:], base[:-1]
-            target = resolve(set(modules), base, parts)
+            target = resolve(modules, base, parts)
             if target is not None and target != m and not is_ancestor(target, m):
                 edges[m].add(target)
         # A child module's name used as a path in the file that declares it.

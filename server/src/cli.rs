@@ -26,8 +26,9 @@ use iceflight_datagen::nested::NestedLayout;
 use crate::config::Config;
 use crate::message::{message, one_line};
 use crate::output::{DEFAULT_MAX_ROWS, Format, OutputError, ResultWriter};
-use crate::session::{Engine, execute_statement, parse_statements};
+use crate::session::Engine;
 use crate::signals::{LoadInterrupt, shutdown_signal};
+use crate::sql::{execute_statement, parse_statements};
 
 /// Text after every `--help`: the environment and the exit statuses.
 const AFTER_HELP: &str = "\
@@ -458,7 +459,7 @@ async fn run_serve(
             .map_err(CliError::from_display)?;
         let catalogs = engine.catalogs().names().join(", ");
         let signal = shutdown_signal();
-        return crate::distributed::serve_worker(
+        return crate::worker::serve(
             engine,
             addr,
             async {

@@ -8,7 +8,6 @@
 pub mod cli;
 /// The configuration file, parsed in `iceflight-input` (no DataFusion there, so it is fuzzed).
 pub use iceflight_input::config;
-pub(crate) mod delete_statement;
 pub mod distributed;
 pub mod flight;
 pub(crate) mod float_semantics;
@@ -17,7 +16,9 @@ pub mod message;
 pub(crate) mod metrics;
 pub(crate) mod output;
 pub(crate) mod query_history;
+pub mod serving;
 pub mod session;
 pub(crate) mod signals;
+pub mod sql;
 pub(crate) mod system;
-pub(crate) mod table_versions;
+pub mod worker;

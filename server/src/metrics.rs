@@ -146,12 +146,12 @@ impl Collector for Now {
 /// Serves `GET /metrics` from `registry` on `addr` until the process ends; returns the bound
 /// address (port 0 picks a free one).
 ///
-/// Errors: the address cannot be bound ([`crate::flight::ServeError::Listen`]).
+/// Errors: the address cannot be bound ([`crate::serving::ServeError::Listen`]).
 pub async fn serve(
     addr: SocketAddr,
     registry: Registry,
-) -> Result<SocketAddr, crate::flight::ServeError> {
-    let (listener, bound) = crate::flight::listen(addr, "metrics").await?;
+) -> Result<SocketAddr, crate::serving::ServeError> {
+    let (listener, bound) = crate::serving::listen(addr, "metrics").await?;
     let registry = Arc::new(registry);
     tokio::spawn(async move {
         loop {

@@ -44,10 +44,38 @@ use iceflight_catalog::Catalogs;
 use iceflight_scan::read::caches::ScanCaches;
 
 use crate::query_history::{QueryHistory, QueryRecord};
-use crate::session::LiveSessions;
 
 /// The catalog's name.
 pub const CATALOG: &str = "system";
+
+/// One live session as `system.runtime.sessions` shows it.
+#[derive(Debug, Clone)]
+pub struct SessionRow {
+    /// The session's id (its cookie's value).
+    pub id: String,
+    /// Who logged in.
+    pub user: String,
+    /// The session's current catalog and schema.
+    pub catalog: String,
+    /// See `catalog`.
+    pub schema: String,
+    /// When it was opened.
+    pub created: std::time::SystemTime,
+    /// Time since its last request.
+    pub idle: std::time::Duration,
+    /// Prepared statements it holds.
+    pub prepared_statements: usize,
+}
+
+/// The live sessions of the Flight SQL server an engine serves, as the system tables read them
+/// (`flight/sessions.rs` implements it; the engine holds it from when the server starts).
+pub trait SessionDirectory: std::fmt::Debug + Send + Sync {
+    /// Every live session, in no particular order.
+    fn sessions(&self) -> Vec<SessionRow>;
+}
+
+/// The session directory of an engine, set once the Flight SQL server serves.
+pub type LiveSessions = Arc<std::sync::OnceLock<Arc<dyn SessionDirectory>>>;
 
 /// Registers `system.runtime.cache` over `caches` and the table caches of `catalogs`,
 /// `system.runtime.queries` over `history` and `system.runtime.sessions` over `sessions`, with
@@ -264,20 +292,15 @@ impl Rows for SessionsTable {
     }
 
     fn batch(&self, viewer: Option<&str>) -> Result<RecordBatch> {
-        let mut sessions = self.sessions.get().map(|s| s.list()).unwrap_or_default();
+        let mut sessions = self
+            .sessions
+            .get()
+            .map(|s| s.sessions())
+            .unwrap_or_default();
         if let Some(user) = viewer {
             sessions.retain(|s| s.user == user);
         }
         sessions.sort_by_key(|s| s.created);
-        let current = |s: &crate::flight::sessions::Session| {
-            let state = s.ctx.state();
-            let catalog = &state.config().options().catalog;
-            (
-                catalog.default_catalog.clone(),
-                catalog.default_schema.clone(),
-            )
-        };
-        let places: Vec<(String, String)> = sessions.iter().map(|s| current(s)).collect();
         let columns: Vec<ArrayRef> = vec![
             Arc::new(StringArray::from_iter_values(
                 sessions.iter().map(|s| &s.id),
@@ -285,14 +308,18 @@ impl Rows for SessionsTable {
             Arc::new(StringArray::from_iter_values(
                 sessions.iter().map(|s| &s.user),
             )),
-            Arc::new(StringArray::from_iter_values(places.iter().map(|p| &p.0))),
-            Arc::new(StringArray::from_iter_values(places.iter().map(|p| &p.1))),
+            Arc::new(StringArray::from_iter_values(
+                sessions.iter().map(|s| &s.catalog),
+            )),
+            Arc::new(StringArray::from_iter_values(
+                sessions.iter().map(|s| &s.schema),
+            )),
             Arc::new(utc_millis(sessions.iter().map(|s| s.created))),
             Arc::new(UInt64Array::from_iter_values(
-                sessions.iter().map(|s| s.idle().as_millis() as u64),
+                sessions.iter().map(|s| s.idle.as_millis() as u64),
             )),
             Arc::new(UInt64Array::from_iter_values(
-                sessions.iter().map(|s| s.prepared_count() as u64),
+                sessions.iter().map(|s| s.prepared_statements as u64),
             )),
         ];
         Ok(RecordBatch::try_new(sessions_schema(), columns)?)

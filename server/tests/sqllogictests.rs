@@ -1,6 +1,6 @@
 //! The sqllogictest harness: every `.slt` file under `server/tests/slt/<fixture>/` runs as one
 //! test against an iceflight engine on that fixture, through the statement path a Flight SQL
-//! client takes (`session::parse_statements` / `execute_statement`).
+//! client takes (`sql::parse_statements` / `execute_statement`).
 //!
 //! Fixtures (built once per process, on first use, in a temporary directory):
 //! - `cases`: the tables of `docs/cases.md` that pyiceberg writes (`tests/fixtures/make_cases.py`),
@@ -33,7 +33,8 @@ use datafusion::common::{DataFusionError, Result, plan_err};
 use datafusion::physical_plan::{ExecutionPlan, collect};
 use datafusion::prelude::SessionContext;
 use futures::TryStreamExt;
-use iceflight::session::{Engine, execute_statement, parse_statements, plan_statement};
+use iceflight::session::Engine;
+use iceflight::sql::{execute_statement, parse_statements, plan_statement};
 use sqllogictest::harness::{Arguments, Failed, Trial};
 use sqllogictest::{AsyncDB, DBOutput, DefaultColumnType, Normalizer, Runner};
 

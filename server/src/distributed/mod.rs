@@ -19,17 +19,14 @@ pub mod channels;
 pub mod scan_tasks;
 pub mod workers;
 
-use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use datafusion::execution::SessionStateBuilder;
 use datafusion::prelude::SessionConfig;
-use datafusion_distributed::{DistributedExt, SessionStateBuilderExt, Worker, WorkerQueryContext};
+use datafusion_distributed::{DistributedExt, SessionStateBuilderExt};
 use iceflight_scan::distributed::codec::IcebergScanCodec;
 
 use crate::config::{ConfigError, DistributedConfig};
-use crate::session::Engine;
 use channels::WorkerChannels;
 use workers::WorkerList;
 
@@ -46,6 +43,16 @@ pub struct Cluster {
 }
 
 impl Cluster {
+    /// What a worker adds to each task's session: the scan's codec, our channels (a worker
+    /// reads other workers' shuffles) and the relinking of dynamic filters
+    /// ([`scan_tasks::relink_dynamic_filters`]).
+    pub fn worker_session(&self, builder: SessionStateBuilder) -> SessionStateBuilder {
+        builder
+            .with_distributed_user_codec(self.codec.clone())
+            .with_distributed_channel_resolver(self.channels.clone())
+            .with_distributed_worker_plan_rewrite_handler(scan_tasks::relink_dynamic_filters)
+    }
+
     /// The cluster parts for `role` of an engine whose tables `codec` loads. A coordinator
     /// starts probing `config.workers` here (in the background, every `health_interval`).
     ///
@@ -101,54 +108,6 @@ impl Cluster {
             None => builder,
         }
     }
-}
-
-/// Serves datafusion-distributed's worker service for `engine` on `addr` until `shutdown`
-/// resolves (then open streams get [`crate::flight::DRAIN_TIMEOUT`] to finish); `on_ready` gets the bound address once the listener is open. Each task's session
-/// gets the engine's caches, the scan's codec, our channels (a worker reads other workers'
-/// shuffles) and the relinking of dynamic filters ([`scan_tasks::relink_dynamic_filters`]); it
-/// runs in the engine's runtime, so `[query] memory_limit` holds on workers too.
-pub async fn serve_worker(
-    engine: Engine,
-    addr: SocketAddr,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-    on_ready: impl FnOnce(SocketAddr),
-) -> Result<(), crate::flight::ServeError> {
-    let Some(cluster) = engine.cluster().cloned() else {
-        return Err(crate::flight::ServeError::NotAWorker);
-    };
-    let caches = Arc::clone(engine.caches());
-    let worker = Worker::from_session_builder(move |ctx: WorkerQueryContext| {
-        let cluster = cluster.clone();
-        let caches = Arc::clone(&caches);
-        async move {
-            let mut builder = ctx
-                .builder
-                .with_distributed_user_codec(cluster.codec.clone())
-                .with_distributed_channel_resolver(cluster.channels.clone())
-                .with_distributed_worker_plan_rewrite_handler(scan_tasks::relink_dynamic_filters);
-            if let Some(config) = builder.config().as_mut() {
-                config.set_extension(caches);
-            }
-            // The functions of the coordinator's plans (`canonical_float`) resolve by name.
-            Ok(crate::session::with_engine_semantics(builder).build())
-        }
-    })
-    .with_runtime_env(engine.runtime());
-    let (listener, bound) = crate::flight::listen(addr, "the distributed worker").await?;
-    tracing::info!(address = %bound, "datafusion-distributed worker listening");
-    on_ready(bound);
-    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
-    crate::flight::serve_draining(shutdown, |shutdown| {
-        tonic::transport::Server::builder()
-            // A coordinator whose query ends closes its streams; one that vanishes is noticed
-            // here.
-            .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
-            .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
-            .add_service(worker.into_worker_server())
-            .serve_with_incoming_shutdown(incoming, shutdown)
-    })
-    .await
 }
 
 /// HTTP/2 keepalive pings between coordinator and workers: a peer that stops answering (a

@@ -50,8 +50,8 @@ use datafusion::logical_expr::{
 use iceflight_input::parameters::ParameterRows;
 use tonic::Status;
 
-use super::planner::is_state_change;
 use super::status::to_status;
+use crate::sql::is_state_change;
 
 /// Most parameter rows one execution binds where each row needs a plan or a condition of its
 /// own (a query, an `INSERT … SELECT`, a `DELETE` condition other than `column = ?`): the
@@ -257,7 +257,7 @@ pub fn bind(
             )));
         }
     };
-    crate::delete_statement::plan_delete(bound).map_err(to_status)
+    crate::sql::delete::plan_delete(bound).map_err(to_status)
 }
 
 fn with_row(plan: LogicalPlan, row: &[ScalarValue]) -> Result<LogicalPlan> {

@@ -284,7 +284,7 @@ impl Execution {
             _ => None,
         };
         let result = async {
-            if let Some(ran) = crate::session::run_own_statement(&session.ctx, &plan).await {
+            if let Some(ran) = crate::sql::run_own_statement(&session.ctx, &plan).await {
                 ran?;
                 return Ok(vec![]);
             }

@@ -28,6 +28,8 @@ pub mod sql_info;
 pub mod status;
 pub mod tls;
 
+pub use crate::serving::{DRAIN_TIMEOUT, ServeError, serve_draining};
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,43 +41,6 @@ use crate::session::Engine;
 use auth::{UserError, Users};
 use service::{IceflightService, ServiceOptions};
 use sessions::Sessions;
-
-/// Why a server (Flight SQL, a worker, `/metrics`) could not start or stopped with an error; one
-/// line each.
-#[derive(Debug, thiserror::Error)]
-pub enum ServeError {
-    /// `server.metrics_listen` is not an address.
-    #[error(transparent)]
-    Config(#[from] ConfigError),
-    /// `[server.tls]`'s files.
-    #[error(transparent)]
-    Tls(#[from] tls::TlsError),
-    /// An address to listen on cannot be bound (in use, not local, no permission).
-    #[error("cannot listen on {addr} for {what}: {source}")]
-    Listen {
-        /// The address asked for.
-        addr: SocketAddr,
-        /// `Flight SQL`, `metrics`, `the distributed worker`.
-        what: &'static str,
-        /// The operating system's reason.
-        source: std::io::Error,
-    },
-    /// The engine cannot make the anonymous session (its default catalog).
-    #[error("{}", crate::message::message(.0))]
-    Engine(datafusion::error::DataFusionError),
-    /// `serve_worker` on an engine whose `distributed.role` is not `worker`.
-    #[error("serving a worker needs an engine with distributed.role = \"worker\"")]
-    NotAWorker,
-    /// The server task ended before its listener was open.
-    #[error("the Flight SQL server stopped before it listened")]
-    Stopped,
-    /// tonic's server failed while serving.
-    #[error("server error: {0}")]
-    Transport(#[from] tonic::transport::Error),
-}
-
-/// How long open result streams may run after a shutdown signal.
-pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Builds the user list from the configuration and `--user NAME:PASSWORD` flags.
 ///
@@ -151,7 +116,7 @@ pub async fn serve(
         max_failed_logins: server.max_failed_logins,
         login_lockout: server.login_lockout,
     };
-    engine.attach_sessions(Arc::clone(&sessions));
+    engine.attach_sessions(Arc::clone(&sessions) as Arc<dyn crate::system::SessionDirectory>);
     if let Some(listen) = &server.metrics_listen {
         let addr: SocketAddr = listen
             .parse()
@@ -162,7 +127,7 @@ pub async fn serve(
     }
     let service = IceflightService::try_new(engine, users, Arc::clone(&sessions), options)
         .map_err(ServeError::Engine)?;
-    let (listener, bound) = listen(addr, "Flight SQL").await?;
+    let (listener, bound) = crate::serving::listen(addr, "Flight SQL").await?;
     // Expire idle sessions and prepared statements in the background.
     let sweeper = tokio::spawn({
         let service = service.clone();
@@ -224,22 +189,6 @@ pub async fn serve(
     result
 }
 
-/// A listener on `addr` and the address it bound (port 0 picks a free one); `what` names the
-/// server in the error.
-pub(crate) async fn listen(
-    addr: SocketAddr,
-    what: &'static str,
-) -> Result<(tokio::net::TcpListener, SocketAddr), ServeError> {
-    let bound = async {
-        let listener = tokio::net::TcpListener::bind(addr).await?;
-        let bound = listener.local_addr()?;
-        Ok((listener, bound))
-    };
-    bound
-        .await
-        .map_err(|source| ServeError::Listen { addr, what, source })
-}
-
 /// Reads the TLS certificate and key again on every SIGHUP, logging the outcome (a failed
 /// reload keeps the current pair).
 fn reload_on_sighup(cert: Arc<tls::ReloadableCert>) -> tokio::task::JoinHandle<()> {
@@ -257,38 +206,4 @@ fn reload_on_sighup(cert: Arc<tls::ReloadableCert>) -> tokio::task::JoinHandle<(
             }
         }
     })
-}
-
-/// Runs the server `serve` builds with a shutdown future until `shutdown` resolves; then its
-/// open streams get [`DRAIN_TIMEOUT`] to finish before it stops anyway (a client that stalls
-/// its stream must not keep the process alive). Used by the Flight SQL server and by workers.
-///
-/// Errors: tonic's ([`ServeError::Transport`]).
-pub async fn serve_draining<F>(
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-    serve: impl FnOnce(std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>) -> F,
-) -> Result<(), ServeError>
-where
-    F: std::future::Future<Output = Result<(), tonic::transport::Error>>,
-{
-    let (fired_tx, fired_rx) = tokio::sync::oneshot::channel::<()>();
-    let shutdown = Box::pin(async move {
-        shutdown.await;
-        let _ = fired_tx.send(());
-    });
-    let server = serve(shutdown);
-    let drain_deadline = async move {
-        if fired_rx.await.is_ok() {
-            tokio::time::sleep(DRAIN_TIMEOUT).await;
-        } else {
-            std::future::pending::<()>().await;
-        }
-    };
-    tokio::select! {
-        r = server => r.map_err(ServeError::Transport),
-        _ = drain_deadline => {
-            tracing::warn!("open streams did not finish within {DRAIN_TIMEOUT:?}; stopping");
-            Ok(())
-        }
-    }
 }

@@ -13,54 +13,15 @@
 //! for a prepared statement (ADBC executes a prepared statement with `GetFlightInfo` alone and
 //! never fetches a result without columns).
 
-use std::sync::Arc;
-
-use arrow::datatypes::{Schema, SchemaRef};
+use arrow::datatypes::SchemaRef;
 use arrow_flight::{IpcMessage, SchemaAsIpc};
 use datafusion::logical_expr::LogicalPlan;
 use tonic::Status;
 
 use super::binding::{self, BoundRows};
-use super::results::{QueryLog, flight_schema};
-use super::sessions::{Prepared, Session};
+use super::results::QueryLog;
+use super::sessions::{Planned, Prepared, Session};
 use super::status::to_status;
-
-/// A statement planned by `GetFlightInfo`, waiting for `DoGet`.
-#[derive(Debug, Clone)]
-pub enum Planned {
-    /// A query: its optimized logical plan, ready for physical planning.
-    Query {
-        /// SQL text (for the query log).
-        sql: String,
-        /// The optimized plan.
-        plan: LogicalPlan,
-    },
-    /// DDL or `SET`: run at execute, returns no rows.
-    StateChange {
-        /// SQL text (for the query log).
-        sql: String,
-        /// The plan as the SQL planner made it (`SessionContext::execute_logical_plan` runs it).
-        plan: LogicalPlan,
-    },
-}
-
-impl Planned {
-    /// The SQL text.
-    pub fn sql(&self) -> &str {
-        match self {
-            Self::Query { sql, .. } | Self::StateChange { sql, .. } => sql,
-        }
-    }
-
-    /// The result schema announced to the client: the plan's, in [`flight_schema`]'s types;
-    /// no columns for a state change.
-    pub fn schema(&self) -> SchemaRef {
-        match self {
-            Self::Query { plan, .. } => flight_schema(&Arc::new(plan.schema().as_arrow().clone())),
-            Self::StateChange { .. } => Arc::new(Schema::empty()),
-        }
-    }
-}
 
 /// Plans SQL text into a [`Planned`] statement: a query is optimized now. A statement that
 /// fails here still gets its per-query log line.
@@ -73,14 +34,14 @@ pub async fn plan_sql(session: &Session, sql: &str) -> Result<Planned, Status> {
 
 /// The logical plan of SQL text (placeholders unbound), not optimized.
 /// Trino's time-travel clauses are rewritten first (`table_versions.rs`); `ALTER TABLE` is
-/// planned by iceflight (`session::plan_statement`).
+/// planned by iceflight (`sql::plan_statement`).
 pub async fn logical_plan(session: &Session, sql: &str) -> Result<LogicalPlan, Status> {
     let plan = async {
-        let text = crate::table_versions::rewrite(sql)?;
+        let text = crate::sql::time_travel::rewrite(sql)?;
         let state = session.ctx.state();
         let statement =
             state.sql_to_statement(&text, &state.config().options().sql_parser.dialect)?;
-        crate::session::plan_statement(&session.ctx, statement).await
+        crate::sql::plan_statement(&session.ctx, statement).await
     };
     plan.await.map_err(|e| failed(session, sql, to_status(e)))
 }
@@ -100,7 +61,7 @@ pub fn plan_prepared(
 }
 
 fn finish(session: &Session, sql: String, plan: LogicalPlan) -> Result<Planned, Status> {
-    if is_state_change(&plan) {
+    if crate::sql::is_state_change(&plan) {
         return Ok(Planned::StateChange { sql, plan });
     }
     match session.ctx.state().optimize(&plan) {
@@ -113,18 +74,6 @@ fn finish(session: &Session, sql: String, plan: LogicalPlan) -> Result<Planned, 
 pub(crate) fn failed(session: &Session, sql: &str, status: Status) -> Status {
     QueryLog::start(session.history(), &session.user, sql).fail(&status);
     status
-}
-
-/// Whether the plan changes state (DDL, `SET`, DML, `COPY`, iceflight's own `ALTER TABLE` and
-/// `CREATE TABLE … WITH`) rather than returning rows.
-pub fn is_state_change(plan: &LogicalPlan) -> bool {
-    matches!(
-        plan,
-        LogicalPlan::Ddl(_)
-            | LogicalPlan::Statement(_)
-            | LogicalPlan::Dml(_)
-            | LogicalPlan::Copy(_)
-    ) || crate::session::is_own_statement(plan)
 }
 
 /// Rewrites `?` placeholders (outside quotes and comments) to `$1, $2, ...`, the form DataFusion

@@ -44,12 +44,13 @@ use super::execution::{Execution, Limits};
 use super::ingest;
 use super::login_throttle::LoginThrottle;
 use super::metadata::{self, TableTypeNames};
-use super::planner::{self, Planned};
+use super::planner;
 use super::results::{self, FlightDataStream};
 use super::session_options::{
     CLOSED, CloseSessionResult, GetSessionOptionsResult, INVALID_NAME, INVALID_VALUE,
     SessionOptionValue, SetSessionOptionsError, SetSessionOptionsResult,
 };
+use super::sessions::Planned;
 use super::sessions::{Prepared, Session, Sessions};
 use super::sql_info::SQL_INFO;
 use super::status::to_status;
@@ -463,7 +464,7 @@ impl FlightSqlService for IceflightService {
         let plan = planner::logical_plan(&caller.session, &sql).await?;
         // A state change (DDL, SET, INSERT) announces no columns, as its statement does: the
         // JDBC driver then runs it as an update (DoPut), which answers the rows it wrote.
-        let dataset_schema = match planner::is_state_change(&plan) {
+        let dataset_schema = match crate::sql::is_state_change(&plan) {
             true => Arc::new(Schema::empty()),
             false => results::flight_schema(&Arc::new(plan.schema().as_arrow().clone())),
         };
@@ -519,7 +520,7 @@ impl FlightSqlService for IceflightService {
         // its fetch has no rows.
         let caller = self.caller(&request)?;
         let (_, prepared) = Self::prepared(&caller.session, &cmd.prepared_statement_handle)?;
-        if planner::is_state_change(&prepared.plan) {
+        if crate::sql::is_state_change(&prepared.plan) {
             return Ok(Response::new(results::encode_batch(
                 RecordBatch::new_empty(Arc::new(Schema::empty())),
             )));

@@ -34,12 +34,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use arrow::datatypes::SchemaRef;
+use arrow::datatypes::{Schema, SchemaRef};
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::prelude::SessionContext;
 
 use super::binding::{BoundRows, Placeholders};
-use super::planner::Planned;
+use super::results::flight_schema;
 
 /// A prepared statement: its plan with placeholders, and the parameter rows the last
 /// `DoPut(CommandPreparedStatementQuery)` bound for its next execution (`binding.rs`).
@@ -404,5 +404,64 @@ impl Sessions {
             tokens.live.values().map(|s| s.prepared_count()).sum(),
             tokens.live.values().map(|s| s.planned_count()).sum(),
         )
+    }
+}
+
+/// A statement planned by `GetFlightInfo`, waiting for `DoGet`.
+#[derive(Debug, Clone)]
+pub enum Planned {
+    /// A query: its optimized logical plan, ready for physical planning.
+    Query {
+        /// SQL text (for the query log).
+        sql: String,
+        /// The optimized plan.
+        plan: LogicalPlan,
+    },
+    /// DDL or `SET`: run at execute, returns no rows.
+    StateChange {
+        /// SQL text (for the query log).
+        sql: String,
+        /// The plan as the SQL planner made it (`SessionContext::execute_logical_plan` runs it).
+        plan: LogicalPlan,
+    },
+}
+
+impl Planned {
+    /// The SQL text.
+    pub fn sql(&self) -> &str {
+        match self {
+            Self::Query { sql, .. } | Self::StateChange { sql, .. } => sql,
+        }
+    }
+
+    /// The result schema announced to the client: the plan's, in [`flight_schema`]'s types;
+    /// no columns for a state change.
+    pub fn schema(&self) -> SchemaRef {
+        match self {
+            Self::Query { plan, .. } => flight_schema(&Arc::new(plan.schema().as_arrow().clone())),
+            Self::StateChange { .. } => Arc::new(Schema::empty()),
+        }
+    }
+}
+
+/// What `system.runtime.sessions` shows of each live session.
+impl crate::system::SessionDirectory for Sessions {
+    fn sessions(&self) -> Vec<crate::system::SessionRow> {
+        self.list()
+            .iter()
+            .map(|s| {
+                let state = s.ctx.state();
+                let catalog = &state.config().options().catalog;
+                crate::system::SessionRow {
+                    id: s.id.clone(),
+                    user: s.user.clone(),
+                    catalog: catalog.default_catalog.clone(),
+                    schema: catalog.default_schema.clone(),
+                    created: s.created,
+                    idle: s.idle(),
+                    prepared_statements: s.prepared_count(),
+                }
+            })
+            .collect()
     }
 }

@@ -3,7 +3,7 @@
 //! | error | status |
 //! |---|---|
 //! | SQL parse / plan / schema error | `InvalidArgument` (parser message kept) |
-//! | unknown catalog, schema or table (typed by `session::plan_statement` and the catalogs) | `NotFound` |
+//! | unknown catalog, schema or table (typed by `sql::plan_statement` and the catalogs) | `NotFound` |
 //! | catalog unreachable | `Unavailable` |
 //! | a worker or other peer unreachable (a connection error, `distributed/channels.rs`) | `Unavailable` |
 //! | a table or catalog a worker does not have (an I/O `NotFound`, `catalog/src/lib.rs`) | `NotFound` |
@@ -60,7 +60,7 @@ pub fn to_status(e: DataFusionError) -> Status {
         DataFusionError::SQL(..) | DataFusionError::SchemaError(..) => {
             Status::invalid_argument(message(&e))
         }
-        // A missing table arrives as a typed `CatalogError::NotFound` (`session::plan_statement`).
+        // A missing table arrives as a typed `CatalogError::NotFound` (`sql::plan_statement`).
         DataFusionError::Plan(_) | DataFusionError::Configuration(_) => {
             Status::invalid_argument(message(&e))
         }

@@ -304,8 +304,8 @@ pub async fn statement_rows(
 ) -> datafusion::common::Result<Vec<Vec<String>>> {
     use futures::TryStreamExt;
     let mut out = vec![];
-    for statement in iceflight::session::parse_statements(text)? {
-        let stream = iceflight::session::execute_statement(ctx, statement).await?;
+    for statement in iceflight::sql::parse_statements(text)? {
+        let stream = iceflight::sql::execute_statement(ctx, statement).await?;
         let batches: Vec<RecordBatch> = stream.try_collect().await?;
         out.extend(rows(&batches));
     }

@@ -1,0 +1,204 @@
+//! DDL iceflight plans and runs itself: `CREATE TABLE … WITH (partitioning, sorted_by)` and
+//! `ALTER TABLE`, as logical nodes of `iceflight-catalog` run against the session's Iceberg
+//! catalog.
+
+use std::sync::Arc;
+
+use datafusion::common::{Result, plan_err};
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::prelude::SessionContext;
+use datafusion::sql::parser::Statement;
+use iceflight_catalog::alter::{AlterTable, alter_table};
+use iceflight_catalog::provider::IcebergCatalogProvider;
+use iceflight_catalog::tables::{CreateTableWith, TableLayout, create_table_with};
+
+/// `CREATE TABLE … WITH (partitioning = ARRAY[…], sorted_by = ARRAY[…]) [AS SELECT …]` as a
+/// [`CreateTableWith`] node: columns from the column list or the query's plan.
+///
+/// Errors: an option other than `partitioning` and `sorted_by`, or one that is not an array
+/// of strings; a column type DataFusion does not know.
+pub(crate) async fn plan_create_with(
+    ctx: &SessionContext,
+    create: &datafusion::sql::sqlparser::ast::CreateTable,
+) -> Result<LogicalPlan> {
+    use datafusion::sql::sqlparser::ast::{
+        ColumnOption, CreateTableOptions, Expr as SqlExpr, SqlOption, Statement as Sql, Value,
+    };
+    let CreateTableOptions::With(options) = &create.table_options else {
+        return plan_err!("CREATE TABLE without WITH options is DataFusion's");
+    };
+    let strings = |key: &str, value: &SqlExpr| -> Result<Vec<String>> {
+        let SqlExpr::Array(array) = value else {
+            return plan_err!("table property {key} takes ARRAY['…', …], not {value}");
+        };
+        array
+            .elem
+            .iter()
+            .map(|e| match e {
+                SqlExpr::Value(v) => match &v.value {
+                    Value::SingleQuotedString(s) => Ok(s.clone()),
+                    other => plan_err!("table property {key}: {other} is not a string"),
+                },
+                other => plan_err!("table property {key}: {other} is not a string"),
+            })
+            .collect()
+    };
+    let mut layout = TableLayout::default();
+    for option in options {
+        let SqlOption::KeyValue { key, value } = option else {
+            return plan_err!("table option {option} is not supported");
+        };
+        match key.value.to_lowercase().as_str() {
+            "partitioning" => layout.partitioning = strings("partitioning", value)?,
+            "sorted_by" => layout.sorted_by = strings("sorted_by", value)?,
+            other => {
+                return plan_err!(
+                    "table property {other} is not supported (partitioning and sorted_by are)"
+                );
+            }
+        }
+    }
+    let names = Names::of(ctx);
+    let reference = names.table(&create.name)?;
+    if create.query.is_some() && !create.columns.is_empty() {
+        return plan_err!(
+            "CREATE TABLE … WITH (…) AS SELECT takes its columns from the query: leave out the \
+             column list (name and cast them in the SELECT)"
+        );
+    }
+    let (columns, query) = match &create.query {
+        Some(query) => {
+            let plan = ctx
+                .state()
+                .statement_to_plan(Statement::Statement(Box::new(Sql::Query(query.clone()))))
+                .await?;
+            let columns = plan
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| (f.name().clone(), f.data_type().clone(), f.is_nullable()))
+                .collect();
+            (columns, Some(plan))
+        }
+        None => {
+            let mut columns = vec![];
+            for column in &create.columns {
+                let typed = ctx
+                    .sql(&format!("SELECT CAST(NULL AS {})", column.data_type))
+                    .await?;
+                let not_null = column
+                    .options
+                    .iter()
+                    .any(|o| matches!(o.option, ColumnOption::NotNull));
+                let name = names.ident(&column.name);
+                columns.push((name, typed.schema().field(0).data_type().clone(), !not_null));
+            }
+            (columns, None)
+        }
+    };
+    Ok(CreateTableWith {
+        catalog: reference.catalog.to_string(),
+        namespace: reference.schema.to_string(),
+        table: reference.table.to_string(),
+        if_not_exists: create.if_not_exists,
+        columns,
+        layout,
+        query,
+    }
+    .into_plan())
+}
+
+/// How a session resolves the names in statements iceflight plans itself: as DataFusion does
+/// (unquoted identifiers lowercased when normalization is on; the default catalog and schema).
+pub(crate) struct Names {
+    options: datafusion::config::ConfigOptions,
+}
+
+impl Names {
+    pub(crate) fn of(ctx: &SessionContext) -> Self {
+        Self {
+            options: ctx.state().config().options().as_ref().clone(),
+        }
+    }
+
+    /// A table name, resolved to catalog, schema and table.
+    pub(crate) fn table(
+        &self,
+        name: &datafusion::sql::sqlparser::ast::ObjectName,
+    ) -> Result<datafusion::common::ResolvedTableReference> {
+        Ok(datafusion::sql::planner::object_name_to_table_reference(
+            name.clone(),
+            self.options.sql_parser.enable_ident_normalization,
+        )?
+        .resolve(
+            &self.options.catalog.default_catalog,
+            &self.options.catalog.default_schema,
+        ))
+    }
+
+    /// A column name.
+    pub(crate) fn ident(&self, ident: &datafusion::sql::sqlparser::ast::Ident) -> String {
+        match ident.quote_style {
+            None if self.options.sql_parser.enable_ident_normalization => {
+                ident.value.to_lowercase()
+            }
+            _ => ident.value.clone(),
+        }
+    }
+}
+
+/// The first part of `create` an Iceberg table cannot keep, as SQL text: a table constraint
+/// (`PRIMARY KEY (id)`) or a column option other than `NULL` / `NOT NULL` (`DEFAULT 0`,
+/// `UNIQUE`, `CHECK (…)`). Refused rather than dropped: a user of Trino or DuckDB would expect
+/// it enforced.
+pub(crate) fn refused_option(
+    create: &datafusion::sql::sqlparser::ast::CreateTable,
+) -> Option<String> {
+    use datafusion::sql::sqlparser::ast::ColumnOption;
+    if let Some(constraint) = create.constraints.first() {
+        return Some(constraint.to_string());
+    }
+    create.columns.iter().find_map(|column| {
+        column
+            .options
+            .iter()
+            .find(|o| !matches!(o.option, ColumnOption::Null | ColumnOption::NotNull))
+            .map(|o| format!("{} {}", column.name, o.option))
+    })
+}
+
+/// Whether `plan` is one of the statements iceflight runs itself ([`plan_statement`](super::statement::plan_statement)).
+pub fn is_own_statement(plan: &LogicalPlan) -> bool {
+    AlterTable::of(plan).is_some() || CreateTableWith::of(plan).is_some()
+}
+
+/// Runs `plan` when it is one of the statements iceflight runs itself ([`plan_statement`](super::statement::plan_statement));
+/// `None` for any other plan.
+///
+/// Errors: the catalog is not an Iceberg catalog of this engine (`system`); the statement's.
+pub async fn run_own_statement(ctx: &SessionContext, plan: &LogicalPlan) -> Option<Result<()>> {
+    if let Some(alter) = AlterTable::of(plan) {
+        return Some(match iceberg_catalog(ctx, &alter.catalog) {
+            Ok(catalog) => alter_table(catalog.as_ref(), alter).await,
+            Err(e) => Err(e),
+        });
+    }
+    let create = CreateTableWith::of(plan)?;
+    Some(match iceberg_catalog(ctx, &create.catalog) {
+        Ok(catalog) => create_table_with(ctx, catalog.as_ref(), create).await,
+        Err(e) => Err(e),
+    })
+}
+
+/// The iceberg catalog behind catalog `name` of `ctx`.
+///
+/// Errors: no such catalog, or not an Iceberg one (`system`).
+fn iceberg_catalog(ctx: &SessionContext, name: &str) -> Result<Arc<dyn iceberg::Catalog>> {
+    let Some(provider) = ctx.catalog(name) else {
+        return plan_err!("unknown catalog {name}");
+    };
+    match provider.downcast_ref::<IcebergCatalogProvider>() {
+        Some(iceberg) => Ok(Arc::clone(iceberg.catalog()) as Arc<dyn iceberg::Catalog>),
+        None => plan_err!("tables of catalog {name} cannot be changed"),
+    }
+}

@@ -1,0 +1,18 @@
+//! The SQL front end: what iceflight does with SQL text before DataFusion runs a plan.
+//!
+//! ```text
+//!   SQL text ──► time_travel.rs (FOR VERSION / TIMESTAMP AS OF ──► table@snapshot)
+//!            ──► statement.rs: parse, plan (DataFusion's planner, or ours for ddl.rs), run
+//!                  DELETE ──► delete.rs (the condition as written, checked)
+//! ```
+//!
+//! Used by the Flight SQL service (`flight/planner.rs`, `flight/execution.rs`), the CLI and the
+//! tests; imports no module of the server but `float_semantics` (a `DELETE`'s condition).
+
+pub mod ddl;
+pub mod delete;
+pub mod statement;
+pub mod time_travel;
+
+pub use ddl::{is_own_statement, run_own_statement};
+pub use statement::{execute_statement, is_state_change, parse_statements, plan_statement};

@@ -1,0 +1,243 @@
+//! Statements from SQL text: parsing (after Trino's time-travel clauses, `time_travel.rs`),
+//! planning (DataFusion's planner, a `DELETE` readied with its condition as written:
+//! `delete.rs`; `ALTER TABLE` and `CREATE TABLE … WITH` as our own nodes: `ddl.rs`) and running.
+//!
+//! ```text
+//!   SQL text ──► parse_statements ──► plan_statement ──► execute_statement ──► batch stream
+//! ```
+
+use std::sync::Arc;
+
+use datafusion::common::{DataFusionError, Result, plan_err};
+use datafusion::execution::SendableRecordBatchStream;
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::prelude::SessionContext;
+use datafusion::sql::parser::{DFParser, Statement};
+use iceflight_catalog::CatalogError;
+use iceflight_catalog::alter::{AlterOp, AlterTable};
+
+use super::ddl::{Names, is_own_statement, plan_create_with, refused_option, run_own_statement};
+
+/// Parses `sql`: one or more `;`-separated statements.
+///
+/// Trino's time-travel clauses are rewritten first (`table_versions.rs`).
+///
+/// Errors: a syntax error; a time-travel value iceflight cannot read; no statement at all.
+pub fn parse_statements(sql: &str) -> Result<Vec<Statement>> {
+    let sql = super::time_travel::rewrite(sql)?;
+    let statements: Vec<Statement> = DFParser::parse_sql(&sql)?.into_iter().collect();
+    if statements.is_empty() {
+        return plan_err!("no SQL statement given");
+    }
+    Ok(statements)
+}
+
+/// Plans and starts one statement; DDL and `SET` take effect here. Returns its output stream
+/// (no columns for DDL).
+pub async fn execute_statement(
+    ctx: &SessionContext,
+    statement: Statement,
+) -> Result<SendableRecordBatchStream> {
+    let plan = plan_statement(ctx, statement).await?;
+    if let Some(ran) = run_own_statement(ctx, &plan).await {
+        ran?;
+        let empty = Arc::new(datafusion::arrow::datatypes::Schema::empty());
+        return Ok(Box::pin(
+            datafusion::physical_plan::stream::RecordBatchStreamAdapter::new(
+                empty,
+                futures::stream::empty(),
+            ),
+        ));
+    }
+    ctx.execute_logical_plan(plan).await?.execute_stream().await
+}
+
+/// The logical plan of one parsed statement (`plan_known_statement`); when planning fails and
+/// the statement reads a table that does not exist, the error is a typed
+/// [`CatalogError::NotFound`] naming it (→ `NotFound` at the edge), decided from the catalogs
+/// rather than from DataFusion's message.
+///
+/// Errors: the planner's; a missing catalog, schema or table of the statement.
+pub async fn plan_statement(ctx: &SessionContext, statement: Statement) -> Result<LogicalPlan> {
+    let references = ctx.state().resolve_table_references(&statement).ok();
+    let reads = reads_tables(&statement);
+    match plan_known_statement(ctx, statement).await {
+        Err(e) if reads && matches!(e.find_root(), DataFusionError::Plan(_)) => {
+            match missing_table(ctx, references.unwrap_or_default()).await {
+                Some(missing) => Err(DataFusionError::External(Box::new(CatalogError::NotFound(
+                    missing,
+                )))),
+                None => Err(e),
+            }
+        }
+        planned => planned,
+    }
+}
+
+/// Whether every table the statement names must exist already (a query, `INSERT`, `DELETE`,
+/// `UPDATE`, `SHOW COLUMNS`, `DESCRIBE`, `EXPLAIN` of one): not for `CREATE TABLE`, whose own name is among its references.
+fn reads_tables(statement: &Statement) -> bool {
+    use datafusion::sql::sqlparser::ast::Statement as Sql;
+    match statement {
+        Statement::Statement(inner) => matches!(
+            inner.as_ref(),
+            Sql::Query(_)
+                | Sql::Insert(_)
+                | Sql::Delete(_)
+                | Sql::Update(_)
+                | Sql::ShowColumns { .. }
+                | Sql::ExplainTable { .. }
+        ),
+        Statement::Explain(explain) => reads_tables(&explain.statement),
+        _ => false,
+    }
+}
+
+/// The first of `references` whose catalog, schema or table does not exist, described
+/// (`table local.tpch.nope does not exist`).
+async fn missing_table(
+    ctx: &SessionContext,
+    references: Vec<datafusion::sql::TableReference>,
+) -> Option<String> {
+    let state = ctx.state();
+    let defaults = &state.config_options().catalog;
+    for reference in references {
+        let name = reference.resolve(&defaults.default_catalog, &defaults.default_schema);
+        // DataFusion answers information_schema itself, outside the catalogs' schemas.
+        if name.schema.as_ref() == datafusion::catalog::information_schema::INFORMATION_SCHEMA {
+            continue;
+        }
+        let Some(catalog) = ctx.catalog(&name.catalog) else {
+            return Some(format!("catalog {} does not exist", name.catalog));
+        };
+        let Some(schema) = catalog.schema(&name.schema) else {
+            return Some(format!(
+                "schema {}.{} does not exist",
+                name.catalog, name.schema
+            ));
+        };
+        if !schema.table_exist(&name.table) && schema.table(&name.table).await.ok()?.is_none() {
+            return Some(format!("table {name} does not exist"));
+        }
+    }
+    None
+}
+
+/// The logical plan of one parsed statement: DataFusion's (a `DELETE` readied with its condition
+/// as written, `delete_statement.rs`), except for what DataFusion does not plan: `ALTER TABLE` (an [`AlterTable`] node, `catalog/src/alter.rs`) and `CREATE TABLE …
+/// WITH (…)` (a [`CreateTableWith`] node, `catalog/src/tables.rs`), both run by
+/// [`run_own_statement`].
+///
+/// Errors: the planner's; an `ALTER TABLE` operation or table option iceflight does not know.
+async fn plan_known_statement(ctx: &SessionContext, statement: Statement) -> Result<LogicalPlan> {
+    use datafusion::sql::sqlparser::ast::{AlterTableOperation, ColumnOption, RenameTableNameKind};
+    use datafusion::sql::sqlparser::ast::{CreateTableOptions, Statement as Sql};
+    let Statement::Statement(inner) = &statement else {
+        // `EXPLAIN …` among them: a DELETE under it is readied as on its own.
+        let plan = ctx.state().statement_to_plan(statement).await?;
+        return super::delete::plan_delete(plan);
+    };
+    let alter = match inner.as_ref() {
+        Sql::AlterTable(alter) => alter,
+        // DataFusion replaces a table by dropping it first: a replacement that then fails
+        // would lose the table.
+        Sql::CreateTable(create) if refused_option(create).is_some() => {
+            let what = refused_option(create).unwrap_or_default();
+            return datafusion::common::not_impl_err!(
+                "CREATE TABLE with {what} is not supported: Iceberg tables keep only column \
+                 names, types and NOT NULL"
+            );
+        }
+        Sql::CreateTable(create) if create.or_replace => {
+            return datafusion::common::not_impl_err!(
+                "CREATE OR REPLACE TABLE is not supported: DROP TABLE, then CREATE TABLE"
+            );
+        }
+        Sql::CreateTable(create) if matches!(create.table_options, CreateTableOptions::With(_)) => {
+            return plan_create_with(ctx, create).await;
+        }
+        _ => {
+            let plan = ctx.state().statement_to_plan(statement).await?;
+            return super::delete::plan_delete(plan);
+        }
+    };
+    let names = Names::of(ctx);
+    let reference = names.table(&alter.name)?;
+    let normalize = |ident: &datafusion::sql::sqlparser::ast::Ident| names.ident(ident);
+    let mut ops = vec![];
+    for op in &alter.operations {
+        ops.push(match op {
+            AlterTableOperation::AddColumn {
+                if_not_exists,
+                column_def,
+                ..
+            } => {
+                if column_def
+                    .options
+                    .iter()
+                    .any(|o| matches!(o.option, ColumnOption::NotNull))
+                {
+                    return plan_err!(
+                        "column {} cannot be added NOT NULL: the rows already written have no value for it",
+                        column_def.name
+                    );
+                }
+                let typed = ctx
+                    .sql(&format!("SELECT CAST(NULL AS {})", column_def.data_type))
+                    .await?;
+                AlterOp::AddColumn {
+                    name: normalize(&column_def.name),
+                    data_type: typed.schema().field(0).data_type().clone(),
+                    if_not_exists: *if_not_exists,
+                }
+            }
+            AlterTableOperation::DropColumn {
+                column_names,
+                if_exists,
+                ..
+            } => AlterOp::DropColumns {
+                names: column_names.iter().map(normalize).collect(),
+                if_exists: *if_exists,
+            },
+            AlterTableOperation::RenameColumn {
+                old_column_name,
+                new_column_name,
+            } => AlterOp::RenameColumn(normalize(old_column_name), normalize(new_column_name)),
+            AlterTableOperation::RenameTable {
+                table_name: RenameTableNameKind::To(name) | RenameTableNameKind::As(name),
+            } => match name.0.last().and_then(|p| p.as_ident()) {
+                Some(ident) if name.0.len() == 1 => AlterOp::RenameTo(normalize(ident)),
+                _ => {
+                    return plan_err!(
+                        "ALTER TABLE … RENAME TO takes a table name in the same schema, not {name}"
+                    );
+                }
+            },
+            other => {
+                return datafusion::common::not_impl_err!(
+                    "ALTER TABLE … {other} is not supported (ADD COLUMN, DROP COLUMN and RENAME TO are)"
+                );
+            }
+        });
+    }
+    Ok(AlterTable {
+        catalog: reference.catalog.to_string(),
+        namespace: reference.schema.to_string(),
+        table: reference.table.to_string(),
+        if_exists: alter.if_exists,
+        ops,
+    }
+    .into_plan())
+}
+
+/// Whether `plan` changes state rather than returning rows: DDL, `SET`, DML, `COPY`, and the
+/// statements iceflight runs itself ([`is_own_statement`]).
+pub fn is_state_change(plan: &LogicalPlan) -> bool {
+    matches!(
+        plan,
+        LogicalPlan::Ddl(_)
+            | LogicalPlan::Statement(_)
+            | LogicalPlan::Dml(_)
+            | LogicalPlan::Copy(_)
+    ) || is_own_statement(plan)
+}
