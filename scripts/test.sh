@@ -10,6 +10,14 @@ export ICEFLIGHT_PYTHON
 # The demo's and the tests' feature sets, compared before anything is built (the rebuild check
 # below only sees a drift when the demo's artifacts are stale).
 "$ICEFLIGHT_PYTHON" scripts/same_features.py
+# Module imports: no circle in any crate, the scan's folders import only what their READMEs allow.
+python3 scripts/check_modules.py
+# The byte cache builds and tests without DataFusion (cache/Cargo.toml).
+if cargo tree -p iceflight-cache -e normal,dev,build --locked --prefix none | grep -q '^datafusion'; then
+  echo "scripts/test.sh: iceflight-cache depends on DataFusion:" >&2
+  cargo tree -p iceflight-cache -e normal,dev,build --locked -i datafusion >&2 || true
+  exit 1
+fi
 cargo test --workspace --locked "$@"
 # README's demo command (`cargo run -p iceflight`) must reuse what the tests built: one feature
 # set for both (server/Cargo.toml pins the features other members turn on). A dependency compiled

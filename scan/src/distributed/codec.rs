@@ -48,7 +48,7 @@ use iceberg::table::Table;
 use iceberg::{NamespaceIdent, TableIdent};
 use prost::Message;
 
-use crate::exec::scan_exec::{DynamicNulls, IcebergScanExec};
+use crate::exec::scan_exec::{DynamicNulls, IcebergScanExec, IcebergScanExecBuilder};
 use crate::model::iceberg_error::external;
 use crate::plan::planned::{ScanInputs, assemble};
 use crate::read::caches::ScanCaches;
@@ -81,8 +81,10 @@ impl IcebergScanCodec {
     }
 
     fn encode(&self, scan: &IcebergScanExec) -> Result<ScanNode> {
-        let table = &scan.table;
-        let Some(catalog) = scan.catalog.clone() else {
+        let scan = scan.description();
+        let inputs = &scan.inputs;
+        let table = &inputs.table;
+        let Some(catalog) = inputs.catalog.clone() else {
             return exec_err!(
                 "table {} was not loaded from a configured catalog: its scan cannot run on a worker",
                 table.identifier()
@@ -97,7 +99,7 @@ impl IcebergScanCodec {
         let metadata = table.metadata();
         let current = metadata.current_schema();
         let arrow = iceberg::arrow::schema_to_arrow_schema(current).map_err(external)?;
-        let projection = scan
+        let projection = inputs
             .schema
             .fields()
             .iter()
@@ -128,7 +130,7 @@ impl IcebergScanCodec {
                 .map(|e| Ok(serialize_physical_expr(e, &codec)?.encode_to_vec()))
                 .collect()
         };
-        let settings = scan.settings;
+        let settings = inputs.settings;
         Ok(ScanNode {
             catalog,
             namespace: table.identifier().namespace().clone().inner(),
@@ -138,24 +140,24 @@ impl IcebergScanCodec {
             schema_id: current.schema_id(),
             projection,
             groups,
-            predicate_json: scan
+            predicate_json: inputs
                 .predicate
                 .as_ref()
-                .map(|p| serde_json::to_string(p.as_ref()))
+                .map(serde_json::to_string)
                 .transpose()
                 .map_err(|e| internal_datafusion_err!("predicate: {e}"))?,
             name_mapping_json: name_mapping,
             case_sensitive: first.is_none_or(|t| t.case_sensitive),
-            limit: scan.limit.map(|l| l as u64),
-            batch_size: scan.batch_size as u64,
-            static_filters: exprs(&scan.static_filters)?,
-            dynamic_filters: exprs(&scan.dynamic_filters)?,
-            dynamic_nulls: match scan.dynamic_nulls {
+            limit: inputs.limit.map(|l| l as u64),
+            batch_size: inputs.batch_size as u64,
+            static_filters: exprs(&scan.pushed.fixed)?,
+            dynamic_filters: exprs(&scan.pushed.dynamic)?,
+            dynamic_nulls: match scan.pushed.nulls {
                 DynamicNulls::Unproven => 0,
                 DynamicNulls::MayPass => 1,
                 DynamicNulls::Rejected => 2,
             },
-            inlist_cap: scan.inlist_cap as u64,
+            inlist_cap: scan.pushed.inlist_cap as u64,
             dynamic_pruning: settings.dynamic_pruning,
             dynamic_filter_wait_ms: settings.dynamic_filter_wait.as_millis() as u64,
             reader_predicate: settings.reader_predicate,
@@ -165,7 +167,7 @@ impl IcebergScanCodec {
             static_row_filter: settings.static_row_filter,
             dictionary_strings: settings.dictionary_strings,
             files_pruned_statistics: scan.files_pruned_statistics as u64,
-            files_pruned_manifest: scan.files_pruned_manifest() as u64,
+            files_pruned_manifest: scan.files_pruned_manifest as u64,
         })
     }
 
@@ -302,14 +304,18 @@ impl IcebergScanCodec {
             2 => DynamicNulls::Rejected,
             n => return exec_err!("scan node: unknown NULL proof {n}"),
         };
-        Ok(IcebergScanExec::new(planned).decoded(
-            exprs(&node.static_filters)?,
-            exprs(&node.dynamic_filters)?,
-            node.inlist_cap as usize,
-            nulls,
-            node.files_pruned_manifest as usize,
-            node.files_pruned_statistics as usize,
-        ))
+        Ok(IcebergScanExecBuilder::new(planned)
+            .with_pushed_filters(
+                exprs(&node.static_filters)?,
+                exprs(&node.dynamic_filters)?,
+                node.inlist_cap as usize,
+            )
+            .with_pruned_counts(
+                node.files_pruned_manifest as usize,
+                node.files_pruned_statistics as usize,
+            )
+            .with_dynamic_nulls(nulls)
+            .build())
     }
 }
 
@@ -341,7 +347,7 @@ impl PhysicalExtensionCodec for IcebergScanCodec {
             return exec_err!("IcebergScanCodec cannot encode {}", node.name());
         };
         self.encode(scan)?.encode(buf).map_err(|e| {
-            internal_datafusion_err!("encoding the scan of {}: {e}", scan.table.identifier())
+            internal_datafusion_err!("encoding the scan of {}: {e}", scan.table().identifier())
         })
     }
 }

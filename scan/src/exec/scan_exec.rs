@@ -42,7 +42,7 @@ use iceberg::table::Table;
 
 use crate::model::columns::{ColumnResolver, ScanColumns};
 use crate::plan::metrics_index::FileMetricsIndex;
-use crate::plan::planned::PlannedScan;
+use crate::plan::planned::{PlannedScan, ScanInputs};
 use crate::pushdown::domain::{Domains, normalize};
 use crate::pushdown::domain_cache::DomainCache;
 use crate::pushdown::gate::Gate;
@@ -63,112 +63,121 @@ use iceflight_options::ScanSettings;
 /// iceberg field id of output column `i`.
 #[derive(Debug, Clone)]
 pub struct IcebergScanExec {
-    pub(crate) table: Table,
+    table: Table,
     /// The configured catalog the table was loaded from (`codec.rs` names it to workers).
-    pub(crate) catalog: Option<String>,
+    catalog: Option<String>,
     /// Manifest metrics of the planned snapshot (statistics and splits of re-planned groups).
-    pub(crate) index: Arc<FileMetricsIndex>,
-    pub(crate) schema: SchemaRef,
-    pub(crate) field_ids: Vec<i32>,
+    index: Arc<FileMetricsIndex>,
+    schema: SchemaRef,
+    field_ids: Vec<i32>,
     /// Arrow types of every top-level field of the current schema, by field id (for delete keys).
-    pub(crate) field_types: Arc<Vec<(i32, DataType)>>,
-    pub(crate) file_groups: Arc<Vec<Vec<FileScanTask>>>,
+    field_types: Arc<Vec<(i32, DataType)>>,
+    file_groups: Arc<Vec<Vec<FileScanTask>>>,
     /// `file_groups` as planned, before static domains dropped files.
-    pub(crate) unpruned_file_groups: Arc<Vec<Vec<FileScanTask>>>,
+    unpruned_file_groups: Arc<Vec<Vec<FileScanTask>>>,
     /// The static predicate used for manifest and partition pruning (display only).
-    pub(crate) predicate: Option<Arc<Predicate>>,
+    predicate: Option<Arc<Predicate>>,
     /// Live data files in the snapshot before planning.
-    pub(crate) snapshot_files: usize,
-    pub(crate) limit: Option<usize>,
-    pub(crate) batch_size: usize,
-    pub(crate) statistics: Arc<Vec<Arc<Statistics>>>,
-    pub(crate) total_statistics: Arc<Statistics>,
-    pub(crate) delete_keys: Arc<DeleteKeysCache>,
+    snapshot_files: usize,
+    limit: Option<usize>,
+    batch_size: usize,
+    statistics: Arc<Vec<Arc<Statistics>>>,
+    total_statistics: Arc<Statistics>,
+    delete_keys: Arc<DeleteKeysCache>,
     /// Positional delete files, each read once per scan.
-    pub(crate) positional: Arc<PositionalDeletes>,
+    positional: Arc<PositionalDeletes>,
     /// The `iceflight.scan.*` settings of the session that planned the scan; the dynamic
     /// filter wait is cleared where nothing is worth waiting for.
-    pub(crate) settings: ScanSettings,
+    settings: ScanSettings,
     /// Dynamic filters pushed by joins, TopK and aggregates (kept so their producers compute
     /// them: `HashJoinExec` checks `is_used()`), in output-schema column indices.
-    pub(crate) dynamic_filters: Vec<Arc<dyn PhysicalExpr>>,
+    dynamic_filters: Vec<Arc<dyn PhysicalExpr>>,
     /// `dynamic_filters` as domains, cached per generation; shared by all partitions.
-    pub(crate) dynamic_domains: Option<Arc<DomainCache>>,
+    dynamic_domains: Option<Arc<DomainCache>>,
     /// What the plan above proves about NULL in `dynamic_filters` (case c04).
-    pub(crate) dynamic_nulls: DynamicNulls,
+    dynamic_nulls: DynamicNulls,
     /// Static filters pushed by the parent (answered `No`: still evaluated above).
-    pub(crate) static_filters: Vec<Arc<dyn PhysicalExpr>>,
+    static_filters: Vec<Arc<dyn PhysicalExpr>>,
     /// `static_filters` as domains (SQL WHERE semantics: NULL never passes a comparison).
-    pub(crate) static_domains: Arc<Domains>,
+    static_domains: Arc<Domains>,
     /// Files dropped at planning because their manifest bounds fail `static_domains`.
-    pub(crate) files_pruned_statistics: usize,
+    files_pruned_statistics: usize,
     /// Files `plan_files` returned (before `files_pruned_statistics`).
-    pub(crate) manifest_planned_files: usize,
+    manifest_planned_files: usize,
     /// `hash_join_inlist_pushdown_max_distinct_values` of the session that pushed filters.
-    pub(crate) inlist_cap: usize,
+    inlist_cap: usize,
     /// Dynamic filters a worker dropped because their producer runs in another stage
     /// ([`Self::relink_dynamic_filters`]).
-    pub(crate) remote_dynamic_filters: usize,
+    remote_dynamic_filters: usize,
     /// The columns filters can constrain: output columns, then nested struct leaves.
-    pub(crate) columns: Arc<ScanColumns>,
+    columns: Arc<ScanColumns>,
     /// Which domain parts reach which pruning layer.
-    pub(crate) gate: Arc<Gate>,
+    gate: Arc<Gate>,
     /// Manifest bounds of the constrainable columns, by data file path.
-    pub(crate) file_bounds: Arc<BoundsByFile>,
+    file_bounds: Arc<BoundsByFile>,
     /// Output positions of string columns that leave the scan as `Dictionary(Int32, Utf8)`
     /// ([`Self::with_dictionary_columns`]); empty: every column has its table type.
-    pub(crate) dictionary_columns: Arc<Vec<usize>>,
-    pub(crate) metrics: ExecutionPlanMetricsSet,
-    pub(crate) cache: Arc<PlanProperties>,
+    dictionary_columns: Arc<Vec<usize>>,
+    metrics: ExecutionPlanMetricsSet,
+    cache: Arc<PlanProperties>,
 }
 
 impl IcebergScanExec {
-    /// Builds the operator from a planned scan.
+    /// Builds the operator from a planned scan (the same as
+    /// `IcebergScanExecBuilder::new(plan).build()`).
     pub fn new(plan: PlannedScan) -> Self {
-        let partitions = plan.file_groups.len().max(1);
-        // DataFusion sees the columns without their field ids (`output.rs`, case c11).
-        let plain = Arc::new(crate::model::output::plain_schema(&plan.schema));
-        let cache = Arc::new(Self::compute_properties(plain, partitions));
-        let mut exec = Self {
-            table: plan.table,
-            catalog: plan.catalog,
-            index: plan.index,
-            schema: plan.schema,
-            field_ids: plan.field_ids,
-            field_types: Arc::new(plan.field_types),
-            unpruned_file_groups: Arc::new(plan.file_groups.clone()),
-            file_groups: Arc::new(plan.file_groups),
-            predicate: plan.predicate.map(Arc::new),
-            snapshot_files: plan.snapshot_files,
-            limit: plan.limit,
-            batch_size: plan.batch_size,
-            statistics: Arc::new(plan.statistics.into_iter().map(Arc::new).collect()),
-            total_statistics: Arc::new(plan.total_statistics),
-            delete_keys: Arc::new(DeleteKeysCache::default()),
-            positional: Arc::new(PositionalDeletes::default()),
-            settings: plan.settings,
-            dynamic_filters: vec![],
-            dynamic_domains: None,
-            dynamic_nulls: DynamicNulls::Unproven,
-            static_filters: vec![],
-            static_domains: Arc::new(Domains::all()),
-            files_pruned_statistics: 0,
-            manifest_planned_files: 0,
-            inlist_cap: DEFAULT_INLIST_CAP,
-            remote_dynamic_filters: 0,
-            gate: Arc::new(Gate::new(
-                plan.gate_columns,
-                DEFAULT_INLIST_CAP,
-                plan.settings.reader_predicate,
-            )),
-            file_bounds: Arc::new(plan.file_bounds),
-            columns: Arc::new(plan.columns),
-            dictionary_columns: Arc::new(vec![]),
-            metrics: ExecutionPlanMetricsSet::new(),
-            cache,
-        };
-        exec.manifest_planned_files = exec.planned_files();
-        exec
+        IcebergScanExecBuilder::new(plan).build()
+    }
+
+    /// A builder starting from this scan: every scan derived from another goes through
+    /// [`IcebergScanExecBuilder::build`].
+    pub fn builder(&self) -> IcebergScanExecBuilder {
+        IcebergScanExecBuilder { scan: self.clone() }
+    }
+
+    /// The scan declared for another process ([`ScanDescription`]).
+    pub fn description(&self) -> ScanDescription {
+        ScanDescription {
+            inputs: ScanInputs {
+                table: self.table.clone(),
+                catalog: self.catalog.clone(),
+                schema: Arc::clone(&self.schema),
+                field_ids: self.field_ids.clone(),
+                field_types: self.field_types.to_vec(),
+                predicate: self.predicate.as_deref().cloned(),
+                limit: self.limit,
+                batch_size: self.batch_size,
+                settings: self.settings,
+            },
+            file_groups: self.file_groups.to_vec(),
+            pushed: PushedFilters {
+                fixed: self.static_filters.clone(),
+                dynamic: self.dynamic_filters.clone(),
+                inlist_cap: self.inlist_cap,
+                nulls: self.dynamic_nulls,
+            },
+            files_pruned_manifest: self.files_pruned_manifest(),
+            files_pruned_statistics: self.files_pruned_statistics,
+        }
+    }
+
+    /// The latest dynamic domains (after execution: what the last task saw).
+    fn latest_dynamic_domains(&self) -> Option<Arc<Domains>> {
+        self.dynamic_domains.as_ref().and_then(|c| c.latest())
+    }
+
+    /// `name: layout → decision` for each column constrained by `domains`, at plan level.
+    fn describe_gate(&self, domains: &Domains) -> String {
+        let columns = self.gate.gate_columns();
+        self.gate
+            .decide(domains, None, &[], true)
+            .iter()
+            .map(|(i, use_)| {
+                let c = &columns[*i];
+                format!("{}: {} → {use_}", c.column.name, c.layout)
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
     }
 
     /// Drops the tasks whose files' manifest bounds fail the static domains (all of them when
@@ -198,25 +207,6 @@ impl IcebergScanExec {
         self.files_pruned_statistics += pruned;
     }
 
-    /// The latest dynamic domains (after execution: what the last task saw).
-    fn latest_dynamic_domains(&self) -> Option<Arc<Domains>> {
-        self.dynamic_domains.as_ref().and_then(|c| c.latest())
-    }
-
-    /// `name: layout → decision` for each column constrained by `domains`, at plan level.
-    fn describe_gate(&self, domains: &Domains) -> String {
-        let columns = self.gate.gate_columns();
-        self.gate
-            .decide(domains, None, &[], true)
-            .iter()
-            .map(|(i, use_)| {
-                let c = &columns[*i];
-                format!("{}: {} → {use_}", c.column.name, c.layout)
-            })
-            .collect::<Vec<_>>()
-            .join("; ")
-    }
-
     fn compute_properties(schema: SchemaRef, partitions: usize) -> PlanProperties {
         PlanProperties::new(
             EquivalenceProperties::new(schema),
@@ -227,27 +217,26 @@ impl IcebergScanExec {
     }
 
     /// The same scan without the dynamic-filter wait, or `None` when it has no wait to clear
-    /// (see [`crate::DynamicFilterRule`]).
+    /// (see `DynamicFilterRule`, `exec/dynamic_filter_rule.rs`).
     pub fn without_dynamic_filter_wait(&self) -> Option<Arc<dyn ExecutionPlan>> {
         if self.settings.dynamic_filter_wait.is_zero() || self.dynamic_filters.is_empty() {
             return None;
         }
-        let mut new = self.clone();
-        new.settings.dynamic_filter_wait = Duration::ZERO;
-        Some(Arc::new(new))
+        Some(Arc::new(
+            self.builder()
+                .with_dynamic_filter_wait(Duration::ZERO)
+                .build(),
+        ))
     }
 
-    /// The same scan with `nulls` proven for its dynamic filters (by
-    /// [`crate::DynamicFilterRule`]); `None` when it has none or nothing changes.
+    /// The same scan with `nulls` proven for its dynamic filters (by `DynamicFilterRule`);
+    /// `None` when it has none or nothing changes.
     pub fn with_dynamic_nulls(&self, nulls: DynamicNulls) -> Option<Arc<dyn ExecutionPlan>> {
         self.dynamic_domains.as_ref()?;
         if self.dynamic_nulls == nulls {
             return None;
         }
-        let mut new = self.clone();
-        new.set_dynamic_nulls(nulls);
-        new.metrics = ExecutionPlanMetricsSet::new();
-        Some(Arc::new(new))
+        Some(Arc::new(self.builder().with_dynamic_nulls(nulls).build()))
     }
 
     /// The same scan with the `Utf8` columns at output positions `columns` output as
@@ -275,33 +264,7 @@ impl IcebergScanExec {
         }) {
             return None;
         }
-        let mut new = self.clone();
-        let mut all: Vec<usize> = self.dictionary_columns.to_vec();
-        all.extend_from_slice(columns);
-        all.sort_unstable();
-        all.dedup();
-        // Their statistics' bounds are `Utf8` values: dropped, so nothing compares them with
-        // the dictionary type (interval analysis above a filter would refuse the mismatch).
-        let unbounded = |stats: &Statistics| {
-            let mut stats = stats.clone();
-            for &c in &all {
-                if let Some(cs) = stats.column_statistics.get_mut(c) {
-                    cs.min_value = Precision::Absent;
-                    cs.max_value = Precision::Absent;
-                }
-            }
-            Arc::new(stats)
-        };
-        new.statistics = Arc::new(self.statistics.iter().map(|s| unbounded(s)).collect());
-        new.total_statistics = unbounded(&self.total_statistics);
-        new.dictionary_columns = Arc::new(all);
-        let plain = Arc::new(crate::model::output::plain_schema(&new.output_schema()));
-        new.cache = Arc::new(Self::compute_properties(
-            plain,
-            self.file_groups.len().max(1),
-        ));
-        new.metrics = ExecutionPlanMetricsSet::new();
-        Some(new)
+        Some(self.builder().with_dictionary_columns(columns).build())
     }
 
     /// The output schema with field ids: `schema`, with [`Self::dictionary_columns`] as
@@ -338,14 +301,7 @@ impl IcebergScanExec {
     /// The same scan without its dynamic filters (a scan shared by several consumers, each of
     /// whose joins pushed its own: `shared_subplan.rs`).
     pub(crate) fn without_dynamic_filters(&self) -> Self {
-        let mut new = self.clone();
-        new.dynamic_filters.clear();
-        new.dynamic_domains = None;
-        new.dynamic_nulls = DynamicNulls::Unproven;
-        new.remote_dynamic_filters = 0;
-        new.settings.dynamic_filter_wait = Duration::ZERO;
-        new.metrics = ExecutionPlanMetricsSet::new();
-        new
+        self.builder().without_dynamic_filters().build()
     }
 
     /// Whether `other` reads the same rows into the same partitions: the same table at the
@@ -396,97 +352,19 @@ impl IcebergScanExec {
     /// The same scan using none of its pushed filters: static domains reset (the files they
     /// dropped restored) and dynamic filters unused; `None` when it has none. For scans whose
     /// rows NULL keys matter to beyond the filters' SQL semantics (under a null-aware anti join,
-    /// where one NULL in `NOT IN`'s subquery empties the result; [`crate::DynamicFilterRule`]).
+    /// where one NULL in `NOT IN`'s subquery empties the result; `DynamicFilterRule`).
     /// The filters are still evaluated above: every pushed filter was answered `No`.
     pub fn without_pushed_filters(&self) -> Option<Arc<dyn ExecutionPlan>> {
         if self.static_filters.is_empty() && self.dynamic_filters.is_empty() {
             return None;
         }
-        let mut new = self.clone();
-        new.file_groups = Arc::clone(&self.unpruned_file_groups);
-        new.static_filters.clear();
-        new.static_domains = Arc::new(Domains::all());
-        new.files_pruned_statistics = 0;
-        new.dynamic_nulls = DynamicNulls::Unproven;
-        new.settings.dynamic_filter_wait = Duration::ZERO;
-        new.metrics = ExecutionPlanMetricsSet::new();
-        Some(Arc::new(new))
-    }
-
-    /// The same scan holding `fixed` (static) and `dynamic` filters besides its own: static
-    /// ones compacted into domains that drop files now, dynamic ones kept (with a new NULL
-    /// proof pending: [`crate::DynamicFilterRule`]). `cap` bounds value sets
-    /// (`hash_join_inlist_pushdown_max_distinct_values`).
-    pub(crate) fn with_pushed_filters(
-        &self,
-        fixed: Vec<Arc<dyn PhysicalExpr>>,
-        dynamic: Vec<Arc<dyn PhysicalExpr>>,
-        cap: usize,
-    ) -> Self {
-        let mut new = self.clone();
-        new.gate = Arc::new(self.gate.with_cap(cap));
-        new.inlist_cap = cap;
-        if !fixed.is_empty() {
-            let domains = fixed.iter().fold((*self.static_domains).clone(), |acc, f| {
-                acc.and(normalize(f, self.columns.as_ref(), cap, false))
-            });
-            new.static_filters.extend(fixed);
-            new.static_domains = Arc::new(domains);
-            new.prune_statically();
-        }
-        if !dynamic.is_empty() {
-            // New producers: what was proven about NULL no longer covers them.
-            new.dynamic_nulls = DynamicNulls::Unproven;
-            new.dynamic_filters.extend(dynamic);
-            new.dynamic_domains = Some(Arc::new(DomainCache::new(
-                new.dynamic_filters.clone(),
-                Arc::clone(&new.columns) as Arc<dyn ColumnResolver>,
-                cap,
-                new.dynamic_nulls != DynamicNulls::Rejected,
-            )));
-        }
-        new.metrics = ExecutionPlanMetricsSet::new();
-        new
-    }
-
-    /// A scan decoded on a worker (`codec.rs`): the planned scan with the coordinator's
-    /// filters pushed again (its tasks already pruned by the static ones), the NULL proof the
-    /// coordinator's [`crate::DynamicFilterRule`] made, and the scan-wide counters.
-    pub(crate) fn decoded(
-        self,
-        fixed: Vec<Arc<dyn PhysicalExpr>>,
-        dynamic: Vec<Arc<dyn PhysicalExpr>>,
-        cap: usize,
-        nulls: DynamicNulls,
-        files_pruned_manifest: usize,
-        files_pruned_statistics: usize,
-    ) -> Self {
-        let mut new = self.with_pushed_filters(fixed, dynamic, cap);
-        new.files_pruned_statistics = files_pruned_statistics;
-        new.manifest_planned_files = new.snapshot_files.saturating_sub(files_pruned_manifest);
-        new.set_dynamic_nulls(nulls);
-        new
+        Some(Arc::new(self.builder().without_pushed_filters().build()))
     }
 
     /// Files `plan_files` left out of this scan (reported by partition 0).
     pub(crate) fn files_pruned_manifest(&self) -> usize {
         self.snapshot_files
             .saturating_sub(self.manifest_planned_files)
-    }
-
-    fn set_dynamic_nulls(&mut self, nulls: DynamicNulls) {
-        self.dynamic_nulls = nulls;
-        if let Some(cache) = &self.dynamic_domains {
-            self.dynamic_domains = Some(Arc::new(DomainCache::new(
-                self.dynamic_filters.clone(),
-                Arc::clone(&self.columns) as Arc<dyn ColumnResolver>,
-                cache.cap(),
-                nulls != DynamicNulls::Rejected,
-            )));
-        }
-        if nulls == DynamicNulls::Unproven {
-            self.settings.dynamic_filter_wait = Duration::ZERO;
-        }
     }
 
     /// This scan divided among `tasks` distributed tasks (datafusion-distributed's scale-up of
@@ -510,27 +388,7 @@ impl IcebergScanExec {
         per_task
             .into_iter()
             .enumerate()
-            .map(|(i, groups)| {
-                let mut scan = self.clone();
-                let refs: Vec<Vec<&FileScanTask>> =
-                    groups.iter().map(|g| g.iter().collect()).collect();
-                scan.statistics = Arc::new(
-                    refs.iter()
-                        .map(|g| Arc::new(self.index.statistics(g, &self.schema, &self.field_ids)))
-                        .collect(),
-                );
-                let all: Vec<&FileScanTask> = refs.iter().flatten().copied().collect();
-                scan.total_statistics =
-                    Arc::new(self.index.statistics(&all, &self.schema, &self.field_ids));
-                scan.unpruned_file_groups = Arc::new(groups.clone());
-                scan.file_groups = Arc::new(groups);
-                if i > 0 {
-                    scan.files_pruned_statistics = 0;
-                    scan.manifest_planned_files = scan.snapshot_files;
-                }
-                scan.metrics = ExecutionPlanMetricsSet::new();
-                scan
-            })
+            .map(|(i, groups)| self.builder().with_file_groups(groups, i == 0).build())
             .collect()
     }
 
@@ -560,22 +418,11 @@ impl IcebergScanExec {
                 None => remote += 1,
             }
         }
-        let mut new = self.clone();
-        new.remote_dynamic_filters += remote;
-        new.dynamic_filters = linked;
-        new.dynamic_domains = (!new.dynamic_filters.is_empty()).then(|| {
-            Arc::new(DomainCache::new(
-                new.dynamic_filters.clone(),
-                Arc::clone(&new.columns) as Arc<dyn ColumnResolver>,
-                new.inlist_cap,
-                new.dynamic_nulls != DynamicNulls::Rejected,
-            ))
-        });
-        if new.dynamic_filters.is_empty() {
-            new.settings.dynamic_filter_wait = Duration::ZERO;
-        }
-        new.metrics = ExecutionPlanMetricsSet::new();
-        Ok(Some(new))
+        Ok(Some(
+            self.builder()
+                .with_linked_dynamic_filters(linked, remote)
+                .build(),
+        ))
     }
 
     /// Bytes of the data files' ranges this scan reads before any pruning at execution (what
@@ -607,6 +454,283 @@ impl IcebergScanExec {
 
     fn planned_tasks(&self) -> usize {
         self.file_groups.iter().map(Vec::len).sum()
+    }
+}
+
+/// What a scan is, declared for another process that must run the same scan
+/// (`distributed/codec.rs`): what it was planned from, its tasks, the filters the plan above
+/// pushed into it and the scan-wide counters measured where it was planned. Made by
+/// [`IcebergScanExec::description`]; the codec never reads the node's fields.
+#[derive(Debug, Clone)]
+pub struct ScanDescription {
+    /// The table at the planned snapshot, output columns, static predicate, limit, settings.
+    pub inputs: ScanInputs,
+    /// Tasks per output partition, after static pruning.
+    pub file_groups: Vec<Vec<FileScanTask>>,
+    /// The filters pushed into the scan.
+    pub pushed: PushedFilters,
+    /// Live data files `plan_files` left out.
+    pub files_pruned_manifest: usize,
+    /// Files the static domains dropped at planning.
+    pub files_pruned_statistics: usize,
+}
+
+/// The filters a scan holds from the plan above it (`handle_child_pushdown_result`).
+#[derive(Debug, Clone)]
+pub struct PushedFilters {
+    /// Static filters (still evaluated above the scan).
+    pub fixed: Vec<Arc<dyn PhysicalExpr>>,
+    /// Dynamic filters of joins, TopK and aggregates.
+    pub dynamic: Vec<Arc<dyn PhysicalExpr>>,
+    /// `hash_join_inlist_pushdown_max_distinct_values` of the session that pushed them.
+    pub inlist_cap: usize,
+    /// What the plan above proves about NULL in `dynamic`.
+    pub nulls: DynamicNulls,
+}
+
+/// Builds an [`IcebergScanExec`]: from a planned scan ([`Self::new`]) or from another scan
+/// ([`IcebergScanExec::builder`]), changed by the `with_*` methods and finished by
+/// [`Self::build`], the one path every scan takes (fresh metrics; plan properties from the
+/// output schema and the partition count). In the style of DataFusion's `FilterExecBuilder`.
+#[derive(Debug, Clone)]
+pub struct IcebergScanExecBuilder {
+    scan: IcebergScanExec,
+}
+
+impl IcebergScanExecBuilder {
+    /// A scan of `plan`, without pushed filters.
+    pub fn new(plan: PlannedScan) -> Self {
+        let partitions = plan.file_groups.len().max(1);
+        // DataFusion sees the columns without their field ids (`output.rs`, case c11).
+        let plain = Arc::new(crate::model::output::plain_schema(&plan.schema));
+        let cache = Arc::new(IcebergScanExec::compute_properties(plain, partitions));
+        let mut scan = IcebergScanExec {
+            table: plan.table,
+            catalog: plan.catalog,
+            index: plan.index,
+            schema: plan.schema,
+            field_ids: plan.field_ids,
+            field_types: Arc::new(plan.field_types),
+            unpruned_file_groups: Arc::new(plan.file_groups.clone()),
+            file_groups: Arc::new(plan.file_groups),
+            predicate: plan.predicate.map(Arc::new),
+            snapshot_files: plan.snapshot_files,
+            limit: plan.limit,
+            batch_size: plan.batch_size,
+            statistics: Arc::new(plan.statistics.into_iter().map(Arc::new).collect()),
+            total_statistics: Arc::new(plan.total_statistics),
+            delete_keys: Arc::new(DeleteKeysCache::default()),
+            positional: Arc::new(PositionalDeletes::default()),
+            settings: plan.settings,
+            dynamic_filters: vec![],
+            dynamic_domains: None,
+            dynamic_nulls: DynamicNulls::Unproven,
+            static_filters: vec![],
+            static_domains: Arc::new(Domains::all()),
+            files_pruned_statistics: 0,
+            manifest_planned_files: 0,
+            inlist_cap: DEFAULT_INLIST_CAP,
+            remote_dynamic_filters: 0,
+            gate: Arc::new(Gate::new(
+                plan.gate_columns,
+                DEFAULT_INLIST_CAP,
+                plan.settings.reader_predicate,
+            )),
+            file_bounds: Arc::new(plan.file_bounds),
+            columns: Arc::new(plan.columns),
+            dictionary_columns: Arc::new(vec![]),
+            metrics: ExecutionPlanMetricsSet::new(),
+            cache,
+        };
+        scan.manifest_planned_files = scan.planned_files();
+        Self { scan }
+    }
+
+    /// Rows per partition at most (`None`: all).
+    pub fn with_limit(mut self, limit: Option<usize>) -> Self {
+        self.scan.limit = limit;
+        self
+    }
+
+    /// How long the first task of each partition waits for incomplete dynamic filters.
+    pub fn with_dynamic_filter_wait(mut self, wait: Duration) -> Self {
+        self.scan.settings.dynamic_filter_wait = wait;
+        self
+    }
+
+    /// What the plan above proves about NULL in the dynamic filters (an unproven one also
+    /// clears the wait: the filters are not used).
+    pub fn with_dynamic_nulls(mut self, nulls: DynamicNulls) -> Self {
+        let scan = &mut self.scan;
+        scan.dynamic_nulls = nulls;
+        if let Some(cache) = &scan.dynamic_domains {
+            scan.dynamic_domains = Some(Arc::new(DomainCache::new(
+                scan.dynamic_filters.clone(),
+                Arc::clone(&scan.columns) as Arc<dyn ColumnResolver>,
+                cache.cap(),
+                nulls != DynamicNulls::Rejected,
+            )));
+        }
+        if nulls == DynamicNulls::Unproven {
+            scan.settings.dynamic_filter_wait = Duration::ZERO;
+        }
+        self
+    }
+
+    /// `fixed` (static) and `dynamic` filters added to those the scan holds: static ones
+    /// compacted into domains that drop files now, dynamic ones kept (with a new NULL proof
+    /// pending: `DynamicFilterRule`). `cap` bounds value sets
+    /// (`hash_join_inlist_pushdown_max_distinct_values`).
+    pub fn with_pushed_filters(
+        mut self,
+        fixed: Vec<Arc<dyn PhysicalExpr>>,
+        dynamic: Vec<Arc<dyn PhysicalExpr>>,
+        cap: usize,
+    ) -> Self {
+        let scan = &mut self.scan;
+        scan.gate = Arc::new(scan.gate.with_cap(cap));
+        scan.inlist_cap = cap;
+        if !fixed.is_empty() {
+            let domains = fixed.iter().fold((*scan.static_domains).clone(), |acc, f| {
+                acc.and(normalize(f, scan.columns.as_ref(), cap, false))
+            });
+            scan.static_filters.extend(fixed);
+            scan.static_domains = Arc::new(domains);
+            scan.prune_statically();
+        }
+        if !dynamic.is_empty() {
+            // New producers: what was proven about NULL no longer covers them.
+            scan.dynamic_nulls = DynamicNulls::Unproven;
+            scan.dynamic_filters.extend(dynamic);
+            scan.dynamic_domains = Some(Arc::new(DomainCache::new(
+                scan.dynamic_filters.clone(),
+                Arc::clone(&scan.columns) as Arc<dyn ColumnResolver>,
+                cap,
+                scan.dynamic_nulls != DynamicNulls::Rejected,
+            )));
+        }
+        self
+    }
+
+    /// None of the pushed filters: static domains reset (the files they dropped restored) and
+    /// dynamic filters unused.
+    pub fn without_pushed_filters(mut self) -> Self {
+        let scan = &mut self.scan;
+        scan.file_groups = Arc::clone(&scan.unpruned_file_groups);
+        scan.static_filters.clear();
+        scan.static_domains = Arc::new(Domains::all());
+        scan.files_pruned_statistics = 0;
+        scan.dynamic_nulls = DynamicNulls::Unproven;
+        scan.settings.dynamic_filter_wait = Duration::ZERO;
+        self
+    }
+
+    /// No dynamic filters at all.
+    pub fn without_dynamic_filters(mut self) -> Self {
+        let scan = &mut self.scan;
+        scan.dynamic_filters.clear();
+        scan.dynamic_domains = None;
+        scan.dynamic_nulls = DynamicNulls::Unproven;
+        scan.remote_dynamic_filters = 0;
+        scan.settings.dynamic_filter_wait = Duration::ZERO;
+        self
+    }
+
+    /// The dynamic filters replaced by `linked` (relinked to their producers on a worker);
+    /// `remote` more were dropped because their producer runs in another stage.
+    pub fn with_linked_dynamic_filters(
+        mut self,
+        linked: Vec<Arc<dyn PhysicalExpr>>,
+        remote: usize,
+    ) -> Self {
+        let scan = &mut self.scan;
+        scan.remote_dynamic_filters += remote;
+        scan.dynamic_filters = linked;
+        scan.dynamic_domains = (!scan.dynamic_filters.is_empty()).then(|| {
+            Arc::new(DomainCache::new(
+                scan.dynamic_filters.clone(),
+                Arc::clone(&scan.columns) as Arc<dyn ColumnResolver>,
+                scan.inlist_cap,
+                scan.dynamic_nulls != DynamicNulls::Rejected,
+            ))
+        });
+        if scan.dynamic_filters.is_empty() {
+            scan.settings.dynamic_filter_wait = Duration::ZERO;
+        }
+        self
+    }
+
+    /// Tasks per output partition replaced by `groups` (a distributed task's share), with
+    /// their statistics; `counters`: whether this scan reports the scan-wide counters (files
+    /// pruned by manifests and statistics), which only one share of a split scan does.
+    pub fn with_file_groups(mut self, groups: Vec<Vec<FileScanTask>>, counters: bool) -> Self {
+        let scan = &mut self.scan;
+        let refs: Vec<Vec<&FileScanTask>> = groups.iter().map(|g| g.iter().collect()).collect();
+        scan.statistics = Arc::new(
+            refs.iter()
+                .map(|g| Arc::new(scan.index.statistics(g, &scan.schema, &scan.field_ids)))
+                .collect(),
+        );
+        let all: Vec<&FileScanTask> = refs.iter().flatten().copied().collect();
+        scan.total_statistics =
+            Arc::new(scan.index.statistics(&all, &scan.schema, &scan.field_ids));
+        scan.unpruned_file_groups = Arc::new(groups.clone());
+        scan.file_groups = Arc::new(groups);
+        if !counters {
+            scan.files_pruned_statistics = 0;
+            scan.manifest_planned_files = scan.snapshot_files;
+        }
+        self
+    }
+
+    /// The scan-wide counters a coordinator measured, for a scan decoded on a worker (its
+    /// tasks already pruned by them).
+    pub fn with_pruned_counts(
+        mut self,
+        files_pruned_manifest: usize,
+        files_pruned_statistics: usize,
+    ) -> Self {
+        let scan = &mut self.scan;
+        scan.files_pruned_statistics = files_pruned_statistics;
+        scan.manifest_planned_files = scan.snapshot_files.saturating_sub(files_pruned_manifest);
+        self
+    }
+
+    /// The `Utf8` columns at output positions `columns` output as `Dictionary(Int32, Utf8)`
+    /// too (checked by [`IcebergScanExec::with_dictionary_columns`]); their statistics keep no
+    /// bounds: those are `Utf8` values, and nothing may compare them with the dictionary type
+    /// (interval analysis above a filter would refuse the mismatch).
+    pub fn with_dictionary_columns(mut self, columns: &[usize]) -> Self {
+        let scan = &mut self.scan;
+        let mut all: Vec<usize> = scan.dictionary_columns.to_vec();
+        all.extend_from_slice(columns);
+        all.sort_unstable();
+        all.dedup();
+        let unbounded = |stats: &Statistics| {
+            let mut stats = stats.clone();
+            for &c in &all {
+                if let Some(cs) = stats.column_statistics.get_mut(c) {
+                    cs.min_value = Precision::Absent;
+                    cs.max_value = Precision::Absent;
+                }
+            }
+            Arc::new(stats)
+        };
+        scan.statistics = Arc::new(scan.statistics.iter().map(|s| unbounded(s)).collect());
+        scan.total_statistics = unbounded(&scan.total_statistics);
+        scan.dictionary_columns = Arc::new(all);
+        self
+    }
+
+    /// The scan: fresh metrics, plan properties from its output schema (without field ids,
+    /// `model/output.rs`, case c11) and its partition count.
+    pub fn build(self) -> IcebergScanExec {
+        let mut scan = self.scan;
+        let plain = Arc::new(crate::model::output::plain_schema(&scan.output_schema()));
+        let partitions = scan.file_groups.len().max(1);
+        scan.cache = Arc::new(IcebergScanExec::compute_properties(plain, partitions));
+        scan.metrics = ExecutionPlanMetricsSet::new();
+        scan
     }
 }
 
@@ -841,10 +965,7 @@ impl ExecutionPlan for IcebergScanExec {
     }
 
     fn with_fetch(&self, limit: Option<usize>) -> Option<Arc<dyn ExecutionPlan>> {
-        let mut new = self.clone();
-        new.limit = limit;
-        new.metrics = ExecutionPlanMetricsSet::new();
-        Some(Arc::new(new))
+        Some(Arc::new(self.builder().with_limit(limit).build()))
     }
 
     fn fetch(&self) -> Option<usize> {
@@ -890,7 +1011,10 @@ impl ExecutionPlan for IcebergScanExec {
         let cap = config
             .optimizer
             .hash_join_inlist_pushdown_max_distinct_values;
-        let new = self.with_pushed_filters(fixed, dynamic, cap);
+        let new = self
+            .builder()
+            .with_pushed_filters(fixed, dynamic, cap)
+            .build();
         Ok(propagation.with_updated_node(Arc::new(new)))
     }
 }

@@ -33,6 +33,9 @@ pub struct PageSelection {
     pub selection: Option<RowSelection>,
     /// Pages ruled out, summed over the constrained columns.
     pub pages_pruned: usize,
+    /// Pages of the constrained columns examined and kept (with `pages_pruned`: every page
+    /// the page index was asked about).
+    pub pages_matched: usize,
 }
 
 /// Prunes the pages of row group `rg` of a file with `metadata` (loaded with its page index)
@@ -48,6 +51,7 @@ pub fn select(
     let all = PageSelection {
         selection: None,
         pages_pruned: 0,
+        pages_matched: 0,
     };
     let Some(constrained) = &domains.columns else {
         return all;
@@ -58,6 +62,7 @@ pub fn select(
     let rows = metadata.row_group(rg).num_rows() as usize;
     let mut selection: Option<RowSelection> = None;
     let mut pages_pruned = 0;
+    let mut pages_matched = 0;
     for &index in constrained.keys() {
         let Some(col) = columns.get(index).map(|c| &c.column) else {
             continue;
@@ -78,6 +83,7 @@ pub fn select(
         };
         let (counts, kept) = (&keep.0, &keep.1);
         let pruned = kept.iter().filter(|k| !**k).count();
+        pages_matched += kept.len() - pruned;
         if pruned == 0 {
             continue;
         }
@@ -92,10 +98,12 @@ pub fn select(
         Some(s) if s.row_count() < rows => PageSelection {
             selection: Some(s),
             pages_pruned,
+            pages_matched,
         },
         _ => PageSelection {
             selection: None,
             pages_pruned,
+            pages_matched,
         },
     }
 }

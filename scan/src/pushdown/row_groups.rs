@@ -42,13 +42,6 @@ pub struct Selection {
     pub layouts: Vec<ColumnLayout>,
 }
 
-impl Selection {
-    /// Candidates ruled out.
-    pub fn pruned(&self) -> usize {
-        self.candidates.len() - self.kept.len()
-    }
-}
-
 /// `(start, size)` in bytes of every row group, computed as iceberg's reader does.
 fn offsets(metadata: &ParquetMetaData) -> Vec<(u64, u64)> {
     let mut at = 4u64;

@@ -25,8 +25,14 @@ pub struct ScanMetrics {
     pub dynamic_filters_unlinked: Count,
     /// Row groups ruled out from footer statistics (static and dynamic domains).
     pub row_groups_pruned: Count,
+    /// Row groups the footer statistics left to read (the denominator of
+    /// `row_groups_pruned`: their sum is every row group examined).
+    pub row_groups_matched: Count,
     /// Pages ruled out from the page index (summed over constrained columns).
     pub pages_pruned: Count,
+    /// Pages of constrained columns the page index kept (with `pages_pruned`: every page
+    /// examined).
+    pub pages_matched: Count,
     /// Time spent waiting for incomplete dynamic filters.
     pub dynamic_filter_wait_time: Time,
     /// Time spent deciding what to read (domains, gate, statistics).
@@ -78,7 +84,9 @@ impl ScanMetrics {
             files_pruned_dynamic: counter("files_pruned_dynamic"),
             dynamic_filters_unlinked: counter("dynamic_filters_unlinked"),
             row_groups_pruned: counter("row_groups_pruned"),
+            row_groups_matched: counter("row_groups_matched"),
             pages_pruned: counter("pages_pruned"),
+            pages_matched: counter("pages_matched"),
             dynamic_filter_wait_time: MetricBuilder::new(set)
                 .subset_time("dynamic_filter_wait_time", partition),
             predicate_build_time: MetricBuilder::new(set)

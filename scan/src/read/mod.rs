@@ -2,6 +2,7 @@
 //! files, the engine's caches and the scan's counters. Imports `model`, `pushdown`, `plan`
 //! (`README.md`).
 
+pub(crate) mod access_plan;
 pub mod caches;
 pub mod deletes;
 pub mod footer;

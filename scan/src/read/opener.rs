@@ -38,6 +38,7 @@ use crate::pushdown::page_index;
 use crate::pushdown::prune::{BoundsByFile, FileBounds, may_match};
 use crate::pushdown::row_filter::{ConjunctKey, ScanRowFilter};
 use crate::pushdown::row_groups;
+use crate::read::access_plan::{FileAccessPlan, RowGroupAccess};
 use crate::read::caches::ScanCaches;
 use crate::read::deletes::equality_deletes::{self, DeleteKeys, DeleteKeysCache};
 use crate::read::deletes::positional_deletes::{self, PositionalDeletes};
@@ -182,17 +183,23 @@ impl TaskOpener {
         // Row groups from the footer; not for files with deletes (positions span the file).
         if self.gate.wants_footer(&domains) && task.deletes.is_empty() {
             let metadata = self.footer(&task).await?;
-            let selection =
-                row_groups::select(&metadata, &task, &domains, self.gate.gate_columns());
-            self.metrics.row_groups_pruned.add(selection.pruned());
-            if selection.kept.is_empty() {
+            let access = FileAccessPlan::from_footer(
+                &metadata,
+                &task,
+                None,
+                &domains,
+                self.gate.gate_columns(),
+            );
+            self.metrics.row_groups_pruned.add(access.pruned());
+            self.metrics.row_groups_matched.add(access.matched());
+            if access.kept().is_empty() {
                 self.metrics.predicate_build_time.add_elapsed(started);
                 return Ok(Opened::Skip);
             }
-            if selection.pruned() > 0 {
-                pieces = Some(row_groups::split(&task, &metadata, &selection.kept));
+            if access.prunes() {
+                pieces = Some(access.byte_ranges(&task, &metadata));
             }
-            row_group_layouts = selection.layouts;
+            row_group_layouts = access.layouts().to_vec();
             row_groups_selected = true;
         }
         let decisions = self.gate.decide(
@@ -370,19 +377,16 @@ impl TaskOpener {
         }
         let read_arrow = read_arrow.unwrap_or_else(|| arrow.clone());
         // 4. Row groups.
-        let candidates = row_groups::candidates(&metadata, &task);
-        let (kept, _) = row_groups::keep(
+        let access = FileAccessPlan::from_footer(
             &metadata,
+            &task,
             Some(arrow.schema()),
-            &candidates,
             &domains,
             self.gate.gate_columns(),
         );
-        self.metrics
-            .row_groups_pruned
-            .add(candidates.len() - kept.len());
+        self.metrics.row_groups_pruned.add(access.pruned());
         self.metrics.predicate_build_time.add_elapsed(started);
-        if kept.is_empty() {
+        if access.kept().is_empty() {
             return Ok(Some(stream::empty().boxed()));
         }
         let positions = if positional.is_empty() {
@@ -408,6 +412,7 @@ impl TaskOpener {
             first_rows.push(at);
             at += rg.num_rows() as u64;
         }
+        let order: Arc<Vec<usize>> = Arc::new(access.kept().to_vec());
         let file = Arc::new(NativeFile {
             source: FileSource::new(
                 &task.data_file_path,
@@ -421,12 +426,13 @@ impl TaskOpener {
             metadata,
             first_rows,
             positions,
+            access,
             deletes,
             dynamic_at_open,
             prefetch: self.caches.holds(&task.data_file_path),
         });
         let opener = Arc::clone(self);
-        let order = Arc::new(kept);
+
         let batches = stream::iter(0..order.len())
             .then(move |k| {
                 let opener = Arc::clone(&opener);
@@ -462,6 +468,8 @@ impl TaskOpener {
                 return Ok(stream::empty().boxed());
             }
         }
+        // Reached and not ruled out (the other half of `row_groups_pruned`).
+        self.metrics.row_groups_matched.add(1);
         let pages = page_index::select(
             &file.metadata,
             file.arrow.schema(),
@@ -470,18 +478,18 @@ impl TaskOpener {
             self.gate.gate_columns(),
         );
         self.metrics.pages_pruned.add(pages.pages_pruned);
+        self.metrics.pages_matched.add(pages.pages_matched);
         let rows = file.metadata.row_group(rg).num_rows() as usize;
         let first = file.first_rows[rg];
         let (deleted, deleted_rows) = positional_deletes::selection(&file.positions, first, rows);
         self.metrics.positional_deleted_rows.add(deleted_rows);
-        let selection: Option<RowSelection> = match (pages.selection, deleted) {
-            (Some(a), Some(b)) => Some(a.intersection(&b)),
-            (a, b) => a.or(b),
-        };
         self.metrics.predicate_build_time.add_elapsed(started);
-        if selection.as_ref().is_some_and(|s| !s.selects_any()) {
-            return Ok(stream::empty().boxed());
-        }
+        let selection: Option<RowSelection> =
+            match file.access.row_group(rg, pages.selection, deleted) {
+                RowGroupAccess::Skip => return Ok(stream::empty().boxed()),
+                RowGroupAccess::Scan => None,
+                RowGroupAccess::Select(selection) => Some(selection),
+            };
         if file.prefetch
             && let Some(next) = next
         {
@@ -683,6 +691,8 @@ struct NativeFile {
     first_rows: Vec<u64>,
     /// Positions deleted by positional delete files, sorted.
     positions: Vec<u64>,
+    /// Which row groups are read, and how (`access_plan.rs`).
+    access: FileAccessPlan,
     deletes: EqualityDeletes,
     /// The dynamic domains the file was opened with (a change re-checks the row groups).
     dynamic_at_open: Option<Arc<Domains>>,
