@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Coverage-guided fuzzing of iceflight-input (README "Fuzzing"): cargo-fuzz (libFuzzer) builds
+# Coverage-guided fuzzing of iceflight-input (docs/operations.md, "Fuzzing"): cargo-fuzz (libFuzzer) builds
 # input/fuzz with coverage instrumentation and runs every target for SECONDS (default 20) from
 # its committed corpus (input/fuzz/corpus/<target>). New inputs go to a scratch directory, so
 # a run never changes the repository; a crash stops the script with libFuzzer's report and the

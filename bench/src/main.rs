@@ -1,7 +1,7 @@
 //! `iceflight-bench`: measurements behind design decisions (speed goes here, not in tests).
 //!
 //! `readpath` — the Parquet read-path decision of the scan (scan/README.md): TPC-H q6 over the same
-//! lineitem data files read (a) through our Iceberg scan (iceberg's `ArrowReader`) and (b) through
+//! lineitem data files read (a) through our Iceberg scan (the session's reader, `iceflight.scan.reader`, native by default) and (b) through
 //! DataFusion's own Parquet reader (`ListingTable` over the data files), with DataFusion's row
 //! filter off and on. Rounds alternate the order; prints per-path median/min/max in ms.
 //!
@@ -226,7 +226,7 @@ async fn readpath(
     }
     let paths: Vec<(&str, &SessionContext, String)> = vec![
         (
-            "iceberg ArrowReader (our scan)",
+            "our Iceberg scan",
             &ours,
             Q6.replace("{t}", "lineitem"),
         ),

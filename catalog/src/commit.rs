@@ -1,4 +1,4 @@
-//! The embedded (SQL) catalog, able to commit the snapshots of `scan/src/commit.rs`.
+//! The embedded (SQL) catalog, able to commit the snapshots of `iceberg/src/commit.rs`.
 //!
 //! iceberg-catalog-sql 0.10.1 commits only a `TableCommit`, which no code outside iceberg can
 //! build. [`EmbeddedCatalog`] passes every `Catalog` call to it and adds

@@ -599,7 +599,7 @@ impl Catalog for ManagedRestCatalog {
 
 /// `POST /v1/{prefix}/namespaces/{namespace}/tables/{table}` with a `CommitTableRequest`, the
 /// REST protocol's commit, sent here because iceberg-catalog-rest sends only a `TableCommit`
-/// (`scan/src/commit.rs`). With the client's token and the catalog's extra headers; a token
+/// (`iceberg/src/commit.rs`). With the client's token and the catalog's extra headers; a token
 /// the server refuses is renewed once. Not retried otherwise: the commit may have been applied.
 #[async_trait]
 impl CommitCatalog for ManagedRestCatalog {

@@ -115,7 +115,7 @@ pub struct CacheConfig {
     pub disk_capacity: ByteSize,
 }
 
-/// `[distributed]`: scaling out on datafusion-distributed (README "Scaling out",
+/// `[distributed]`: scaling out on datafusion-distributed (docs/scaling-out.md,
 /// `server/src/distributed/`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]

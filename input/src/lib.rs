@@ -2,7 +2,7 @@
 //! commands, handles and actions, the `authorization` header, the parameter rows of prepared
 //! statements, and the configuration file. Every function here takes untrusted bytes or text
 //! and answers a value or a typed error, never a panic (arrow-ipc's own panics are caught:
-//! `UPSTREAM.md`); the fuzz targets in `fuzz/` check it (README "Fuzzing").
+//! `UPSTREAM.md`); the fuzz targets in `fuzz/` check it (docs/operations.md, "Fuzzing").
 //!
 //! ```text
 //!   client bytes ──► flight::handle / decode_action ─────────────────────► server/src/flight

@@ -16,7 +16,7 @@
 //!       rebuilt without it: the scan keeps a filter that stays `true` (never updated)
 //! ```
 //!
-//! Our scan already ignores these filters (`scan/src/dynamic_filter_rule.rs`); this rule makes
+//! Our scan already ignores these filters (`scan/src/exec/dynamic_filter_rule.rs`); this rule makes
 //! DataFusion's own Parquet path (and anything else under such a join) right as well.
 
 use std::sync::Arc;

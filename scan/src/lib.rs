@@ -11,7 +11,7 @@
 //! ```
 //!
 //! Folders, bottom-up; each imports only the folders before it (`README.md` in each, checked by
-//! `scripts/check_layers.py`): [`model`] → [`pushdown`] → [`plan`] → [`read`] → [`exec`] →
+//! `scripts/check_modules.py`): [`model`] → [`pushdown`] → [`plan`] → [`read`] → [`exec`] →
 //! [`write`] → [`distributed`] → [`table`]. Below this crate: `iceflight-cache` (block cache,
 //! disk tier, I/O attribution), `iceflight-iceberg` (commits iceberg cannot make, time travel),
 //! `iceflight-options` (settings). See `README.md`.

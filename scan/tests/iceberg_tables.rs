@@ -142,7 +142,7 @@ async fn run(ctx: &SessionContext, sql: &str) -> (Vec<Vec<String>>, Arc<dyn Exec
     (rows, plan)
 }
 
-/// A counter of the plan's Iceberg scan (`scan/src/metrics.rs`), summed over its partitions.
+/// A counter of the plan's Iceberg scan (`scan/src/read/metrics.rs`), summed over its partitions.
 fn counter(plan: &Arc<dyn ExecutionPlan>, name: &str) -> usize {
     let mut stack = vec![Arc::clone(plan)];
     let mut total = 0;

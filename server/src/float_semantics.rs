@@ -22,7 +22,7 @@
 //!
 //! A comparison of a column straight from an Iceberg scan (through filters, aliases and
 //! projections of columns) with a literal that is neither zero nor NaN stays as written, so the scan still prunes by it: total order and SQL agree there,
-//! because that scan hands out one NaN only (`scan/src/output.rs`) and a zero compares with a
+//! because that scan hands out one NaN only (`scan/src/model/output.rs`) and a zero compares with a
 //! non-zero literal the same whatever its sign. A `DELETE`'s condition gets the same rewrite
 //! ([`delete_condition`]). Values are not changed where they are only returned: `SELECT f`
 //! shows `-0.0` as stored (a group key or a `DISTINCT` value shows `0.0`, the group's value);
@@ -235,7 +235,7 @@ pub fn delete_condition(condition: Expr, schema: &DFSchema) -> Result<Expr> {
 }
 
 /// Whether output column `index` of `plan` is a column of an Iceberg table read by a scan,
-/// passed up unchanged (whose NaNs are canonical, `scan/src/output.rs`): through filters,
+/// passed up unchanged (whose NaNs are canonical, `scan/src/model/output.rs`): through filters,
 /// sorts, limits, aliases, joins and projections of bare columns.
 fn from_iceberg_scan(plan: &LogicalPlan, index: usize) -> bool {
     match plan {

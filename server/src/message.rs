@@ -40,7 +40,7 @@ fn layers(e: &DataFusionError) -> String {
 }
 
 /// The [`DataFileError`] somewhere in `e`'s chain of sources (a missing or corrupted data
-/// file, `scan/src/data_file_error.rs`).
+/// file, `scan/src/model/data_file_error.rs`).
 pub fn data_file_error(e: &DataFusionError) -> Option<&DataFileError> {
     let mut at: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(err) = at {

@@ -229,7 +229,7 @@ impl Engine {
         // Hash joins hand build sides of up to 1024 distinct keys (DataFusion: 150; and within
         // `hash_join_inlist_pushdown_max_size`, 128 KiB per partition) to their probe-side
         // scans as IN lists. A single-partition (CollectLeft) join's list over one integer
-        // column is tested as a bitmap by the scan's row filter (`scan/src/integer_set.rs`;
+        // column is tested as a bitmap by the scan's row filter (`scan/src/pushdown/integer_set.rs`;
         // TPC-H SF 1 q17 154 vs 210 ms, q21 229 vs 304 ms); a partitioned join's lists sit in a
         // CASE per partition and keep DataFusion's hash set. A session's SET still overrides
         // it. Workers of a distributed plan start from DataFusion's defaults (150).

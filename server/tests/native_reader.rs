@@ -1,4 +1,4 @@
-//! The native Parquet read path (`scan/src/native_reader.rs`) against iceberg's `ArrowReader`
+//! The native Parquet read path (`scan/src/read/native_reader.rs`) against iceberg's `ArrowReader`
 //! (`iceflight.scan.reader = iceberg`) on the same tables: identical batches on every fixture
 //! case (nested, evolution, type promotion, deletes, partitions) and on TPC-H SF 0.1, and the
 //! counters the native path promises (metadata parsed once per file, pages pruned on a sorted
@@ -410,7 +410,7 @@ fn decimal_arithmetic_exprs(plan: &Arc<dyn datafusion::physical_plan::ExecutionP
 }
 
 /// Issue 32, strings kept encoded: q01 groups by `l_returnflag` and `l_linestatus` read from
-/// the Parquet dictionaries and coded (`scan/src/dictionary_group_by.rs`): every lineitem file
+/// the Parquet dictionaries and coded (`scan/src/exec/dictionary_group_by.rs`): every lineitem file
 /// opened keeps both as dictionaries (none with the rule off); answers equal.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tpch_sf01_q01_groups_by_dictionary_codes() {

@@ -1,8 +1,8 @@
 //! Plans of TPC-H SF 0.1 on the embedded catalog: the physical plans of the join- and
 //! subquery-heavy queries as insta snapshots (a plan change shows in review); the join order
-//! (`scan/src/join_order.rs`) and the aggregate reduction (`scan/src/aggregate_reduction.rs`)
+//! (`optimizer/src/join_order.rs`) and the aggregate reduction (`optimizer/src/aggregate_reduction.rs`)
 //! each keeping every answer of the 22 queries against the plan without them, as does the
-//! collected build side (`scan/src/join_partition_mode.rs`); the reduction on
+//! collected build side (`optimizer/src/join_partition_mode.rs`); the reduction on
 //! a small join with NULL keys and unmatched groups.
 
 mod common;
@@ -48,7 +48,7 @@ async fn tpch_sf01_plans_and_join_order() {
     let unreduced = without("aggregate_reduction");
     let repartitioned = without("collect_build_side");
     // Eight partitions: the join mode's model collects only build sides of at most a sixth
-    // of the probe side (`scan/src/join_partition_mode.rs`).
+    // of the probe side (`optimizer/src/join_partition_mode.rs`).
     let eight = engine
         .session(
             None,

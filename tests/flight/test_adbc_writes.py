@@ -158,7 +158,7 @@ def test_table_schema_reports_column_nullability(conn):
     """A NOT NULL column is not nullable in GetTables' table schema, and carries the XDBC keys
     ADBC defines for it. (The ADBC Go driver 1.13's GetObjects reads neither: its
     `flightSqlMetadata` keeps only the `ARROW:FLIGHT:SQL:*` keys, so `xdbc_nullable` and
-    `xdbc_is_nullable` stay NULL whatever a server sends; README, "Clients".)"""
+    `xdbc_is_nullable` stay NULL whatever a server sends; docs/flight-sql.md, "Clients".)"""
     table = fresh_table(conn, "nullability", "id BIGINT NOT NULL, name VARCHAR")
     schema = conn.adbc_get_table_schema(table, catalog_filter=CATALOG, db_schema_filter=SCHEMA)
     assert [(f.name, f.nullable) for f in schema] == [("id", False), ("name", True)]
@@ -211,7 +211,7 @@ def test_a_process_that_exits_without_closing_leaves_no_session(conn, server):
 def engine(server, conn):
     host = server.uri.removeprefix("grpc://")
     # sqlalchemy-adbc's form that logs in with user and password; its `user:password@host`
-    # form sends the password as a bearer token (README, "Clients").
+    # form sends the password as a bearer token (docs/flight-sql.md, "Clients").
     url = f"adbc+flightsql://{host}?tls=false&username={server.user}&password={server.password}"
     e = sa.create_engine(url)
     yield e

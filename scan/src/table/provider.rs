@@ -81,7 +81,7 @@ impl IcebergTableProvider {
     /// the table after optimization, and none at all for a condition the optimizer folded to
     /// FALSE or turned into a join (its physical planner's `extract_dml_filters`), which would
     /// read as "every row"; so `DELETE` runs only on the condition given here
-    /// (`server/src/delete_statement.rs`).
+    /// (`server/src/sql/delete.rs`).
     pub fn for_delete(mut self, condition: Option<Expr>) -> Self {
         self.delete_condition = Some(condition);
         self

@@ -195,7 +195,7 @@ pub fn with_column_metadata(
             // The keys ADBC's GetObjects fills a column's nullability from (its drivers'
             // `DefaultXdbcMetadataBuilder`): 1 / "YES" nullable, 0 / "NO" not (JDBC's
             // `columnNullable` / `columnNoNulls`). The Flight SQL Go driver 1.13 does not read
-            // them (README, "Flight SQL"); clients of the table schema do.
+            // them (docs/flight-sql.md, "Metadata"); clients of the table schema do.
             let (nullable, is_nullable) = match f.is_nullable() {
                 true => ("1", "YES"),
                 false => ("0", "NO"),

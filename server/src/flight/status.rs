@@ -8,7 +8,7 @@
 //! | a worker or other peer unreachable (a connection error, `distributed/channels.rs`) | `Unavailable` |
 //! | a table or catalog a worker does not have (an I/O `NotFound`, `catalog/src/lib.rs`) | `NotFound` |
 //! | catalog refused our credentials | `Unauthenticated` |
-//! | a statement not supported yet (`DELETE`, `UPDATE`, `INSERT OVERWRITE`) | `Unimplemented` |
+//! | a statement not supported yet (`UPDATE`, `MERGE`, `INSERT OVERWRITE`) | `Unimplemented` |
 //! | memory limit, too many queries, `query.max_result_bytes` | `ResourceExhausted` |
 //! | `query.timeout` | `DeadlineExceeded` |
 //! | a data file missing from storage / not valid Parquet | `NotFound` / `DataLoss`, naming it |
@@ -64,7 +64,7 @@ pub fn to_status(e: DataFusionError) -> Status {
         DataFusionError::Plan(_) | DataFusionError::Configuration(_) => {
             Status::invalid_argument(message(&e))
         }
-        // A statement iceflight understands and does not run (`DELETE`, `INSERT OVERWRITE`).
+        // A statement iceflight understands and does not run (`UPDATE`, `INSERT OVERWRITE`).
         DataFusionError::NotImplemented(_) => Status::unimplemented(message(&e)),
         DataFusionError::ResourcesExhausted(_) => Status::resource_exhausted(message(&e)),
         DataFusionError::IoError(io) if is_connection(io.kind()) => {

@@ -6,7 +6,7 @@
 //! away is lost: `WHERE false` or `WHERE NULL` becomes an empty relation and `WHERE id IN
 //! (SELECT …)` a join, and both reach the table as no condition at all, which reads as "delete
 //! every row". So the condition is taken here, from the plan as written, and given to the
-//! table ([`IcebergTableProvider::for_delete`]), which runs only on it (`scan/src/delete.rs`).
+//! table ([`IcebergTableProvider::for_delete`]), which runs only on it (`scan/src/write/delete.rs`).
 //!
 //! Refused, as one clear line each: a condition with a subquery or reading another table,
 //! `LIMIT` / `ORDER BY`, aggregate or window functions in the condition, and a volatile
