@@ -11,7 +11,7 @@ export ICEFLIGHT_PYTHON
 # below only sees a drift when the demo's artifacts are stale).
 "$ICEFLIGHT_PYTHON" scripts/same_features.py
 # Module imports: no circle in any crate, the scan's folders import only what their READMEs allow.
-python3 scripts/check_modules.py
+"$ICEFLIGHT_PYTHON" scripts/check_modules.py
 # The byte cache builds and tests without DataFusion (cache/Cargo.toml).
 if cargo tree -p iceflight-cache -e normal,dev,build --locked --prefix none | grep -q '^datafusion'; then
   echo "scripts/test.sh: iceflight-cache depends on DataFusion:" >&2

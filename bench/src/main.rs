@@ -225,11 +225,7 @@ async fn readpath(
         ctx.register_table("raw.public.lineitem_raw", Arc::new(table))?;
     }
     let paths: Vec<(&str, &SessionContext, String)> = vec![
-        (
-            "our Iceberg scan",
-            &ours,
-            Q6.replace("{t}", "lineitem"),
-        ),
+        ("our Iceberg scan", &ours, Q6.replace("{t}", "lineitem")),
         (
             "DataFusion ParquetSource, filter above",
             &raw_off,

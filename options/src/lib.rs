@@ -1,6 +1,6 @@
 //! Session settings of iceflight, under the `iceflight.` prefix (`SET iceflight.scan.batch_size = 4096`,
 //! `iceflight sql --set iceflight.scan.batch_size=4096`): `iceflight.scan.*` read by the scan when
-//! it plans (`scan/src/table/provider.rs`) and `iceflight.optimizer.*` read by the optimizer rules
+//! it plans (`scan/src/plan/planner.rs`) and `iceflight.optimizer.*` read by the optimizer rules
 //! (`optimizer/src/`, `scan/src/exec/`).
 //!
 //! Each setting is declared once, with its type, default and description, in DataFusion's
@@ -147,8 +147,8 @@ impl ConfigField for ScanReader {
     }
 }
 
-/// The error of a value that does not parse: [`IceflightOptions::set`] puts the key and the
-/// value around it.
+/// The error of a value that does not parse: `ExtensionOptions::set` of [`IceflightOptions`]
+/// puts the key and the value around it.
 fn expected(what: &str) -> DataFusionError {
     DataFusionError::Configuration(what.to_string())
 }
@@ -247,14 +247,22 @@ impl ExtensionOptions for IceflightOptions {
                 known.join(", ")
             )));
         }
-        ConfigField::set(self, key, value).map_err(|error| {
-            // Our own types say what they expect; DataFusion's bool and usize do not.
-            let current = entries
-                .iter()
-                .find(|e| e.key == full)
-                .and_then(|e| e.value.clone());
-            let current = current.unwrap_or_default();
-            let what = if current.parse::<bool>().is_ok() {
+        // Values are read trimmed, and booleans only as `true` or `false` (DataFusion's would
+        // take any case). Our own types say what they expect; DataFusion's bool and usize not.
+        let current = entries
+            .iter()
+            .find(|e| e.key == full)
+            .and_then(|e| e.value.clone())
+            .unwrap_or_default();
+        let boolean = current.parse::<bool>().is_ok();
+        let trimmed = value.trim();
+        let parsed = if boolean && trimmed.parse::<bool>().is_err() {
+            Err(expected("true or false"))
+        } else {
+            ConfigField::set(self, key, trimmed)
+        };
+        parsed.map_err(|error| {
+            let what = if boolean {
                 "true or false".to_string()
             } else if current.parse::<u64>().is_ok() {
                 "a non-negative integer".to_string()
@@ -329,6 +337,33 @@ mod tests {
                 .unwrap_err();
             assert!(err.to_string().contains("must be a duration"), "{err}");
         }
+        // Values are read trimmed; booleans only in lower case, as before the settings were
+        // declared with DataFusion's machinery (whose booleans take any case).
+        let opts = set(&ctx, "SET iceflight.scan.batch_size = ' 4096'").await;
+        assert_eq!(opts.scan.batch_size, 4096);
+        let opts = set(&ctx, "SET iceflight.scan.dynamic_row_filter = ' false'").await;
+        assert!(!opts.scan.dynamic_row_filter);
+        let err = ctx
+            .sql("SET iceflight.scan.dynamic_row_filter = 'TRUE'")
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("iceflight.scan.dynamic_row_filter must be true or false, got \"TRUE\""),
+            "{err}"
+        );
+        let err = ctx
+            .sql("SET iceflight.scan.batch_size = 'many'")
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("iceflight.scan.batch_size must be a non-negative integer"),
+            "{err}"
+        );
+        let entries = IceflightOptions::default().entries();
+        assert_eq!(entries.len(), 17);
+        assert!(entries.iter().all(|e| e.key.starts_with("iceflight.")));
         let err = ctx.sql("SET iceflight.scan.nope = 1").await.unwrap_err();
         assert!(
             err.to_string()

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use crate::config::ConfigError;
-use crate::flight::tls;
+use crate::tls;
 
 /// Why a server (Flight SQL, a worker, `/metrics`) could not start or stopped with an error; one
 /// line each.

@@ -70,8 +70,8 @@ pub struct SessionRow {
 /// The live sessions of the Flight SQL server an engine serves, as the system tables read them
 /// (`flight/sessions.rs` implements it; the engine holds it from when the server starts).
 pub trait SessionDirectory: std::fmt::Debug + Send + Sync {
-    /// Every live session, in no particular order.
-    fn sessions(&self) -> Vec<SessionRow>;
+    /// The live sessions of `viewer` (`None`: everyone's), in no particular order.
+    fn sessions(&self, viewer: Option<&str>) -> Vec<SessionRow>;
 }
 
 /// The session directory of an engine, set once the Flight SQL server serves.
@@ -295,11 +295,8 @@ impl Rows for SessionsTable {
         let mut sessions = self
             .sessions
             .get()
-            .map(|s| s.sessions())
+            .map(|s| s.sessions(viewer))
             .unwrap_or_default();
-        if let Some(user) = viewer {
-            sessions.retain(|s| s.user == user);
-        }
         sessions.sort_by_key(|s| s.created);
         let columns: Vec<ArrayRef> = vec![
             Arc::new(StringArray::from_iter_values(

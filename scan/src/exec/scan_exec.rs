@@ -638,7 +638,7 @@ impl IcebergScanExecBuilder {
 
     /// The dynamic filters replaced by `linked` (relinked to their producers on a worker);
     /// `remote` more were dropped because their producer runs in another stage.
-    pub fn with_linked_dynamic_filters(
+    pub(crate) fn with_linked_dynamic_filters(
         mut self,
         linked: Vec<Arc<dyn PhysicalExpr>>,
         remote: usize,
@@ -663,7 +663,11 @@ impl IcebergScanExecBuilder {
     /// Tasks per output partition replaced by `groups` (a distributed task's share), with
     /// their statistics; `counters`: whether this scan reports the scan-wide counters (files
     /// pruned by manifests and statistics), which only one share of a split scan does.
-    pub fn with_file_groups(mut self, groups: Vec<Vec<FileScanTask>>, counters: bool) -> Self {
+    pub(crate) fn with_file_groups(
+        mut self,
+        groups: Vec<Vec<FileScanTask>>,
+        counters: bool,
+    ) -> Self {
         let scan = &mut self.scan;
         let refs: Vec<Vec<&FileScanTask>> = groups.iter().map(|g| g.iter().collect()).collect();
         scan.statistics = Arc::new(
@@ -685,7 +689,7 @@ impl IcebergScanExecBuilder {
 
     /// The scan-wide counters a coordinator measured, for a scan decoded on a worker (its
     /// tasks already pruned by them).
-    pub fn with_pruned_counts(
+    pub(crate) fn with_pruned_counts(
         mut self,
         files_pruned_manifest: usize,
         files_pruned_statistics: usize,
@@ -700,7 +704,7 @@ impl IcebergScanExecBuilder {
     /// too (checked by [`IcebergScanExec::with_dictionary_columns`]); their statistics keep no
     /// bounds: those are `Utf8` values, and nothing may compare them with the dictionary type
     /// (interval analysis above a filter would refuse the mismatch).
-    pub fn with_dictionary_columns(mut self, columns: &[usize]) -> Self {
+    pub(crate) fn with_dictionary_columns(mut self, columns: &[usize]) -> Self {
         let scan = &mut self.scan;
         let mut all: Vec<usize> = scan.dictionary_columns.to_vec();
         all.extend_from_slice(columns);

@@ -25,8 +25,10 @@ pub struct ScanMetrics {
     pub dynamic_filters_unlinked: Count,
     /// Row groups ruled out from footer statistics (static and dynamic domains).
     pub row_groups_pruned: Count,
-    /// Row groups the footer statistics left to read (the denominator of
-    /// `row_groups_pruned`: their sum is every row group examined).
+    /// Row groups the footer statistics left to read, the other half of `row_groups_pruned`:
+    /// counted by the native reader when it reaches one (after the re-check against a dynamic
+    /// filter that tightened; a `LIMIT` that stops early leaves the rest uncounted), by the
+    /// iceberg path when its footer selection runs.
     pub row_groups_matched: Count,
     /// Pages ruled out from the page index (summed over constrained columns).
     pub pages_pruned: Count,

@@ -39,7 +39,6 @@ use http::HeaderMap;
 use url::Url;
 
 use super::workers::WorkerList;
-use super::{KEEPALIVE_INTERVAL, KEEPALIVE_TIMEOUT};
 
 /// Time to open a TCP connection to a worker.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -255,6 +254,13 @@ fn transport_status(e: &DataFusionError) -> Option<&tonic::Status> {
         _ => None,
     }
 }
+
+/// HTTP/2 keepalive pings between coordinator and workers: a peer that stops answering (a
+/// machine gone, a network cut, where no connection reset arrives) fails the streams within
+/// `KEEPALIVE_INTERVAL + KEEPALIVE_TIMEOUT`.
+pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
+/// See [`KEEPALIVE_INTERVAL`].
+pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[cfg(test)]
 mod tests {

@@ -19,7 +19,7 @@ pub mod channels;
 pub mod scan_tasks;
 pub mod workers;
 
-use std::time::Duration;
+pub use channels::{KEEPALIVE_INTERVAL, KEEPALIVE_TIMEOUT};
 
 use datafusion::execution::SessionStateBuilder;
 use datafusion::prelude::SessionConfig;
@@ -109,10 +109,3 @@ impl Cluster {
         }
     }
 }
-
-/// HTTP/2 keepalive pings between coordinator and workers: a peer that stops answering (a
-/// machine gone, a network cut, where no connection reset arrives) fails the streams within
-/// `KEEPALIVE_INTERVAL + KEEPALIVE_TIMEOUT`.
-pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
-/// See [`KEEPALIVE_INTERVAL`].
-pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);

@@ -221,7 +221,7 @@ impl BoundRows {
 }
 
 /// `plan` (with placeholders) run once per row of `rows`, as one statement (module docs). A
-/// `DELETE`'s condition is taken again from the bound plan (`delete_statement.rs`).
+/// `DELETE`'s condition is taken again from the bound plan (`sql/delete.rs`).
 ///
 /// Errors (`InvalidArgument`): placeholders and no row bound; more than one row for a statement
 /// other than a query, `INSERT` or `DELETE`; more rows than the plan can take

@@ -19,6 +19,7 @@ pub mod execution;
 pub mod ingest;
 pub mod login_throttle;
 pub mod metadata;
+pub(crate) mod metrics;
 pub mod planner;
 pub mod results;
 pub mod service;
@@ -26,7 +27,6 @@ pub use iceflight_input::session_options;
 pub mod sessions;
 pub mod sql_info;
 pub mod status;
-pub mod tls;
 
 pub use crate::serving::{DRAIN_TIMEOUT, ServeError, serve_draining};
 
@@ -38,6 +38,7 @@ use arrow_flight::flight_service_server::FlightServiceServer;
 
 use crate::config::{ConfigError, ServerConfig};
 use crate::session::Engine;
+use crate::tls;
 use auth::{UserError, Users};
 use service::{IceflightService, ServiceOptions};
 use sessions::Sessions;
@@ -121,8 +122,8 @@ pub async fn serve(
         let addr: SocketAddr = listen
             .parse()
             .map_err(|e| ConfigError::Invalid(format!("server.metrics_listen {listen}: {e}")))?;
-        let registry = crate::metrics::registry(&engine, Arc::clone(&sessions));
-        let bound = crate::metrics::serve(addr, registry).await?;
+        let registry = metrics::registry(&engine, Arc::clone(&sessions));
+        let bound = metrics::serve(addr, registry).await?;
         tracing::info!(address = %bound, "metrics listening on /metrics");
     }
     let service = IceflightService::try_new(engine, users, Arc::clone(&sessions), options)

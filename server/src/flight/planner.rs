@@ -33,7 +33,7 @@ pub async fn plan_sql(session: &Session, sql: &str) -> Result<Planned, Status> {
 }
 
 /// The logical plan of SQL text (placeholders unbound), not optimized.
-/// Trino's time-travel clauses are rewritten first (`table_versions.rs`); `ALTER TABLE` is
+/// Trino's time-travel clauses are rewritten first (`sql/time_travel.rs`); `ALTER TABLE` is
 /// planned by iceflight (`sql::plan_statement`).
 pub async fn logical_plan(session: &Session, sql: &str) -> Result<LogicalPlan, Status> {
     let plan = async {

@@ -446,11 +446,13 @@ impl Planned {
 
 /// What `system.runtime.sessions` shows of each live session.
 impl crate::system::SessionDirectory for Sessions {
-    fn sessions(&self) -> Vec<crate::system::SessionRow> {
+    fn sessions(&self, viewer: Option<&str>) -> Vec<crate::system::SessionRow> {
         self.list()
             .iter()
+            .filter(|s| viewer.is_none_or(|user| s.user == user))
             .map(|s| {
-                let state = s.ctx.state();
+                let state = s.ctx.state_ref();
+                let state = state.read();
                 let catalog = &state.config().options().catalog;
                 crate::system::SessionRow {
                     id: s.id.clone(),

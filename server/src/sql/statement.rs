@@ -20,7 +20,7 @@ use super::ddl::{Names, is_own_statement, plan_create_with, refused_option, run_
 
 /// Parses `sql`: one or more `;`-separated statements.
 ///
-/// Trino's time-travel clauses are rewritten first (`table_versions.rs`).
+/// Trino's time-travel clauses are rewritten first (`sql/time_travel.rs`).
 ///
 /// Errors: a syntax error; a time-travel value iceflight cannot read; no statement at all.
 pub fn parse_statements(sql: &str) -> Result<Vec<Statement>> {
@@ -124,7 +124,7 @@ async fn missing_table(
 }
 
 /// The logical plan of one parsed statement: DataFusion's (a `DELETE` readied with its condition
-/// as written, `delete_statement.rs`), except for what DataFusion does not plan: `ALTER TABLE` (an [`AlterTable`] node, `catalog/src/alter.rs`) and `CREATE TABLE …
+/// as written, `sql/delete.rs`), except for what DataFusion does not plan: `ALTER TABLE` (an [`AlterTable`] node, `catalog/src/alter.rs`) and `CREATE TABLE …
 /// WITH (…)` (a [`CreateTableWith`] node, `catalog/src/tables.rs`), both run by
 /// [`run_own_statement`].
 ///
