@@ -12,7 +12,7 @@
 //!
 //! Folders, bottom-up; each imports only the folders before it (`README.md` in each, checked by
 //! `scripts/check_modules.py`): [`model`] → [`pushdown`] → [`plan`] → [`read`] → [`exec`] →
-//! [`write`] → [`distributed`] → [`table`]. Below this crate: `iceflight-cache` (block cache,
+//! [`write`](mod@write) → [`distributed`] → [`table`]. Below this crate: `iceflight-cache` (block cache,
 //! disk tier, I/O attribution), `iceflight-iceberg` (commits iceberg cannot make, time travel),
 //! `iceflight-options` (settings). See `README.md`.
 

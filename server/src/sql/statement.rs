@@ -125,7 +125,7 @@ async fn missing_table(
 
 /// The logical plan of one parsed statement: DataFusion's (a `DELETE` readied with its condition
 /// as written, `sql/delete.rs`), except for what DataFusion does not plan: `ALTER TABLE` (an [`AlterTable`] node, `catalog/src/alter.rs`) and `CREATE TABLE …
-/// WITH (…)` (a [`CreateTableWith`] node, `catalog/src/tables.rs`), both run by
+/// WITH (…)` (a [`CreateTableWith`](iceflight_catalog::tables::CreateTableWith) node, `catalog/src/tables.rs`), both run by
 /// [`run_own_statement`].
 ///
 /// Errors: the planner's; an `ALTER TABLE` operation or table option iceflight does not know.
