@@ -26,6 +26,8 @@ use parquet::arrow::PARQUET_FIELD_ID_META_KEY;
 use parquet::file::metadata::ParquetMetaData;
 use parquet::schema::types::Type as ParquetType;
 
+use crate::model::iceberg_error::external;
+
 /// Every field id in the file's Parquet schema (groups and leaves).
 pub fn file_field_ids(metadata: &ParquetMetaData) -> HashSet<i32> {
     fn walk(t: &ParquetType, out: &mut HashSet<i32>) {
@@ -82,7 +84,7 @@ pub fn schema_for_file(
         .with_identifier_field_ids(current.identifier_field_ids())
         .with_fields(fields)
         .build()
-        .map_err(|e| datafusion::common::DataFusionError::External(Box::new(e)))?;
+        .map_err(external)?;
     Ok(Some(schema))
 }
 
