@@ -2,17 +2,19 @@
 //!
 //! ```text
 //!   partition i ──► bounded wait for incomplete dynamic filters (first task only)
-//!               ──► tasks[i], each when the stream reaches it (opener.rs):
-//!                     domains = static ∧ dynamic (domain_cache.rs, per generation)
+//!               ──► tasks[i], each when the stream reaches it (read/opener.rs):
+//!                     domains = static ∧ dynamic (pushdown/domain_cache.rs, per generation)
 //!                     bounds, footer row groups, pages, deletes ──► native reader
-//!                     (native_reader.rs; iceberg's ArrowReader for what it does not cover)
-//!               ──► equality deletes (null-safe) ──► output ──► live row filter (row_filter.rs)
+//!                     (read/access_plan.rs, read/native_reader.rs; iceberg's ArrowReader for
+//!                     what the native reader does not cover)
+//!               ──► equality deletes (null-safe) ──► output
+//!               ──► live row filter (pushdown/row_filter.rs)
 //!               ──► limit
 //! ```
 //!
-//! Tasks are planned by `IcebergTableProvider::scan` (`provider.rs`) and spread over the output
-//! partitions by size. Each task is opened only when the stream reaches it, so dynamic filters
-//! that complete later still prune later files.
+//! Tasks are planned by `ScanPlanner` (`plan/planner.rs`, for `IcebergTableProvider::scan`) and
+//! spread over the output partitions by size (`plan/planned.rs`). Each task is opened only when
+//! the stream reaches it, so dynamic filters that complete later still prune later files.
 
 use std::fmt;
 use std::sync::Arc;
@@ -57,7 +59,9 @@ use iceflight_cache::block_cache::store_prefix;
 use iceflight_cache::io_scope::Scoped;
 use iceflight_options::ScanSettings;
 
-/// Reads Iceberg data files with iceberg's `ArrowReader`, one output partition per task group.
+/// Reads the planned tasks of one Iceberg table scan, one output partition per task group: with
+/// our native Parquet reader (`read/native_reader.rs`, the default), with iceberg's `ArrowReader`
+/// for the files it does not cover or when `iceflight.scan.reader = iceberg`.
 ///
 /// Output columns are `schema` (a projection of the table's current schema); `field_ids[i]` is the
 /// iceberg field id of output column `i`.
@@ -436,7 +440,7 @@ impl IcebergScanExec {
         &self.file_groups
     }
 
-    /// The identifier of the scanned table.
+    /// The scanned table, at the snapshot that was planned.
     pub fn table(&self) -> &Table {
         &self.table
     }
@@ -501,7 +505,7 @@ impl IcebergScanExecBuilder {
     /// A scan of `plan`, without pushed filters.
     pub fn new(plan: PlannedScan) -> Self {
         let partitions = plan.file_groups.len().max(1);
-        // DataFusion sees the columns without their field ids (`output.rs`, case c11).
+        // DataFusion sees the columns without their field ids (`model/output.rs`, case c11).
         let plain = Arc::new(crate::model::output::plain_schema(&plan.schema));
         let cache = Arc::new(IcebergScanExec::compute_properties(plain, partitions));
         let mut scan = IcebergScanExec {
