@@ -70,8 +70,7 @@ impl PhysicalOptimizerRule for DecimalArithmetic {
         {
             return Ok(plan);
         }
-        plan.transform_up(|node| crate::expr_rewrite::rewrite_node(node, &rewrite_expr))
-            .map(|t| t.data)
+        crate::expr_rewrite::rewrite_plan(plan, &rewrite_expr)
     }
 
     fn name(&self) -> &str {

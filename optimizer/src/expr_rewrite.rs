@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use datafusion::arrow::datatypes::Schema;
 use datafusion::common::Result;
-use datafusion::common::tree_node::Transformed;
+use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::aggregates::AggregateExec;
@@ -16,6 +16,16 @@ use datafusion::physical_plan::projection::{ProjectionExec, ProjectionExpr};
 /// An expression rewrite: the expression and the schema it is evaluated on.
 pub(crate) type ExprRewrite =
     dyn Fn(Arc<dyn PhysicalExpr>, &Schema) -> Result<Transformed<Arc<dyn PhysicalExpr>>>;
+
+/// `plan` with `rewrite_expr` applied to every node [`rewrite_node`] rewrites, bottom-up: the
+/// body of the expression rules (`decimal_arithmetic.rs`, `like_segments.rs`).
+pub(crate) fn rewrite_plan(
+    plan: Arc<dyn ExecutionPlan>,
+    rewrite_expr: &ExprRewrite,
+) -> Result<Arc<dyn ExecutionPlan>> {
+    plan.transform_up(|node| rewrite_node(node, rewrite_expr))
+        .map(|t| t.data)
+}
 
 /// The node with `rewrite_expr` applied to the expressions of the operators that hold decimal
 /// arithmetic and `LIKE` in TPC-H and SSB: projections, filters, aggregate arguments.

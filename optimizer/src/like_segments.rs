@@ -59,8 +59,7 @@ impl PhysicalOptimizerRule for LikeSegments {
         {
             return Ok(plan);
         }
-        plan.transform_up(|node| crate::expr_rewrite::rewrite_node(node, &rewrite_expr))
-            .map(|t| t.data)
+        crate::expr_rewrite::rewrite_plan(plan, &rewrite_expr)
     }
 
     fn name(&self) -> &str {

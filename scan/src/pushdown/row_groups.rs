@@ -19,8 +19,8 @@ use arrow::compute::cast;
 use arrow::datatypes::{DataType, Schema, TimeUnit};
 use datafusion::common::ScalarValue;
 use iceberg::scan::FileScanTask;
+use parquet::arrow::PARQUET_FIELD_ID_META_KEY;
 use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
-use parquet::arrow::{PARQUET_FIELD_ID_META_KEY, parquet_to_arrow_schema};
 use parquet::basic::{LogicalType, TimeUnit as ParquetTimeUnit};
 use parquet::file::metadata::ParquetMetaData;
 use parquet::file::statistics::{Statistics, ValueStatistics};
@@ -30,17 +30,6 @@ use crate::model::layout::{ColumnLayout, judge};
 use crate::pushdown::domain::Domains;
 use crate::pushdown::gate::GateColumn;
 use crate::pushdown::prune::{ColumnBounds, FileBounds, may_match};
-
-/// The row groups of one task and which of them may hold a passing row.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Selection {
-    /// Row groups (indices in the file) inside the task's byte range.
-    pub candidates: Vec<usize>,
-    /// The subset of `candidates` that may hold a passing row.
-    pub kept: Vec<usize>,
-    /// Layout of each column across the file's row groups (`Unknown` where not computed).
-    pub layouts: Vec<ColumnLayout>,
-}
 
 /// `(start, size)` in bytes of every row group, computed as iceberg's reader does.
 fn offsets(metadata: &ParquetMetaData) -> Vec<(u64, u64)> {
@@ -70,35 +59,6 @@ pub fn candidates(metadata: &ParquetMetaData, task: &FileScanTask) -> Vec<usize>
         })
         .map(|(i, _)| i)
         .collect()
-}
-
-/// Selects the row groups of `task` that may hold a row passing `domains`, whose column indices
-/// are those of `columns` (`columns.rs`: output columns, then nested struct leaves). Columns the
-/// domains do not constrain are not read from the footer.
-pub fn select(
-    metadata: &ParquetMetaData,
-    task: &FileScanTask,
-    domains: &Domains,
-    columns: &[GateColumn],
-) -> Selection {
-    let candidates = candidates(metadata, task);
-    let file_schema = parquet_to_arrow_schema(
-        metadata.file_metadata().schema_descr(),
-        metadata.file_metadata().key_value_metadata(),
-    )
-    .ok();
-    let (kept, layouts) = keep(
-        metadata,
-        file_schema.as_ref(),
-        &candidates,
-        domains,
-        columns,
-    );
-    Selection {
-        candidates,
-        kept,
-        layouts,
-    }
 }
 
 /// The subset of `candidates` (row-group indices) that may hold a row passing `domains`, and

@@ -13,6 +13,7 @@
 use arrow::datatypes::Schema;
 use iceberg::scan::FileScanTask;
 use parquet::arrow::arrow_reader::RowSelection;
+use parquet::arrow::parquet_to_arrow_schema;
 use parquet::file::metadata::ParquetMetaData;
 
 use crate::model::layout::ColumnLayout;
@@ -34,8 +35,8 @@ pub enum RowGroupAccess {
 /// What to read of one task's data file (module docs).
 #[derive(Debug, Clone)]
 pub struct FileAccessPlan {
-    /// Row groups inside the task's byte range, in file order.
-    candidates: Vec<usize>,
+    /// Row groups inside the task's byte range.
+    candidates: usize,
     /// The candidates that may hold a passing row, in file order.
     kept: Vec<usize>,
     /// Layout of each gate column across the file's row groups (`Unknown` where not computed).
@@ -53,23 +54,25 @@ impl FileAccessPlan {
         domains: &Domains,
         columns: &[GateColumn],
     ) -> Self {
-        let selection = match file_schema {
-            Some(schema) => {
-                let candidates = row_groups::candidates(metadata, task);
-                let (kept, layouts) =
-                    row_groups::keep(metadata, Some(schema), &candidates, domains, columns);
-                row_groups::Selection {
-                    candidates,
-                    kept,
-                    layouts,
-                }
+        let derived;
+        let file_schema = match file_schema {
+            Some(schema) => Some(schema),
+            None => {
+                derived = parquet_to_arrow_schema(
+                    metadata.file_metadata().schema_descr(),
+                    metadata.file_metadata().key_value_metadata(),
+                )
+                .ok();
+                derived.as_ref()
             }
-            None => row_groups::select(metadata, task, domains, columns),
         };
+        let candidates = row_groups::candidates(metadata, task);
+        let (kept, layouts) =
+            row_groups::keep(metadata, file_schema, &candidates, domains, columns);
         Self {
-            candidates: selection.candidates,
-            kept: selection.kept,
-            layouts: selection.layouts,
+            candidates: candidates.len(),
+            kept,
+            layouts,
         }
     }
 
@@ -80,7 +83,7 @@ impl FileAccessPlan {
 
     /// Row groups of the task's range the statistics ruled out.
     pub fn pruned(&self) -> usize {
-        self.candidates.len() - self.kept.len()
+        self.candidates - self.kept.len()
     }
 
     /// Row groups of the task's range the statistics left to read.
@@ -139,7 +142,7 @@ mod tests {
 
     fn plan(kept: Vec<usize>) -> FileAccessPlan {
         FileAccessPlan {
-            candidates: vec![0, 1, 2],
+            candidates: 3,
             kept,
             layouts: vec![],
         }
