@@ -1,5 +1,7 @@
-//! Snapshots iceberg 0.10.1's transactions cannot produce: an overwrite that removes data
-//! files and adds others, for copy-on-write `DELETE` (`delete.rs`).
+//! Snapshots iceberg 0.10.1's transactions cannot produce: a row-level change that removes
+//! data files, adds data files and adds position delete files or deletion vectors (replacing
+//! earlier vectors) in one snapshot — copy-on-write and merge-on-read `DELETE`, `UPDATE`,
+//! `MERGE` and `INSERT OVERWRITE` (`scan/src/write/`).
 //!
 //! iceberg 0.10.1 commits only fast appends: its snapshot producer, its transaction actions
 //! and the constructor of `TableCommit` (which `Catalog::update_table` takes) are all
@@ -9,13 +11,14 @@
 //!
 //! ```text
 //!  the current snapshot's manifest list
-//!    ├─ data manifest without a removed file ──► listed again as is
-//!    ├─ data manifest with one ──► rewritten: the removed file DELETED, the others EXISTING
-//!    │                             (their snapshot ids and sequence numbers kept)
-//!    └─ delete manifest ─────────────────────► listed again as is
-//!  added data files ──► one new manifest, ADDED
-//!  ──► manifest list ──► AddSnapshot + SetSnapshotRef(main)
-//!      requirements: the table's uuid, main still at the snapshot the files were read at
+//!    ├─ manifest without a removed file ──► listed again as is
+//!    └─ manifest with one ──► rewritten: the removed file DELETED, the others EXISTING
+//!                             (their snapshot ids and sequence numbers kept)
+//!  added data files ──► one new data manifest, ADDED
+//!  added delete files ──► one new delete manifest, ADDED
+//!  ──► manifest list (v3: with the first row id of the rows added) ──► AddSnapshot +
+//!      SetSnapshotRef(main); requirements: the table's uuid, main still at the snapshot the
+//!      files were read at
 //! ```
 //!
 //! Delete files that applied to a removed data file stay listed: a position delete file names
@@ -23,15 +26,18 @@
 //! only to data files of a lower sequence number, which the added files are not. Both are
 //! correct because the added files were written from rows read with those deletes applied.
 //! (Iceberg's Java writer drops such delete files in the same commit; readers need not.)
+//! A removed deletion vector is named by its Puffin file and the data file it references: one
+//! Puffin file may hold the vectors of several data files, and only the one replaced goes.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use iceberg::spec::{
-    DataFile, FormatVersion, MAIN_BRANCH, ManifestContentType, ManifestFile, ManifestListWriter,
-    ManifestWriter, ManifestWriterBuilder, Operation, PartitionSpecRef, Snapshot,
-    SnapshotReference, SnapshotRetention, SnapshotSummaryCollector, Summary, TableMetadata,
+    DataContentType, DataFile, FormatVersion, MAIN_BRANCH, ManifestContentType, ManifestFile,
+    ManifestListWriter, ManifestWriter, ManifestWriterBuilder, Operation, PartitionSpecRef,
+    Snapshot, SnapshotReference, SnapshotRetention, SnapshotSummaryCollector, Summary,
+    TableMetadata,
 };
 use iceberg::table::Table;
 use iceberg::{Catalog, Error, ErrorKind, Result, TableIdent, TableRequirement, TableUpdate};
@@ -54,32 +60,98 @@ pub trait CommitCatalog: Catalog {
     ) -> Result<()>;
 }
 
+/// What one statement changes in a table's files: one snapshot (module docs).
+#[derive(Debug, Clone, Default)]
+pub struct FileChanges {
+    /// Paths of live data files the snapshot removes (copy-on-write, overwrite).
+    pub removed_data_files: HashSet<String>,
+    /// Data files it adds.
+    pub added_data_files: Vec<DataFile>,
+    /// Position delete files and deletion vectors it adds.
+    pub added_delete_files: Vec<DataFile>,
+    /// Deletion vectors it removes (replaced by one of `added_delete_files`): `(Puffin file
+    /// path, referenced data file path)`.
+    pub removed_deletion_vectors: HashSet<(String, String)>,
+}
+
+impl FileChanges {
+    /// Whether committing these changes would change nothing.
+    pub fn is_empty(&self) -> bool {
+        self.removed_data_files.is_empty()
+            && self.added_data_files.is_empty()
+            && self.added_delete_files.is_empty()
+            && self.removed_deletion_vectors.is_empty()
+    }
+
+    /// The snapshot operation that names these changes (table spec, "Snapshots"): `append`
+    /// when it only adds data, `delete` when it adds none, else `overwrite`.
+    pub fn operation(&self) -> Operation {
+        let adds_data = !self.added_data_files.is_empty();
+        let deletes =
+            !self.removed_data_files.is_empty() || !self.added_delete_files.is_empty();
+        match (adds_data, deletes) {
+            (true, false) => Operation::Append,
+            (false, _) => Operation::Delete,
+            (true, true) => Operation::Overwrite,
+        }
+    }
+
+    /// Every file these changes wrote (added data and delete files), for a caller that drops
+    /// them after a commit that did not happen.
+    pub fn written_paths(&self) -> HashSet<String> {
+        self.added_data_files
+            .iter()
+            .chain(&self.added_delete_files)
+            .map(|f| f.file_path().to_string())
+            .collect()
+    }
+}
+
 /// Commits a snapshot of `table` that removes the data files at the paths `removed` and adds
-/// `added` (module docs), through `catalog`. The snapshot's operation is `delete` when nothing
-/// is added, else `overwrite`; its summary carries the added, deleted and total counts.
-///
-/// Errors: `DataInvalid` when `table` has no snapshot or a path of `removed` is not a live data
-/// file of its current snapshot; `FeatureUnsupported` for format version 3 (row lineage is
-/// not written here); `CatalogCommitConflicts` when the table moved on since `table` was loaded
-/// (the caller re-reads and retries); write and catalog failures.
+/// `added` (module docs), through `catalog`: [`commit_changes`] with only those changes.
 pub async fn overwrite(
     catalog: &dyn CommitCatalog,
     table: &Table,
     removed: &HashSet<String>,
     added: Vec<DataFile>,
 ) -> Result<()> {
+    let changes = FileChanges {
+        removed_data_files: removed.clone(),
+        added_data_files: added,
+        ..FileChanges::default()
+    };
+    commit_changes(catalog, table, &changes).await
+}
+
+/// Commits one snapshot of `table` applying `changes` (module docs), through `catalog`. Its
+/// operation is [`FileChanges::operation`]; its summary carries the added, deleted and total
+/// counts.
+///
+/// Errors: `DataInvalid` when `table` has no snapshot but files are to be removed, or a path of
+/// `removed_data_files` / `removed_deletion_vectors` is not live in its current snapshot;
+/// `FeatureUnsupported` for position deletes in a format version 1 table;
+/// `CatalogCommitConflicts` when the table moved on since `table` was loaded (the caller
+/// re-reads and retries); write and catalog failures.
+pub async fn commit_changes(
+    catalog: &dyn CommitCatalog,
+    table: &Table,
+    changes: &FileChanges,
+) -> Result<()> {
     let metadata = table.metadata();
-    let Some(parent) = metadata.current_snapshot() else {
+    let parent = metadata.current_snapshot();
+    let removes = !changes.removed_data_files.is_empty()
+        || !changes.removed_deletion_vectors.is_empty();
+    if parent.is_none() && removes {
         return Err(Error::new(
             ErrorKind::DataInvalid,
-            "the table has no snapshot to remove data files from",
+            "the table has no snapshot to remove files from",
         ));
-    };
+    }
     let version = metadata.format_version();
-    if version == FormatVersion::V3 {
+    if version == FormatVersion::V1 && !changes.added_delete_files.is_empty() {
         return Err(Error::new(
             ErrorKind::FeatureUnsupported,
-            "removing data files from a format version 3 table is not supported",
+            "a format version 1 table cannot hold delete files",
         ));
     }
     let snapshot_id = unique_snapshot_id(metadata);
@@ -93,54 +165,95 @@ pub async fn overwrite(
     };
     let mut summary = SnapshotSummaryCollector::default();
     let mut manifests: Vec<ManifestFile> = Vec::new();
-    let mut found: HashSet<String> = HashSet::new();
-    let list = table.manifest_list_reader(parent).load().await?;
-    let listed: Vec<ManifestFile> = list.consume_entries().into_iter().collect();
-    for manifest_file in listed {
-        if manifest_file.content != ManifestContentType::Data {
-            manifests.push(manifest_file);
-            continue;
-        }
-        let manifest = manifest_file.load_manifest(table.file_io()).await?;
-        let hit = manifest
-            .entries()
-            .iter()
-            .any(|e| e.is_alive() && removed.contains(e.data_file().file_path()));
-        if !hit {
-            manifests.push(manifest_file);
-            continue;
-        }
-        let spec = Arc::new(manifest.metadata().partition_spec().clone());
-        let schema = Arc::clone(manifest.metadata().schema());
-        let mut writer = files.manifest_writer(&schema, &spec)?;
-        for entry in manifest.entries().iter().filter(|e| e.is_alive()) {
-            let file = entry.data_file().clone();
-            let seq = entry.sequence_number.unwrap_or(0);
-            if removed.contains(file.file_path()) {
-                found.insert(file.file_path().to_string());
-                summary.remove_file(&file, Arc::clone(&schema), Arc::clone(&spec));
-                writer.add_delete_file(file, seq, entry.file_sequence_number)?;
-            } else {
-                let added_by = entry.snapshot_id.unwrap_or(manifest_file.added_snapshot_id);
-                writer.add_existing_file(file, added_by, seq, entry.file_sequence_number)?;
+    let mut found_data: HashSet<String> = HashSet::new();
+    let mut found_vectors: HashSet<(String, String)> = HashSet::new();
+    let removed = |file: &DataFile| match file.content_type() {
+        DataContentType::Data => changes.removed_data_files.contains(file.file_path()),
+        DataContentType::PositionDeletes => file.referenced_data_file().is_some_and(|r| {
+            changes
+                .removed_deletion_vectors
+                .contains(&(file.file_path().to_string(), r))
+        }),
+        DataContentType::EqualityDeletes => false,
+    };
+    if let Some(parent) = parent {
+        let list = table.manifest_list_reader(parent).load().await?;
+        let listed: Vec<ManifestFile> = list.consume_entries().into_iter().collect();
+        for manifest_file in listed {
+            let hits_data = manifest_file.content == ManifestContentType::Data
+                && !changes.removed_data_files.is_empty();
+            let hits_deletes = manifest_file.content == ManifestContentType::Deletes
+                && !changes.removed_deletion_vectors.is_empty();
+            if !hits_data && !hits_deletes {
+                manifests.push(manifest_file);
+                continue;
             }
+            let manifest = manifest_file.load_manifest(table.file_io()).await?;
+            let hit = manifest
+                .entries()
+                .iter()
+                .any(|e| e.is_alive() && removed(e.data_file()));
+            if !hit {
+                manifests.push(manifest_file);
+                continue;
+            }
+            let spec = Arc::new(manifest.metadata().partition_spec().clone());
+            let schema = Arc::clone(manifest.metadata().schema());
+            let mut writer = files.manifest_writer(&schema, &spec, manifest_file.content)?;
+            for entry in manifest.entries().iter().filter(|e| e.is_alive()) {
+                let file = entry.data_file().clone();
+                let seq = entry.sequence_number.unwrap_or(0);
+                if removed(&file) {
+                    match file.content_type() {
+                        DataContentType::Data => found_data.insert(file.file_path().to_string()),
+                        _ => found_vectors.insert((
+                            file.file_path().to_string(),
+                            file.referenced_data_file().unwrap_or_default(),
+                        )),
+                    };
+                    summary.remove_file(&file, Arc::clone(&schema), Arc::clone(&spec));
+                    writer.add_delete_file(file, seq, entry.file_sequence_number)?;
+                } else {
+                    let added_by = entry.snapshot_id.unwrap_or(manifest_file.added_snapshot_id);
+                    writer.add_existing_file(file, added_by, seq, entry.file_sequence_number)?;
+                }
+            }
+            manifests.push(writer.write_manifest_file().await?);
         }
-        manifests.push(writer.write_manifest_file().await?);
     }
-    if let Some(missing) = removed.iter().find(|p| !found.contains(*p)) {
+    if let Some(missing) = changes
+        .removed_data_files
+        .iter()
+        .find(|p| !found_data.contains(*p))
+    {
         return Err(Error::new(
             ErrorKind::DataInvalid,
             format!("{missing} is not a live data file of the current snapshot"),
         ));
     }
-    let adds_files = !added.is_empty();
-    if adds_files {
-        let schema = Arc::clone(metadata.current_schema());
-        let spec = Arc::clone(metadata.default_partition_spec());
-        let mut writer = files.manifest_writer(&schema, &spec)?;
+    if let Some((puffin, data)) = changes
+        .removed_deletion_vectors
+        .iter()
+        .find(|k| !found_vectors.contains(*k))
+    {
+        return Err(Error::new(
+            ErrorKind::DataInvalid,
+            format!("{puffin} holds no live deletion vector of {data}"),
+        ));
+    }
+    let schema = Arc::clone(metadata.current_schema());
+    let spec = Arc::clone(metadata.default_partition_spec());
+    for (content, added) in [
+        (ManifestContentType::Data, &changes.added_data_files),
+        (ManifestContentType::Deletes, &changes.added_delete_files),
+    ] {
+        if added.is_empty() {
+            continue;
+        }
+        let mut writer = files.manifest_writer(&schema, &spec, content)?;
         for file in added {
-            summary.add_file(&file, Arc::clone(&schema), Arc::clone(&spec));
-            writer.add_file(file, sequence_number)?;
+            summary.add_file(file, Arc::clone(&schema), Arc::clone(&spec));
+            writer.add_file(file.clone(), sequence_number)?;
         }
         manifests.push(writer.write_manifest_file().await?);
     }
@@ -150,18 +263,26 @@ pub async fn overwrite(
         metadata.location()
     );
     let out = table.file_io().new_output(&list_path)?.writer().await?;
-    let parent_id = Some(parent.snapshot_id());
+    let parent_id = parent.map(|p| p.snapshot_id());
+    let first_row_id = metadata.next_row_id();
     let mut list_writer = match version {
         FormatVersion::V1 => ManifestListWriter::v1(out, snapshot_id, parent_id),
-        _ => ManifestListWriter::v2(out, snapshot_id, parent_id, sequence_number),
+        FormatVersion::V2 => ManifestListWriter::v2(out, snapshot_id, parent_id, sequence_number),
+        FormatVersion::V3 => ManifestListWriter::v3(
+            out,
+            snapshot_id,
+            parent_id,
+            sequence_number,
+            Some(first_row_id),
+        ),
     };
     list_writer.add_manifests(manifests.into_iter())?;
+    let next_row_id = list_writer.next_row_id();
     list_writer.close().await?;
 
-    let operation = match adds_files {
-        true => Operation::Overwrite,
-        false => Operation::Delete,
-    };
+    let parent_summary = parent
+        .map(|p| p.summary().additional_properties.clone())
+        .unwrap_or_default();
     let snapshot = Snapshot::builder()
         .with_snapshot_id(snapshot_id)
         .with_parent_snapshot_id(parent_id)
@@ -169,14 +290,17 @@ pub async fn overwrite(
         .with_timestamp_ms(chrono::Utc::now().timestamp_millis())
         .with_manifest_list(list_path)
         .with_summary(Summary {
-            operation,
-            additional_properties: with_totals(
-                summary.build(),
-                &parent.summary().additional_properties,
-            ),
+            operation: changes.operation(),
+            additional_properties: with_totals(summary.build(), &parent_summary),
         })
-        .with_schema_id(metadata.current_schema_id())
-        .build();
+        .with_schema_id(metadata.current_schema_id());
+    // v3: the rows of manifests without a first row id got ids from `first_row_id` on.
+    let snapshot = match next_row_id {
+        Some(next) => snapshot
+            .with_row_range(first_row_id, next - first_row_id)
+            .build(),
+        None => snapshot.build(),
+    };
     let updates = vec![
         TableUpdate::AddSnapshot { snapshot },
         TableUpdate::SetSnapshotRef {
@@ -215,6 +339,7 @@ impl NewFiles<'_> {
         &mut self,
         schema: &iceberg::spec::SchemaRef,
         spec: &PartitionSpecRef,
+        content: ManifestContentType,
     ) -> Result<ManifestWriter> {
         let path = format!(
             "{}/metadata/{}-m{}.avro",
@@ -229,10 +354,15 @@ impl NewFiles<'_> {
             Arc::clone(schema),
             spec.as_ref().clone(),
         );
-        Ok(match self.table.metadata().format_version() {
-            FormatVersion::V1 => builder.build_v1(),
-            _ => builder.build_v2_data(),
-        })
+        Ok(
+            match (self.table.metadata().format_version(), content) {
+                (FormatVersion::V1, _) => builder.build_v1(),
+                (FormatVersion::V2, ManifestContentType::Data) => builder.build_v2_data(),
+                (FormatVersion::V2, ManifestContentType::Deletes) => builder.build_v2_deletes(),
+                (FormatVersion::V3, ManifestContentType::Data) => builder.build_v3_data(),
+                (FormatVersion::V3, ManifestContentType::Deletes) => builder.build_v3_deletes(),
+            },
+        )
     }
 }
 

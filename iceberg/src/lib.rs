@@ -5,4 +5,5 @@
 //! `iceflight-scan`; it goes away once iceberg can write overwrite snapshots itself.
 
 pub mod commit;
+pub mod deletion_vector;
 pub mod time_travel;

@@ -508,10 +508,11 @@ impl IcebergScanExecBuilder {
         // DataFusion sees the columns without their field ids (`model/output.rs`, case c11).
         let plain = Arc::new(crate::model::output::plain_schema(&plan.schema));
         let cache = Arc::new(IcebergScanExec::compute_properties(plain, partitions));
+        let index = plan.index;
         let mut scan = IcebergScanExec {
             table: plan.table,
             catalog: plan.catalog,
-            index: plan.index,
+            index: Arc::clone(&index),
             schema: plan.schema,
             field_ids: plan.field_ids,
             field_types: Arc::new(plan.field_types),
@@ -524,7 +525,7 @@ impl IcebergScanExecBuilder {
             statistics: Arc::new(plan.statistics.into_iter().map(Arc::new).collect()),
             total_statistics: Arc::new(plan.total_statistics),
             delete_keys: Arc::new(DeleteKeysCache::default()),
-            positional: Arc::new(PositionalDeletes::default()),
+            positional: Arc::new(PositionalDeletes::new(Arc::clone(&index))),
             settings: plan.settings,
             dynamic_filters: vec![],
             dynamic_domains: None,

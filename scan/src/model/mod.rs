@@ -6,4 +6,5 @@ pub mod data_file_error;
 pub mod iceberg_error;
 pub(crate) mod layout;
 pub mod literal;
+pub mod metadata_columns;
 pub mod output;

@@ -73,10 +73,24 @@ impl IndexCache {
 /// file format": `apache-datasketches-theta-v1`, property `ndv`; Trino and Spark write it).
 pub const NDV_BLOB_TYPE: &str = "apache-datasketches-theta-v1";
 
-/// Data files of one snapshot, by path. Delete files are not indexed.
+/// One live position delete file of a snapshot as its manifest entry describes it: which data
+/// file it deletes from, and for a deletion vector where its blob lies in the Puffin file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PositionDeleteEntry {
+    /// The one data file its rows point into (`None`: any, by each row's `file_path`).
+    pub referenced_data_file: Option<String>,
+    /// `(content_offset, content_size_in_bytes)` of a deletion vector's blob; `None` for a
+    /// Parquet position delete file.
+    pub blob: Option<(u64, u64)>,
+}
+
+/// Data files of one snapshot, by path, and where its position delete files apply.
 #[derive(Debug, Default)]
 pub struct FileMetricsIndex {
     files: HashMap<String, DataFile>,
+    /// Live position delete files (Parquet and deletion vectors) by path; a Puffin file holding
+    /// the vectors of several data files has one entry per vector.
+    position_deletes: HashMap<String, Vec<PositionDeleteEntry>>,
     /// Distinct counts by field id from the snapshot's Puffin statistics file, as its blob
     /// metadata states them (the sketch itself is not read).
     ndv: HashMap<i32, u64>,
@@ -85,8 +99,8 @@ pub struct FileMetricsIndex {
 }
 
 impl FileMetricsIndex {
-    /// Reads the manifest list and every data manifest of the table's current snapshot
-    /// (one object-store read each, concurrently). Empty for a table without snapshot.
+    /// Reads the manifest list and every manifest of the table's current snapshot (one
+    /// object-store read each, concurrently). Empty for a table without snapshot.
     pub async fn load(table: &Table) -> iceberg::Result<Self> {
         let Some(snapshot) = table.metadata().current_snapshot() else {
             return Ok(Self::default());
@@ -95,16 +109,32 @@ impl FileMetricsIndex {
         let manifests = try_join_all(
             list.entries()
                 .iter()
-                .filter(|m| m.content == iceberg::spec::ManifestContentType::Data)
                 .map(|m| m.load_manifest(table.file_io())),
         )
         .await?;
         let mut files = HashMap::new();
+        let mut position_deletes: HashMap<String, Vec<PositionDeleteEntry>> = HashMap::new();
         for manifest in manifests {
-            for entry in manifest.entries() {
-                if entry.is_alive() && entry.content_type() == DataContentType::Data {
-                    let file = entry.data_file().clone();
-                    files.insert(file.file_path().to_string(), file);
+            for entry in manifest.entries().iter().filter(|e| e.is_alive()) {
+                let file = entry.data_file();
+                match entry.content_type() {
+                    DataContentType::Data => {
+                        files.insert(file.file_path().to_string(), file.clone());
+                    }
+                    DataContentType::PositionDeletes => {
+                        let blob = match (file.content_offset(), file.content_size_in_bytes()) {
+                            (Some(o), Some(n)) if o >= 0 && n >= 0 => Some((o as u64, n as u64)),
+                            _ => None,
+                        };
+                        position_deletes
+                            .entry(file.file_path().to_string())
+                            .or_default()
+                            .push(PositionDeleteEntry {
+                                referenced_data_file: file.referenced_data_file(),
+                                blob,
+                            });
+                    }
+                    DataContentType::EqualityDeletes => {}
                 }
             }
         }
@@ -121,9 +151,34 @@ impl FileMetricsIndex {
             .unwrap_or_default();
         Ok(Self {
             files,
+            position_deletes,
             ndv,
             layouts: Default::default(),
         })
+    }
+
+    /// Whether the position delete file at `delete_path` may delete rows of `data_path`: it
+    /// names no single data file, or names this one (table spec: a position delete file with
+    /// `referenced_data_file` applies only to that file). An unknown delete file may.
+    pub fn deletes_from(&self, delete_path: &str, data_path: &str) -> bool {
+        match self.position_deletes.get(delete_path) {
+            None => true,
+            Some(entries) => entries.iter().any(|e| {
+                e.referenced_data_file
+                    .as_deref()
+                    .is_none_or(|referenced| referenced == data_path)
+            }),
+        }
+    }
+
+    /// The blob `(content_offset, content_size_in_bytes)` of the deletion vector in the Puffin
+    /// file `delete_path` that deletes rows of `data_path`, if the snapshot has one.
+    pub fn deletion_vector(&self, delete_path: &str, data_path: &str) -> Option<(u64, u64)> {
+        self.position_deletes
+            .get(delete_path)?
+            .iter()
+            .find(|e| e.referenced_data_file.as_deref() == Some(data_path))?
+            .blob
     }
 
     /// Number of live data files in the snapshot.

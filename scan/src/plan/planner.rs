@@ -2,7 +2,8 @@
 //!
 //! ```text
 //!   filters ──► PredicateConverter ──► TableScan::plan_files (manifest + partition pruning)
-//!   tasks   ──► current schema, field-id projection, partition spec, no reader predicate
+//!   tasks   ──► current schema, field-id projection, partition spec, no reader predicate,
+//!               only the position delete files that may delete from their data file
 //! ```
 //!
 //! The schema is the table's **current** schema (case c06: a column added without a write is
@@ -17,12 +18,13 @@ use datafusion::logical_expr::Expr;
 use datafusion::prelude::SessionConfig;
 use futures::TryStreamExt;
 use iceberg::scan::FileScanTask;
-use iceberg::spec::PartitionSpec;
+use iceberg::spec::{DataContentType, PartitionSpec};
 use iceberg::table::Table;
 use iceflight_options::ScanSettings;
 use parquet::arrow::PARQUET_FIELD_ID_META_KEY;
 
 use crate::model::iceberg_error::external;
+use crate::model::metadata_columns;
 use crate::plan::metrics_index::{FileMetricsIndex, IndexCache};
 use crate::plan::planned::ScanInputs;
 use crate::pushdown::predicate::PredicateConverter;
@@ -50,6 +52,17 @@ impl ScanPlanner {
             plain: Arc::new(crate::model::output::plain_schema(&schema)),
             schema: Arc::new(schema),
         })
+    }
+
+    /// The same planner with the metadata columns `_file` and `_pos` after the table's columns
+    /// (`model/metadata_columns.rs`): what a row-level change reads to name the rows it deletes.
+    pub fn with_row_positions(mut self) -> Self {
+        let mut fields: Vec<arrow::datatypes::FieldRef> = self.schema.fields().to_vec();
+        fields.extend(metadata_columns::fields().map(Arc::new));
+        let schema = arrow::datatypes::Schema::new_with_metadata(fields, self.schema.metadata().clone());
+        self.plain = Arc::new(crate::model::output::plain_schema(&schema));
+        self.schema = Arc::new(schema);
+        self
     }
 
     /// Names the configured catalog the table was loaded from (`distributed/codec.rs`).
@@ -189,6 +202,14 @@ impl ScanPlanner {
         }
         let current_schema = Arc::clone(metadata.current_schema());
         for task in &mut tasks {
+            // iceberg 0.10.1 attaches every position delete file of the partition; keep those
+            // that may delete from this file (`referenced_data_file`), each once.
+            let mut seen = std::collections::HashSet::new();
+            task.deletes.retain(|d| {
+                d.file_type != DataContentType::PositionDeletes
+                    || (index.deletes_from(&d.file_path, &task.data_file_path)
+                        && seen.insert(d.file_path.clone()))
+            });
             task.schema = Arc::clone(&current_schema);
             task.project_field_ids = field_ids.clone();
             task.predicate = None;

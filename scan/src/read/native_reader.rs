@@ -48,6 +48,7 @@ use parquet::errors::ParquetError;
 use parquet::file::metadata::ParquetMetaData;
 
 use crate::model::literal::literal_scalar;
+use crate::model::metadata_columns;
 use crate::pushdown::row_filter::{self, ConjunctKey, ScanRowFilter};
 use crate::read::struct_evolution::align;
 
@@ -78,6 +79,15 @@ pub fn reader_options() -> ArrowReaderOptions {
     ArrowReaderOptions::new().with_skip_arrow_metadata(true)
 }
 
+/// [`reader_options`] with the Parquet reader's row number appended to every batch as its last
+/// column (`_pos`: the position in the file, counting rows skipped by row group, page and
+/// delete selections).
+pub fn row_position_options() -> Result<ArrowReaderOptions> {
+    let row_number = Field::new(metadata_columns::ROW_POSITION, DataType::Int64, false)
+        .with_extension_type(parquet::arrow::RowNumber);
+    Ok(reader_options().with_virtual_columns(vec![Arc::new(row_number)])?)
+}
+
 /// Where one read column comes from in one file.
 #[derive(Debug, Clone)]
 enum Source {
@@ -87,6 +97,8 @@ enum Source {
     Constant(ScalarValue),
     /// Not in the file and no default: NULL.
     Null,
+    /// `_pos`: the Parquet reader's row number, its last output column.
+    RowPosition,
 }
 
 /// How the native path reads one data file's columns.
@@ -144,6 +156,15 @@ impl FilePlan {
         }
         let mut sources = Vec::with_capacity(read_ids.len());
         for ((id, at), field) in read_ids.iter().zip(&found).zip(schema.fields()) {
+            if *id == metadata_columns::ROW_POSITION_FIELD_ID {
+                sources.push(Source::RowPosition);
+                continue;
+            }
+            if *id == metadata_columns::FILE_PATH_FIELD_ID {
+                let path = ScalarValue::Utf8(Some(task.data_file_path.clone()));
+                sources.push(Source::Constant(path));
+                continue;
+            }
             sources.push(match at {
                 Some(root) => Source::Column(roots.binary_search(root).expect("root projected")),
                 None => match missing_value(task, *id) {
@@ -161,6 +182,12 @@ impl FilePlan {
             sources,
             schema,
         })
+    }
+
+    /// Whether the plan reads `_pos`: the file must then be read with
+    /// [`row_position_options`].
+    pub fn reads_row_positions(&self) -> bool {
+        self.sources.iter().any(|s| matches!(s, Source::RowPosition))
     }
 
     /// Reads the string columns among `columns` (read-column positions) that every row group
@@ -253,6 +280,7 @@ impl FilePlan {
                 Source::Column(i) => align(batch.column(*i), field.data_type()),
                 Source::Constant(v) => Ok(v.to_array_of_size(rows)?),
                 Source::Null => Ok(new_null_array(field.data_type(), rows)),
+                Source::RowPosition => Ok(Arc::clone(batch.column(batch.num_columns() - 1))),
             })
             .collect::<Result<Vec<ArrayRef>>>()?;
         let options = RecordBatchOptions::new().with_row_count(Some(rows));

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use datafusion::common::{DataFusionError, Result, not_impl_err};
+use datafusion::common::{DataFusionError, Result, exec_err, not_impl_err};
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_expr::expressions::DynamicFilterPhysicalExpr;
 use futures::stream::BoxStream;
@@ -31,6 +31,7 @@ use parquet::arrow::arrow_reader::{ArrowReaderMetadata, RowSelection};
 use parquet::file::metadata::ParquetMetaData;
 
 use crate::model::iceberg_error::external;
+use crate::model::metadata_columns;
 use crate::pushdown::domain::Domains;
 use crate::pushdown::domain_cache::DomainCache;
 use crate::pushdown::gate::Gate;
@@ -332,11 +333,11 @@ impl TaskOpener {
         let (equality, positional): (Vec<_>, Vec<_>) = std::mem::take(&mut task.deletes)
             .into_iter()
             .partition(|d| d.file_type == DataContentType::EqualityDeletes);
-        if positional
-            .iter()
-            .any(|d| !d.file_path.to_ascii_lowercase().ends_with(".parquet"))
-        {
-            // Deletion vectors (Puffin) and Avro/ORC delete files: iceberg's reader's job.
+        if positional.iter().any(|d| {
+            !d.file_path.to_ascii_lowercase().ends_with(".parquet")
+                && !positional_deletes::is_puffin(&d.file_path)
+        }) {
+            // Avro/ORC position delete files: iceberg's reader's job.
             self.metrics.files_fallback.add(1);
             return Ok(None);
         }
@@ -352,6 +353,13 @@ impl TaskOpener {
         }
         let mut plan = match FilePlan::new(&arrow, &read_ids, self.read_schema(&read_ids), &task) {
             Ok(plan) => plan,
+            Err(why) if read_ids.contains(&metadata_columns::ROW_POSITION_FIELD_ID) => {
+                // Only this reader numbers rows.
+                return exec_err!(
+                    "cannot read the row positions of {}: {why}",
+                    task.data_file_path
+                );
+            }
             Err(why) => {
                 tracing::debug!(file = %task.data_file_path, %why, "read by iceberg's reader");
                 self.metrics.files_fallback.add(1);
@@ -367,7 +375,15 @@ impl TaskOpener {
         {
             dictionaries.extend(f.columns());
         }
-        let read_arrow = if deletes.is_empty() && !dictionaries.is_empty() {
+        let positions = plan.reads_row_positions();
+        let arrow = match positions {
+            true => ArrowReaderMetadata::try_new(
+                Arc::clone(&metadata),
+                native_reader::row_position_options()?,
+            )?,
+            false => arrow,
+        };
+        let read_arrow = if deletes.is_empty() && !dictionaries.is_empty() && !positions {
             plan.keep_dictionaries(&arrow, &dictionaries)?
         } else {
             None
@@ -554,6 +570,19 @@ impl TaskOpener {
         let (equality, positional): (Vec<_>, Vec<_>) = std::mem::take(&mut task.deletes)
             .into_iter()
             .partition(|d| d.file_type == DataContentType::EqualityDeletes);
+        if let Some(dv) = positional
+            .iter()
+            .find(|d| positional_deletes::is_puffin(&d.file_path))
+        {
+            // iceberg 0.10.1's reader has no deletion-vector loader: it would read the Puffin
+            // file as Parquet and fail obscurely.
+            return datafusion::common::exec_err!(
+                "{} has a deletion vector ({}), which only the native reader applies; it \
+                 could not read this file (see the log) or iceflight.scan.reader is 'iceberg'",
+                task.data_file_path,
+                dv.file_path
+            );
+        }
         task.deletes = positional;
 
         // Read the output columns, then any key column of an equality delete not among them.

@@ -2,8 +2,10 @@
 //! its tasks, the positions of one data file turned into a `RowSelection` per row group.
 //!
 //! ```text
-//!   delete file (file_path: string id 2147483546, pos: long id 2147483545)
+//!   Parquet delete file (file_path: string id 2147483546, pos: long id 2147483545)
 //!     ──► read once (PositionalDeletes) ──► positions by data file path, sorted
+//!   deletion vector (Puffin blob at the manifest entry's offset, for one data file)
+//!     ──► read once ──► its positions (iceflight_iceberg::deletion_vector)
 //!   data file's row group rg = rows [first, first + n)
 //!     ──► skip the deleted positions inside it ──► RowSelection (None: nothing deleted)
 //! ```
@@ -23,6 +25,8 @@ use iceberg::io::FileIO;
 use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
 use tokio::sync::Mutex;
 
+use crate::model::iceberg_error::external;
+use crate::plan::metrics_index::FileMetricsIndex;
 use crate::read::deletes::delete_files;
 
 /// Field id of `file_path` in a positional delete file.
@@ -36,14 +40,29 @@ type ByDataFile = HashMap<String, Vec<u64>>;
 /// Positional delete files of one scan, each loaded on first use.
 #[derive(Debug, Default)]
 pub struct PositionalDeletes {
+    /// The scanned snapshot's delete manifests: where each deletion vector lies.
+    index: Arc<FileMetricsIndex>,
     loaded: Mutex<HashMap<String, Arc<ByDataFile>>>,
+    /// Deletion vectors by (Puffin path, data file path), sorted positions.
+    vectors: Mutex<HashMap<(String, String), Arc<Vec<u64>>>>,
 }
 
 impl PositionalDeletes {
-    /// The sorted, distinct positions that `delete_files` delete in `data_path`. The lock is
-    /// held while a file loads, so concurrent tasks never read one delete file twice.
+    /// Position deletes of a scan of the snapshot whose manifests `index` holds.
+    pub fn new(index: Arc<FileMetricsIndex>) -> Self {
+        Self {
+            index,
+            ..Self::default()
+        }
+    }
+
+    /// The sorted, distinct positions that `delete_files` (Parquet position delete files and
+    /// Puffin files of deletion vectors) delete in `data_path`. The lock is held while a file
+    /// loads, so concurrent tasks never read one delete file twice.
     ///
-    /// Errors: a delete file that cannot be read or lacks the `file_path` / `pos` columns.
+    /// Errors: a delete file that cannot be read, a Parquet one without the `file_path` / `pos`
+    /// columns, a Puffin file the manifests name no deletion vector of `data_path` in, or a
+    /// damaged vector.
     pub async fn positions(
         &self,
         file_io: &FileIO,
@@ -52,6 +71,29 @@ impl PositionalDeletes {
     ) -> Result<Vec<u64>> {
         let mut out = vec![];
         for path in delete_files {
+            if let Some((offset, length)) = self.index.deletion_vector(path, data_path) {
+                let key = (path.to_string(), data_path.to_string());
+                let mut vectors = self.vectors.lock().await;
+                let positions = match vectors.get(&key) {
+                    Some(p) => Arc::clone(p),
+                    None => {
+                        let vector =
+                            iceflight_iceberg::deletion_vector::read(file_io, path, offset, length)
+                                .await
+                                .map_err(external)?;
+                        let p = Arc::new(vector.iter().collect::<Vec<u64>>());
+                        vectors.insert(key, Arc::clone(&p));
+                        p
+                    }
+                };
+                out.extend_from_slice(&positions);
+                continue;
+            }
+            if is_puffin(path) {
+                return datafusion::common::exec_err!(
+                    "the manifests name no deletion vector of {data_path} in {path}"
+                );
+            }
             let by_file = {
                 let mut loaded = self.loaded.lock().await;
                 match loaded.get(*path) {
@@ -71,6 +113,11 @@ impl PositionalDeletes {
         out.dedup();
         Ok(out)
     }
+}
+
+/// Whether `path` names a Puffin file (a deletion vector's), by its extension.
+pub fn is_puffin(path: &str) -> bool {
+    path.to_ascii_lowercase().ends_with(".puffin")
 }
 
 /// Reads one positional delete file (Parquet) into positions by data file path.
