@@ -67,8 +67,9 @@ pub struct FileChanges {
     pub removed_data_files: HashSet<String>,
     /// Data files it adds.
     pub added_data_files: Vec<DataFile>,
-    /// Position delete files and deletion vectors it adds.
-    pub added_delete_files: Vec<DataFile>,
+    /// Position delete files and deletion vectors it adds, each with the partition spec id of
+    /// the data file it deletes from (its manifest is written under that spec).
+    pub added_delete_files: Vec<(i32, DataFile)>,
     /// Deletion vectors it removes (replaced by one of `added_delete_files`): `(Puffin file
     /// path, referenced data file path)`.
     pub removed_deletion_vectors: HashSet<(String, String)>,
@@ -101,7 +102,7 @@ impl FileChanges {
     pub fn written_paths(&self) -> HashSet<String> {
         self.added_data_files
             .iter()
-            .chain(&self.added_delete_files)
+            .chain(self.added_delete_files.iter().map(|(_, f)| f))
             .map(|f| f.file_path().to_string())
             .collect()
     }
@@ -242,18 +243,34 @@ pub async fn commit_changes(
         ));
     }
     let schema = Arc::clone(metadata.current_schema());
-    let spec = Arc::clone(metadata.default_partition_spec());
-    for (content, added) in [
-        (ManifestContentType::Data, &changes.added_data_files),
-        (ManifestContentType::Deletes, &changes.added_delete_files),
-    ] {
-        if added.is_empty() {
-            continue;
-        }
-        let mut writer = files.manifest_writer(&schema, &spec, content)?;
-        for file in added {
+    if !changes.added_data_files.is_empty() {
+        let spec = Arc::clone(metadata.default_partition_spec());
+        let mut writer = files.manifest_writer(&schema, &spec, ManifestContentType::Data)?;
+        for file in &changes.added_data_files {
             summary.add_file(file, Arc::clone(&schema), Arc::clone(&spec));
             writer.add_file(file.clone(), sequence_number)?;
+        }
+        manifests.push(writer.write_manifest_file().await?);
+    }
+    // Delete files, one manifest per partition spec of the data files they delete from.
+    let mut by_spec: HashMap<i32, Vec<&DataFile>> = HashMap::new();
+    for (spec_id, file) in &changes.added_delete_files {
+        by_spec.entry(*spec_id).or_default().push(file);
+    }
+    let mut spec_ids: Vec<i32> = by_spec.keys().copied().collect();
+    spec_ids.sort_unstable();
+    for spec_id in spec_ids {
+        let Some(spec) = metadata.partition_spec_by_id(spec_id) else {
+            return Err(Error::new(
+                ErrorKind::DataInvalid,
+                format!("the table has no partition spec {spec_id}"),
+            ));
+        };
+        let spec = Arc::clone(spec);
+        let mut writer = files.manifest_writer(&schema, &spec, ManifestContentType::Deletes)?;
+        for file in &by_spec[&spec_id] {
+            summary.add_file(file, Arc::clone(&schema), Arc::clone(&spec));
+            writer.add_file((*file).clone(), sequence_number)?;
         }
         manifests.push(writer.write_manifest_file().await?);
     }

@@ -8,3 +8,4 @@ pub(crate) mod layout;
 pub mod literal;
 pub mod metadata_columns;
 pub mod output;
+pub mod write_conflict;

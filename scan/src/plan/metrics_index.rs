@@ -88,6 +88,8 @@ pub struct PositionDeleteEntry {
 #[derive(Debug, Default)]
 pub struct FileMetricsIndex {
     files: HashMap<String, DataFile>,
+    /// The partition spec id of each data file's manifest.
+    spec_ids: HashMap<String, i32>,
     /// Live position delete files (Parquet and deletion vectors) by path; a Puffin file holding
     /// the vectors of several data files has one entry per vector.
     position_deletes: HashMap<String, Vec<PositionDeleteEntry>>,
@@ -113,13 +115,16 @@ impl FileMetricsIndex {
         )
         .await?;
         let mut files = HashMap::new();
+        let mut spec_ids = HashMap::new();
         let mut position_deletes: HashMap<String, Vec<PositionDeleteEntry>> = HashMap::new();
         for manifest in manifests {
+            let spec_id = manifest.metadata().partition_spec().spec_id();
             for entry in manifest.entries().iter().filter(|e| e.is_alive()) {
                 let file = entry.data_file();
                 match entry.content_type() {
                     DataContentType::Data => {
                         files.insert(file.file_path().to_string(), file.clone());
+                        spec_ids.insert(file.file_path().to_string(), spec_id);
                     }
                     DataContentType::PositionDeletes => {
                         let blob = match (file.content_offset(), file.content_size_in_bytes()) {
@@ -151,10 +156,16 @@ impl FileMetricsIndex {
             .unwrap_or_default();
         Ok(Self {
             files,
+            spec_ids,
             position_deletes,
             ndv,
             layouts: Default::default(),
         })
+    }
+
+    /// The partition spec id of the live data file at `path`.
+    pub fn spec_id(&self, path: &str) -> Option<i32> {
+        self.spec_ids.get(path).copied()
     }
 
     /// Whether the position delete file at `delete_path` may delete rows of `data_path`: it

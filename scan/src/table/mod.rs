@@ -3,3 +3,4 @@
 
 pub mod provider;
 pub mod register;
+pub mod row_change_target;

@@ -109,6 +109,28 @@ impl IcebergTableProvider {
         Ok(self)
     }
 
+    /// A read-only view of the table with the metadata columns `_file` and `_pos` after its
+    /// own (`model/metadata_columns.rs`): what `UPDATE` and `MERGE` scan to name the rows they
+    /// change (`row_change_target.rs`).
+    pub fn with_row_positions(&self) -> Self {
+        Self {
+            planner: self.planner.clone().with_row_positions(),
+            statistics: None,
+            writes: None,
+            delete_condition: None,
+        }
+    }
+
+    /// The catalog writes commit through; `None` for a table read at a past snapshot.
+    pub fn writes(&self) -> Option<&Arc<dyn CommitCatalog>> {
+        self.writes.as_ref()
+    }
+
+    /// The planner of the table's scans (its snapshot, schema and catalog).
+    pub fn planner(&self) -> &ScanPlanner {
+        &self.planner
+    }
+
     /// The iceberg table.
     pub fn table(&self) -> &Table {
         self.planner.table()

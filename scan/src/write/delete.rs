@@ -54,13 +54,13 @@ use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan};
 use futures::{StreamExt, TryStreamExt};
 use iceberg::ErrorKind;
 use iceberg::scan::FileScanTask;
-use iceberg::spec::Operation;
 
 use crate::exec::scan_exec::IcebergScanExec;
 use crate::model::iceberg_error::external;
 use crate::plan::planned::assemble;
 use crate::plan::planner::ScanPlanner;
 use crate::read::caches::ScanCaches;
+use crate::write::row_change::only_appended;
 use crate::write::sink::write_data_files;
 use iceflight_iceberg::commit::{CommitCatalog, overwrite};
 
@@ -230,35 +230,6 @@ impl DataSink for DeleteSink {
             );
         }
     }
-}
-
-/// Whether `now` is `base` with only appends committed on top: snapshots whose operation is
-/// `append` back to `base`'s current snapshot, under the same schema and partition spec. Blind
-/// appends read nothing, so the statement can be committed after them as written: its removed
-/// files are still there, and the appended rows stay (the statement ran before them).
-fn only_appended(base: &iceberg::table::Table, now: &iceberg::table::Table) -> bool {
-    let (base, now) = (base.metadata(), now.metadata());
-    if base.current_schema_id() != now.current_schema_id()
-        || base.default_partition_spec_id() != now.default_partition_spec_id()
-    {
-        return false;
-    }
-    let Some(target) = base.current_snapshot_id() else {
-        return false;
-    };
-    let mut at = now.current_snapshot();
-    while let Some(snapshot) = at {
-        if snapshot.snapshot_id() == target {
-            return true;
-        }
-        if snapshot.summary().operation != Operation::Append {
-            return false;
-        }
-        at = snapshot
-            .parent_snapshot_id()
-            .and_then(|id| now.snapshot_by_id(id));
-    }
-    false
 }
 
 /// What one run of the statement wrote: the data files it replaces, the files replacing them

@@ -2,4 +2,7 @@
 //! `pushdown`, `plan`, `read`, `exec` (`README.md`).
 
 pub(crate) mod delete;
+pub mod delete_files;
+pub mod row_change;
+pub mod write_mode;
 pub mod sink;

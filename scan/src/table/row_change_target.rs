@@ -1,0 +1,103 @@
+//! The target of `UPDATE`, `MERGE INTO` and merge-on-read `DELETE` as DataFusion plans it: a
+//! table whose columns are the change stream's (`write/row_change.rs`) and whose `INSERT`
+//! applies the changes. The session plans the statement as `INSERT INTO <this> <change
+//! stream>` (`server/src/sql/update.rs`, `merge.rs`), so prepared statements, `EXPLAIN` and
+//! the count of changed rows work as for `INSERT`.
+
+use std::sync::Arc;
+
+use arrow::datatypes::SchemaRef;
+use async_trait::async_trait;
+use datafusion::catalog::Session;
+use datafusion::common::{Result, not_impl_err, plan_err};
+use datafusion::datasource::sink::DataSinkExec;
+use datafusion::datasource::{TableProvider, TableType};
+use datafusion::logical_expr::dml::InsertOp;
+use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
+use datafusion::physical_plan::ExecutionPlan;
+
+use crate::table::provider::IcebergTableProvider;
+use crate::write::row_change::{RowChangeSink, change_schema};
+use crate::write::write_mode::RowOperation;
+
+/// One statement's row changes to one table (module docs).
+#[derive(Debug, Clone)]
+pub struct RowChangeTarget {
+    table: IcebergTableProvider,
+    operation: RowOperation,
+    schema: SchemaRef,
+}
+
+impl RowChangeTarget {
+    /// The target of `operation` on `table` (the provider the change stream scans, at the same
+    /// snapshot).
+    ///
+    /// Errors: a table read at a past snapshot (time travel), which cannot change.
+    pub fn try_new(table: IcebergTableProvider, operation: RowOperation) -> Result<Self> {
+        if table.writes().is_none() {
+            return plan_err!(
+                "cannot {} {} as of a past snapshot (FOR VERSION or TIMESTAMP AS OF): the \
+                 statement changes the table's current state",
+                operation.keyword(),
+                table.table().identifier()
+            );
+        }
+        let schema = change_schema(table.planner().plain_schema());
+        Ok(Self {
+            table,
+            operation,
+            schema,
+        })
+    }
+
+    /// The statement this target applies.
+    pub fn operation(&self) -> RowOperation {
+        self.operation
+    }
+}
+
+#[async_trait]
+impl TableProvider for RowChangeTarget {
+    fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.schema)
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Temporary
+    }
+
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> Result<Vec<TableProviderFilterPushDown>> {
+        Ok(vec![TableProviderFilterPushDown::Unsupported; filters.len()])
+    }
+
+    async fn scan(
+        &self,
+        _state: &dyn Session,
+        _projection: Option<&Vec<usize>>,
+        _filters: &[Expr],
+        _limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        not_impl_err!("the change stream of a {} is not a table to read", self.operation.keyword())
+    }
+
+    /// Applies the change stream `input` (module docs); one row out, the rows changed.
+    async fn insert_into(
+        &self,
+        _state: &dyn Session,
+        input: Arc<dyn ExecutionPlan>,
+        _insert_op: InsertOp,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let Some(catalog) = self.table.writes() else {
+            return plan_err!("{} is read-only here", self.table.table().identifier());
+        };
+        let sink = RowChangeSink::try_new(
+            Arc::clone(catalog),
+            self.table.planner().clone(),
+            self.operation,
+        )?;
+        Ok(Arc::new(DataSinkExec::new(input, Arc::new(sink), None)))
+    }
+}
