@@ -80,6 +80,7 @@ pub async fn create_empty(
         .schema(iceberg_schema)
         .partition_spec_opt(spec)
         .sort_order_opt(order)
+        .properties(layout.properties.iter().cloned())
         .build();
     catalog
         .create_table(ident.namespace(), creation)
@@ -233,6 +234,9 @@ pub struct TableLayout {
     /// Sort fields: `col [ASC|DESC] [NULLS FIRST|NULLS LAST]` (ascending, nulls first by
     /// default, as Iceberg's).
     pub sorted_by: Vec<String>,
+    /// Iceberg table properties given by their own names (`'write.delete.mode' =
+    /// 'merge-on-read'`, as DuckDB and Spark take them), sorted by key.
+    pub properties: Vec<(String, String)>,
 }
 
 impl TableLayout {

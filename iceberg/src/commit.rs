@@ -88,8 +88,7 @@ impl FileChanges {
     /// when it only adds data, `delete` when it adds none, else `overwrite`.
     pub fn operation(&self) -> Operation {
         let adds_data = !self.added_data_files.is_empty();
-        let deletes =
-            !self.removed_data_files.is_empty() || !self.added_delete_files.is_empty();
+        let deletes = !self.removed_data_files.is_empty() || !self.added_delete_files.is_empty();
         match (adds_data, deletes) {
             (true, false) => Operation::Append,
             (false, _) => Operation::Delete,
@@ -140,8 +139,8 @@ pub async fn commit_changes(
 ) -> Result<()> {
     let metadata = table.metadata();
     let parent = metadata.current_snapshot();
-    let removes = !changes.removed_data_files.is_empty()
-        || !changes.removed_deletion_vectors.is_empty();
+    let removes =
+        !changes.removed_data_files.is_empty() || !changes.removed_deletion_vectors.is_empty();
     if parent.is_none() && removes {
         return Err(Error::new(
             ErrorKind::DataInvalid,
@@ -371,15 +370,13 @@ impl NewFiles<'_> {
             Arc::clone(schema),
             spec.as_ref().clone(),
         );
-        Ok(
-            match (self.table.metadata().format_version(), content) {
-                (FormatVersion::V1, _) => builder.build_v1(),
-                (FormatVersion::V2, ManifestContentType::Data) => builder.build_v2_data(),
-                (FormatVersion::V2, ManifestContentType::Deletes) => builder.build_v2_deletes(),
-                (FormatVersion::V3, ManifestContentType::Data) => builder.build_v3_data(),
-                (FormatVersion::V3, ManifestContentType::Deletes) => builder.build_v3_deletes(),
-            },
-        )
+        Ok(match (self.table.metadata().format_version(), content) {
+            (FormatVersion::V1, _) => builder.build_v1(),
+            (FormatVersion::V2, ManifestContentType::Data) => builder.build_v2_data(),
+            (FormatVersion::V2, ManifestContentType::Deletes) => builder.build_v2_deletes(),
+            (FormatVersion::V3, ManifestContentType::Data) => builder.build_v3_data(),
+            (FormatVersion::V3, ManifestContentType::Deletes) => builder.build_v3_deletes(),
+        })
     }
 }
 

@@ -83,7 +83,12 @@ pub fn decode(blob: &[u8], what: &str) -> Result<RoaringTreemap> {
 /// `path` (the manifest entry's `content_offset` and `content_size_in_bytes`).
 ///
 /// Errors: the file cannot be read, or [`decode`]'s.
-pub async fn read(file_io: &FileIO, path: &str, offset: u64, length: u64) -> Result<RoaringTreemap> {
+pub async fn read(
+    file_io: &FileIO,
+    path: &str,
+    offset: u64,
+    length: u64,
+) -> Result<RoaringTreemap> {
     let reader = file_io.new_input(path)?.reader().await?;
     let bytes = reader.read(offset..offset + length).await?;
     decode(&bytes, path)

@@ -59,7 +59,8 @@ impl ScanPlanner {
     pub fn with_row_positions(mut self) -> Self {
         let mut fields: Vec<arrow::datatypes::FieldRef> = self.schema.fields().to_vec();
         fields.extend(metadata_columns::fields().map(Arc::new));
-        let schema = arrow::datatypes::Schema::new_with_metadata(fields, self.schema.metadata().clone());
+        let schema =
+            arrow::datatypes::Schema::new_with_metadata(fields, self.schema.metadata().clone());
         self.plain = Arc::new(crate::model::output::plain_schema(&schema));
         self.schema = Arc::new(schema);
         self

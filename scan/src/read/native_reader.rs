@@ -187,7 +187,9 @@ impl FilePlan {
     /// Whether the plan reads `_pos`: the file must then be read with
     /// [`row_position_options`].
     pub fn reads_row_positions(&self) -> bool {
-        self.sources.iter().any(|s| matches!(s, Source::RowPosition))
+        self.sources
+            .iter()
+            .any(|s| matches!(s, Source::RowPosition))
     }
 
     /// Reads the string columns among `columns` (read-column positions) that every row group

@@ -70,7 +70,10 @@ impl TableProvider for RowChangeTarget {
         &self,
         filters: &[&Expr],
     ) -> Result<Vec<TableProviderFilterPushDown>> {
-        Ok(vec![TableProviderFilterPushDown::Unsupported; filters.len()])
+        Ok(vec![
+            TableProviderFilterPushDown::Unsupported;
+            filters.len()
+        ])
     }
 
     async fn scan(
@@ -80,7 +83,10 @@ impl TableProvider for RowChangeTarget {
         _filters: &[Expr],
         _limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        not_impl_err!("the change stream of a {} is not a table to read", self.operation.keyword())
+        not_impl_err!(
+            "the change stream of a {} is not a table to read",
+            self.operation.keyword()
+        )
     }
 
     /// Applies the change stream `input` (module docs); one row out, the rows changed.

@@ -117,7 +117,8 @@ pub async fn write_delete_files(
         FormatVersion::V2 => {
             for (n, (data_path, positions)) in deleted.by_file.iter().enumerate() {
                 let (spec_id, data_file) = data_file(index, data_path)?;
-                let path = locations.generate_location(None, &format!("{commit}-{n}-deletes.parquet"));
+                let path =
+                    locations.generate_location(None, &format!("{commit}-{n}-deletes.parquet"));
                 let written = write_parquet(table, &path, spec_id, data_file, positions).await?;
                 out.files.push((spec_id, written));
             }
@@ -132,7 +133,11 @@ pub async fn write_delete_files(
                     .map(|v| v.iter().map(String::as_str).collect())
                     .unwrap_or_default();
                 if !paths.is_empty() {
-                    merged.extend(earlier.positions(table.file_io(), &paths, data_path).await?);
+                    merged.extend(
+                        earlier
+                            .positions(table.file_io(), &paths, data_path)
+                            .await?,
+                    );
                 }
                 for p in paths.iter().filter(|p| is_puffin(p)) {
                     if index.deletion_vector(p, data_path).is_some() {

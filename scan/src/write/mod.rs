@@ -4,5 +4,5 @@
 pub(crate) mod delete;
 pub mod delete_files;
 pub mod row_change;
-pub mod write_mode;
 pub mod sink;
+pub mod write_mode;

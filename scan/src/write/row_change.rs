@@ -170,7 +170,8 @@ impl DataSink for RowChangeSink {
         };
         let (added, _) = write_data_files(table, inserts).await?;
         let collected = std::mem::take(&mut *state.lock().expect("change state lock"));
-        let (empty, added): (Vec<_>, Vec<_>) = added.into_iter().partition(|f| f.record_count() == 0);
+        let (empty, added): (Vec<_>, Vec<_>) =
+            added.into_iter().partition(|f| f.record_count() == 0);
         for file in empty {
             let _ = table.file_io().delete(file.file_path()).await;
         }
@@ -252,10 +253,7 @@ impl Collected {
                             "MERGE: one target row matched more than one source row; nothing \
                              was changed"
                         ),
-                        _ => internal_err!(
-                            "{} changed one row twice",
-                            operation.keyword()
-                        ),
+                        _ => internal_err!("{} changed one row twice", operation.keyword()),
                     };
                 }
             }
@@ -267,15 +265,13 @@ impl Collected {
             batch.columns()[..columns].to_vec(),
         )?;
         let values = filter_record_batch(&values, &BooleanArray::from(adds))?;
-        Ok(RecordBatch::try_new(
-            Arc::clone(schema),
-            values.columns().to_vec(),
+        Ok(
+            RecordBatch::try_new(Arc::clone(schema), values.columns().to_vec()).or_else(|_| {
+                // Nullability differs (the change stream's columns are nullable): the writer
+                // checks required columns itself.
+                RecordBatch::try_new(values.schema(), values.columns().to_vec())
+            })?,
         )
-        .or_else(|_| {
-            // Nullability differs (the change stream's columns are nullable): the writer
-            // checks required columns itself.
-            RecordBatch::try_new(values.schema(), values.columns().to_vec())
-        })?)
     }
 }
 
@@ -463,4 +459,3 @@ pub fn only_appended(base: &Table, now: &Table) -> bool {
     }
     false
 }
-

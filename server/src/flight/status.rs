@@ -8,7 +8,8 @@
 //! | a worker or other peer unreachable (a connection error, `distributed/channels.rs`) | `Unavailable` |
 //! | a table or catalog a worker does not have (an I/O `NotFound`, `catalog/src/lib.rs`) | `NotFound` |
 //! | catalog refused our credentials | `Unauthenticated` |
-//! | a statement not supported yet (`UPDATE`, `MERGE`, `INSERT OVERWRITE`) | `Unimplemented` |
+//! | a statement or form not supported yet (`INSERT OVERWRITE`, `MERGE … NOT MATCHED BY SOURCE`) | `Unimplemented` |
+//! | a write that lost to another writer (`WriteConflict`, `scan/src/model/write_conflict.rs`) | `Aborted` |
 //! | memory limit, too many queries, `query.max_result_bytes` | `ResourceExhausted` |
 //! | `query.timeout` | `DeadlineExceeded` |
 //! | a data file missing from storage / not valid Parquet | `NotFound` / `DataLoss`, naming it |
@@ -19,6 +20,7 @@ use iceflight_catalog::CatalogError;
 use tonic::Status;
 
 use iceflight_scan::model::data_file_error::DataFileError;
+use iceflight_scan::model::write_conflict::WriteConflict;
 
 use crate::message::{LimitExceeded, data_file_error, message};
 
@@ -37,6 +39,12 @@ pub fn to_status(e: DataFusionError) -> Status {
             CatalogError::Config(_) => Status::invalid_argument(message(&e)),
             other => internal(other),
         };
+    }
+
+    if let DataFusionError::External(inner) = root
+        && inner.downcast_ref::<WriteConflict>().is_some()
+    {
+        return Status::aborted(message(&e));
     }
 
     if let Some(file) = data_file_error(&e) {

@@ -51,13 +51,32 @@ pub(crate) async fn plan_create_with(
         match key.value.to_lowercase().as_str() {
             "partitioning" => layout.partitioning = strings("partitioning", value)?,
             "sorted_by" => layout.sorted_by = strings("sorted_by", value)?,
+            // Iceberg's own properties by name, as DuckDB and Spark take them; the write
+            // modes are those a user sets at creation (`scan/src/write/write_mode.rs`).
+            name @ ("write.delete.mode" | "write.update.mode" | "write.merge.mode") => {
+                let text = match value {
+                    SqlExpr::Value(v) => match &v.value {
+                        Value::SingleQuotedString(s) => s.clone(),
+                        other => other.to_string(),
+                    },
+                    other => other.to_string(),
+                };
+                if !["copy-on-write", "merge-on-read"].contains(&text.as_str()) {
+                    return plan_err!(
+                        "table property {name} takes 'copy-on-write' or 'merge-on-read', not {value}"
+                    );
+                }
+                layout.properties.push((name.to_string(), text));
+            }
             other => {
                 return plan_err!(
-                    "table property {other} is not supported (partitioning and sorted_by are)"
+                    "table property {other} is not supported (partitioning, sorted_by and the \
+                     write modes write.delete.mode, write.update.mode, write.merge.mode are)"
                 );
             }
         }
     }
+    layout.properties.sort();
     let names = Names::of(ctx);
     let reference = names.table(&create.name)?;
     if create.query.is_some() && !create.columns.is_empty() {

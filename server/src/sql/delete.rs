@@ -25,6 +25,7 @@ use datafusion::common::{Column, DFSchema, Result, not_impl_err, plan_err};
 use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{DmlStatement, Expr, LogicalPlan, WriteOp};
 use iceflight_scan::IcebergTableProvider;
+use iceflight_scan::write::write_mode::{RowOperation, WriteMode};
 
 /// `plan` with its `DELETE` on an Iceberg table (also under `EXPLAIN`) readied with the
 /// condition as written (module docs); any other plan unchanged.
@@ -107,6 +108,15 @@ fn ready(node: LogicalPlan) -> Result<Transformed<LogicalPlan>> {
     let condition = conjunction(conditions)
         .map(|c| crate::float_semantics::delete_condition(unqualified(c)?, &columns))
         .transpose()?;
+    let mode = WriteMode::of(iceberg.table().metadata(), RowOperation::Delete)?;
+    if mode == WriteMode::MergeOnRead && iceberg.writes().is_some() {
+        return super::row_change::plan_merge_on_read_delete(
+            dml.table_name.clone(),
+            iceberg,
+            condition,
+        )
+        .map(Transformed::yes);
+    }
     let target = provider_as_source(Arc::new(iceberg.clone().for_delete(condition)));
     Ok(Transformed::yes(LogicalPlan::Dml(DmlStatement::new(
         dml.table_name.clone(),

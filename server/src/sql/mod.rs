@@ -4,6 +4,7 @@
 //!   SQL text ──► time_travel.rs (FOR VERSION / TIMESTAMP AS OF ──► table@snapshot)
 //!            ──► statement.rs: parse, plan (DataFusion's planner, or ours for ddl.rs), run
 //!                  DELETE ──► delete.rs (the condition as written, checked)
+//!                  UPDATE, MERGE, merge-on-read DELETE ──► row_change.rs (a change stream)
 //! ```
 //!
 //! Used by the Flight SQL service (`flight/planner.rs`, `flight/execution.rs`), the CLI and the
@@ -11,6 +12,7 @@
 
 pub mod ddl;
 pub mod delete;
+pub mod row_change;
 pub mod statement;
 pub mod time_travel;
 

@@ -85,6 +85,7 @@ fn reads_tables(statement: &Statement) -> bool {
                 | Sql::Insert(_)
                 | Sql::Delete(_)
                 | Sql::Update(_)
+                | Sql::Merge(_)
                 | Sql::ShowColumns { .. }
                 | Sql::ExplainTable { .. }
         ),
@@ -139,6 +140,8 @@ async fn plan_known_statement(ctx: &SessionContext, statement: Statement) -> Res
     };
     let alter = match inner.as_ref() {
         Sql::AlterTable(alter) => alter,
+        Sql::Update(update) => return super::row_change::plan_update(ctx, update).await,
+        Sql::Merge(merge) => return super::row_change::plan_merge(ctx, merge).await,
         // DataFusion replaces a table by dropping it first: a replacement that then fails
         // would lose the table.
         Sql::CreateTable(create) if refused_option(create).is_some() => {

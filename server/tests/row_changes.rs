@@ -1,0 +1,237 @@
+//! `UPDATE`, `MERGE INTO` and `DELETE` in both write modes (copy-on-write, merge-on-read:
+//! Parquet position delete files on a format version 2 table), checked against a model of the
+//! rows kept beside the table, and read back by pyiceberg and DuckDB on the same embedded
+//! catalog; bad input fails as one clear line and commits nothing.
+
+mod common;
+
+use common::{statement_ok as ok, statement_rows as sql, statement_sorted as sorted};
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use datafusion::prelude::SessionContext;
+use serde_json::Value;
+
+/// pyiceberg_rw.py's `command` on `table` of the catalog in `dir`: the rows, as text, sorted.
+fn oracle(dir: &Path, command: &str, table: &str) -> Vec<Vec<String>> {
+    let out = Command::new(common::python())
+        .arg(common::repo_root().join("tests/fixtures/pyiceberg_rw.py"))
+        .arg("--catalog-db")
+        .arg(dir.join("catalog.db"))
+        .arg("--warehouse")
+        .arg(dir.join("warehouse"))
+        .args([command, table])
+        .output()
+        .expect("run pyiceberg_rw.py");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let first = String::from_utf8(out.stdout).unwrap();
+    let read: Value = serde_json::from_str(first.lines().next().unwrap()).unwrap();
+    let mut rows: Vec<Vec<String>> = read["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            r.as_array()
+                .unwrap()
+                .iter()
+                .map(common::json_text)
+                .collect()
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+/// The model: rows by id, `(part, v)`, `v` NULL as `None`.
+type Model = BTreeMap<i64, (String, Option<i64>)>;
+
+/// The model's rows as the tables print them, sorted as text.
+fn rows(model: &Model) -> Vec<Vec<String>> {
+    let mut out: Vec<Vec<String>> = model
+        .iter()
+        .map(|(id, (part, v))| {
+            vec![
+                id.to_string(),
+                part.clone(),
+                v.map_or("NULL".to_string(), |v| v.to_string()),
+            ]
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// The last snapshot's operation and its added / removed data and delete file counts.
+async fn last_snapshot(ctx: &SessionContext, table: &str) -> Vec<String> {
+    ok(
+        ctx,
+        &format!(
+            "SELECT operation, summary['added-data-files'], summary['deleted-data-files'], \
+             summary['added-delete-files'] FROM \"{table}$snapshots\" \
+             ORDER BY committed_at DESC, snapshot_id LIMIT 1"
+        ),
+    )
+    .await
+    .remove(0)
+}
+
+async fn snapshot_count(ctx: &SessionContext, table: &str) -> Vec<Vec<String>> {
+    ok(ctx, &format!("SELECT count(*) FROM \"{table}$snapshots\"")).await
+}
+
+/// The same statements in both modes: the rows equal the model after each, pyiceberg and
+/// DuckDB read them alike, and merge-on-read leaves data files in place and adds delete files
+/// while copy-on-write rewrites the files it hits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn update_merge_and_delete_in_both_modes() {
+    let dir = tempfile::tempdir().unwrap();
+    common::make_history(dir.path());
+    let engine = common::engine(dir.path(), 2).await;
+    let ctx = engine.session(None, Some("history"), &[]).unwrap();
+    for mode in ["copy-on-write", "merge-on-read"] {
+        let t = format!("rc_{}", mode.replace('-', "_"));
+        let name = format!("history.{t}");
+        ok(
+            &ctx,
+            &format!(
+                "CREATE TABLE {t} (id BIGINT NOT NULL, part VARCHAR, v BIGINT) WITH \
+                 (partitioning = ARRAY['part'], 'write.delete.mode' = '{mode}', \
+                 'write.update.mode' = '{mode}', 'write.merge.mode' = '{mode}')"
+            ),
+        )
+        .await;
+        ok(
+            &ctx,
+            &format!(
+                "INSERT INTO {t} VALUES (1, 'a', 10), (2, 'a', 20), (3, 'b', NULL), (4, 'b', 40)"
+            ),
+        )
+        .await;
+        ok(
+            &ctx,
+            &format!("INSERT INTO {t} VALUES (5, 'a', 50), (6, 'c', 60)"),
+        )
+        .await;
+        let mut model: Model = [
+            (1, ("a", Some(10))),
+            (2, ("a", Some(20))),
+            (3, ("b", None)),
+            (4, ("b", Some(40))),
+            (5, ("a", Some(50))),
+            (6, ("c", Some(60))),
+        ]
+        .into_iter()
+        .map(|(id, (p, v))| (id, (p.to_string(), v)))
+        .collect();
+        let check = |model: &Model| {
+            let expected = rows(model);
+            let ctx = ctx.clone();
+            let t = t.clone();
+            let name = name.clone();
+            let dir = dir.path().to_path_buf();
+            async move {
+                assert_eq!(
+                    sorted(&ctx, &format!("SELECT * FROM {t}")).await,
+                    expected,
+                    "{t}"
+                );
+                assert_eq!(oracle(&dir, "read", &name), expected, "pyiceberg, {t}");
+                assert_eq!(oracle(&dir, "duckdb", &name), expected, "duckdb, {t}");
+            }
+        };
+
+        // UPDATE: a NULL condition leaves the row; the count is the rows updated.
+        let n = ok(
+            &ctx,
+            &format!("UPDATE {t} SET v = v + 1, part = 'z' WHERE v > 15"),
+        )
+        .await;
+        for (_, (part, v)) in model.iter_mut() {
+            if v.is_some_and(|v| v > 15) {
+                *v = v.map(|v| v + 1);
+                *part = "z".to_string();
+            }
+        }
+        assert_eq!(n, [["4"]], "{t}");
+        check(&model).await;
+        let last = last_snapshot(&ctx, &t).await;
+        // Four data files (a and b, then a and c) held an updated row; the updated rows,
+        // all in partition z, make one new file.
+        assert_eq!(last[0], "overwrite", "{last:?}");
+        match mode {
+            "copy-on-write" => assert_eq!(last[2], "4", "{last:?}"),
+            _ => {
+                assert_eq!(
+                    last[2], "NULL",
+                    "merge-on-read removes no data file: {last:?}"
+                );
+                assert_eq!(last[3], "4", "one delete file per data file hit: {last:?}");
+            }
+        }
+
+        // MERGE: delete, update and insert in one statement; clauses in order.
+        let n = ok(
+            &ctx,
+            &format!(
+                "MERGE INTO {t} AS t USING (VALUES (1, 'a', NULL), (2, 'q', 7), (7, 'c', 70), \
+                 (8, 'd', NULL)) AS s(id, part, v) ON t.id = s.id \
+                 WHEN MATCHED AND s.v IS NULL THEN DELETE \
+                 WHEN MATCHED THEN UPDATE SET v = s.v * 2 \
+                 WHEN NOT MATCHED AND s.v IS NOT NULL THEN INSERT VALUES (s.id, s.part, s.v)"
+            ),
+        )
+        .await;
+        model.remove(&1);
+        model.get_mut(&2).unwrap().1 = Some(14);
+        model.insert(7, ("c".to_string(), Some(70)));
+        assert_eq!(n, [["3"]], "{t}");
+        check(&model).await;
+
+        // DELETE in the table's mode.
+        let n = ok(&ctx, &format!("DELETE FROM {t} WHERE id IN (3, 4)")).await;
+        model.remove(&3);
+        model.remove(&4);
+        assert_eq!(n, [["2"]], "{t}");
+        check(&model).await;
+        if mode == "merge-on-read" {
+            let last = last_snapshot(&ctx, &t).await;
+            // Row 3 is in the first 'b' file, row 4 (updated) in the 'z' file.
+            assert_eq!(last[0], "delete", "{last:?}");
+            assert_eq!(last[3], "2", "{last:?}");
+        }
+
+        // Bad input: one clear line, nothing committed.
+        let before = snapshot_count(&ctx, &t).await;
+        for (text, says) in [
+            (
+                format!(
+                    "MERGE INTO {t} USING (VALUES (2), (2)) AS s(id) ON {t}.id = s.id \
+                     WHEN MATCHED THEN UPDATE SET v = 0"
+                ),
+                "more than one source row",
+            ),
+            (format!("UPDATE {t} SET nope = 1"), "no column nope"),
+            (format!("UPDATE {t} SET v = 1, v = 2"), "set twice"),
+            (format!("UPDATE {t} SET id = NULL WHERE id = 2"), "id"),
+            (format!("UPDATE {t} SET v = 'x' WHERE id = 2"), "x"),
+        ] {
+            let err = sql(&ctx, &text).await.unwrap_err();
+            let status = iceflight::flight::status::to_status(err);
+            assert_eq!(
+                status.code(),
+                tonic::Code::InvalidArgument,
+                "{text}: {status}"
+            );
+            assert!(status.message().contains(says), "{text}: {status}");
+            assert!(!status.message().contains('\n'), "{text}: {status}");
+        }
+        assert_eq!(snapshot_count(&ctx, &t).await, before, "{t}");
+        check(&model).await;
+    }
+}
