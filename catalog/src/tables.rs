@@ -24,6 +24,7 @@ use datafusion::datasource::{MemTable, TableType};
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use futures::StreamExt;
+use iceberg::spec::FormatVersion;
 use iceberg::table::Table;
 use iceberg::{Catalog, TableCreation, TableIdent};
 use iceflight_scan::write::sink::append_rows;
@@ -81,11 +82,27 @@ pub async fn create_empty(
         .partition_spec_opt(spec)
         .sort_order_opt(order)
         .properties(layout.properties.iter().cloned())
+        .format_version(match layout.format_version {
+            Some(1) => FormatVersion::V1,
+            Some(3) => FormatVersion::V3,
+            _ => FormatVersion::V2,
+        })
         .build();
-    catalog
+    let asked = creation.format_version;
+    let table = catalog
         .create_table(ident.namespace(), creation)
         .await
-        .map_err(to_df_error)
+        .map_err(to_df_error)?;
+    let got = table.metadata().format_version();
+    if got != asked {
+        // iceberg 0.10.1's REST client does not send the format version.
+        let _ = catalog.drop_table(ident).await;
+        return plan_err!(
+            "table {ident}: the catalog created a format {got} table, not the {asked} asked for; \
+             nothing was created"
+        );
+    }
+    Ok(table)
 }
 
 /// Appends the rows of `data` to `table` in one snapshot; returns the rows written. The
@@ -234,6 +251,8 @@ pub struct TableLayout {
     /// Sort fields: `col [ASC|DESC] [NULLS FIRST|NULLS LAST]` (ascending, nulls first by
     /// default, as Iceberg's).
     pub sorted_by: Vec<String>,
+    /// The table format version asked for (`format_version = 3`); `None`: 2.
+    pub format_version: Option<u8>,
     /// Iceberg table properties given by their own names (`'write.delete.mode' =
     /// 'merge-on-read'`, as DuckDB and Spark take them), sorted by key.
     pub properties: Vec<(String, String)>,

@@ -94,14 +94,20 @@ async fn update_merge_and_delete_in_both_modes() {
     common::make_history(dir.path());
     let engine = common::engine(dir.path(), 2).await;
     let ctx = engine.session(None, Some("history"), &[]).unwrap();
-    for mode in ["copy-on-write", "merge-on-read"] {
-        let t = format!("rc_{}", mode.replace('-', "_"));
+    for (mode, version) in [
+        ("copy-on-write", 2),
+        ("merge-on-read", 2),
+        ("merge-on-read", 3),
+        ("copy-on-write", 3),
+    ] {
+        let t = format!("rc_{}_v{version}", mode.replace('-', "_"));
         let name = format!("history.{t}");
         ok(
             &ctx,
             &format!(
                 "CREATE TABLE {t} (id BIGINT NOT NULL, part VARCHAR, v BIGINT) WITH \
-                 (partitioning = ARRAY['part'], 'write.delete.mode' = '{mode}', \
+                 (partitioning = ARRAY['part'], format_version = {version}, \
+                 'write.delete.mode' = '{mode}', \
                  'write.update.mode' = '{mode}', 'write.merge.mode' = '{mode}')"
             ),
         )
@@ -172,6 +178,14 @@ async fn update_merge_and_delete_in_both_modes() {
                     "merge-on-read removes no data file: {last:?}"
                 );
                 assert_eq!(last[3], "4", "one delete file per data file hit: {last:?}");
+                // v2: Parquet position delete files; v3: deletion vectors in Puffin files.
+                let formats = ok(
+                    &ctx,
+                    &format!("SELECT DISTINCT file_format FROM \"{t}$files\" WHERE content = 1"),
+                )
+                .await;
+                let format = if version == 2 { "PARQUET" } else { "PUFFIN" };
+                assert_eq!(formats, [[format]], "{t}");
             }
         }
 

@@ -51,6 +51,20 @@ pub(crate) async fn plan_create_with(
         match key.value.to_lowercase().as_str() {
             "partitioning" => layout.partitioning = strings("partitioning", value)?,
             "sorted_by" => layout.sorted_by = strings("sorted_by", value)?,
+            // Trino's name, and Iceberg's (DuckDB's `'format-version' = '3'`).
+            "format_version" | "format-version" => {
+                let text = value.to_string();
+                layout.format_version = match text.trim_matches('\'') {
+                    "1" => Some(1),
+                    "2" => Some(2),
+                    "3" => Some(3),
+                    _ => {
+                        return plan_err!(
+                            "table property format_version takes 1, 2 or 3, not {value}"
+                        );
+                    }
+                };
+            }
             // Iceberg's own properties by name, as DuckDB and Spark take them; the write
             // modes are those a user sets at creation (`scan/src/write/write_mode.rs`).
             name @ ("write.delete.mode" | "write.update.mode" | "write.merge.mode") => {
@@ -70,8 +84,8 @@ pub(crate) async fn plan_create_with(
             }
             other => {
                 return plan_err!(
-                    "table property {other} is not supported (partitioning, sorted_by and the \
-                     write modes write.delete.mode, write.update.mode, write.merge.mode are)"
+                    "table property {other} is not supported (partitioning, sorted_by, format_version \
+                     and the write modes write.delete.mode, write.update.mode, write.merge.mode are)"
                 );
             }
         }
