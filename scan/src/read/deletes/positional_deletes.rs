@@ -37,6 +37,9 @@ pub const POS_ID: i32 = 2147483545;
 /// Deleted positions by data file path, of one delete file.
 type ByDataFile = HashMap<String, Vec<u64>>;
 
+/// Deletion vectors read, by (Puffin path, data file path): sorted positions.
+type Vectors = HashMap<(String, String), Arc<Vec<u64>>>;
+
 /// Positional delete files of one scan, each loaded on first use.
 #[derive(Debug, Default)]
 pub struct PositionalDeletes {
@@ -44,7 +47,7 @@ pub struct PositionalDeletes {
     index: Arc<FileMetricsIndex>,
     loaded: Mutex<HashMap<String, Arc<ByDataFile>>>,
     /// Deletion vectors by (Puffin path, data file path), sorted positions.
-    vectors: Mutex<HashMap<(String, String), Arc<Vec<u64>>>>,
+    vectors: Mutex<Vectors>,
 }
 
 impl PositionalDeletes {
