@@ -1,7 +1,9 @@
 //! What iceflight needs of Iceberg that iceberg 0.10.1 keeps private or lacks: the
-//! [`commit`] of snapshots its transactions cannot produce (an overwrite that removes data
-//! files), behind the [`commit::CommitCatalog`] trait the catalogs implement, and
-//! [`time_travel`] (a table read at another snapshot). Below `iceflight-catalog` and
+//! [`commit`] of snapshots its transactions cannot produce (row-level changes: data files
+//! removed and added, delete files added, deletion vectors replaced), behind the
+//! [`commit::CommitCatalog`] trait the catalogs implement, the [`deletion_vector`] blob
+//! (Puffin `deletion-vector-v1`, read and written), and [`time_travel`] (a table read at
+//! another snapshot). Below `iceflight-catalog` and
 //! `iceflight-scan`; it goes away once iceberg can write overwrite snapshots itself.
 
 pub mod commit;
