@@ -9,43 +9,13 @@ use common::{statement_ok as ok, statement_rows as sql, statement_sorted as sort
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
 
 use datafusion::prelude::SessionContext;
-use serde_json::Value;
 
-/// pyiceberg_rw.py's `command` on `table` of the catalog in `dir`: the rows, as text, sorted.
+/// pyiceberg_rw.py's `command` (`read`: pyiceberg, `duckdb`: DuckDB) on `table` of the catalog
+/// in `dir`: the rows, as text, sorted.
 fn oracle(dir: &Path, command: &str, table: &str) -> Vec<Vec<String>> {
-    let out = Command::new(common::python())
-        .arg(common::repo_root().join("tests/fixtures/pyiceberg_rw.py"))
-        .arg("--catalog-db")
-        .arg(dir.join("catalog.db"))
-        .arg("--warehouse")
-        .arg(dir.join("warehouse"))
-        .args([command, table])
-        .output()
-        .expect("run pyiceberg_rw.py");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let first = String::from_utf8(out.stdout).unwrap();
-    let read: Value = serde_json::from_str(first.lines().next().unwrap()).unwrap();
-    let mut rows: Vec<Vec<String>> = read["rows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| {
-            r.as_array()
-                .unwrap()
-                .iter()
-                .map(common::json_text)
-                .collect()
-        })
-        .collect();
-    rows.sort();
-    rows
+    common::oracle_rows(&common::pyiceberg_rw(dir, &[command, table])[0])
 }
 
 /// The model: rows by id, `(part, v)`, `v` NULL as `None`.

@@ -6,13 +6,12 @@
 
 mod common;
 
-use common::{statement_ok as ok, statement_rows as sql, statement_sorted as sorted};
+use common::{oracle_rows, statement_ok as ok, statement_rows as sql, statement_sorted as sorted};
 
 use std::path::Path;
 
 use datafusion::prelude::SessionContext;
 use iceflight::session::Engine;
-use std::process::Command;
 
 use serde_json::Value;
 
@@ -28,25 +27,7 @@ async fn history_session() -> (tempfile::TempDir, Engine, SessionContext) {
 
 /// pyiceberg's command `args` on the catalog in `dir`; its stdout lines.
 fn pyiceberg(dir: &Path, args: &[&str]) -> Vec<String> {
-    let out = Command::new(common::python())
-        .arg(common::repo_root().join("tests/fixtures/pyiceberg_rw.py"))
-        .arg("--catalog-db")
-        .arg(dir.join("catalog.db"))
-        .arg("--warehouse")
-        .arg(dir.join("warehouse"))
-        .args(args)
-        .output()
-        .expect("run pyiceberg_rw.py");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(str::to_string)
-        .collect()
+    common::pyiceberg_rw(dir, args)
 }
 
 /// pyiceberg's rows of `table`, each as text (NULL for None), sorted as text.
@@ -76,25 +57,6 @@ async fn unimplemented(ctx: &SessionContext, text: &str) -> tonic::Status {
         "{text}: {status}"
     );
     status
-}
-
-/// The rows of a `pyiceberg_rw.py` JSON line, each as text (NULL for None), sorted as text.
-fn oracle_rows(line: &str) -> Vec<Vec<String>> {
-    let read: Value = serde_json::from_str(line).unwrap();
-    let mut rows: Vec<Vec<String>> = read["rows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| {
-            r.as_array()
-                .unwrap()
-                .iter()
-                .map(common::json_text)
-                .collect()
-        })
-        .collect();
-    rows.sort();
-    rows
 }
 
 /// `CREATE TABLE`, `INSERT … VALUES` and `INSERT … SELECT` write what pyiceberg then reads; a

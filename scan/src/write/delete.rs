@@ -60,7 +60,7 @@ use crate::model::iceberg_error::external;
 use crate::plan::planned::assemble;
 use crate::plan::planner::ScanPlanner;
 use crate::read::caches::ScanCaches;
-use crate::write::row_change::only_appended;
+use crate::write::row_change::{only_appended, without_empty};
 use crate::write::sink::write_data_files;
 use iceflight_iceberg::commit::{CommitCatalog, overwrite};
 
@@ -330,10 +330,7 @@ async fn rewrite(
         Box::pin(RecordBatchStreamAdapter::new(out_schema, filtered))
     };
     let (written, _) = write_data_files(planner.table(), survivors).await?;
-    let (empty, added): (Vec<_>, Vec<_>) = written.into_iter().partition(|f| f.record_count() == 0);
-    for file in empty {
-        let _ = planner.table().file_io().delete(file.file_path()).await;
-    }
+    let added = without_empty(planner.table(), written).await;
     let deleted_rows = read.load(Ordering::Relaxed) - kept.load(Ordering::Relaxed);
     Ok(Some(Rewrite {
         removed,

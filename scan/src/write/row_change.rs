@@ -365,11 +365,7 @@ impl RowChangeSink {
         });
         let survivors = Box::pin(RecordBatchStreamAdapter::new(out_schema, survivors));
         let (written, _) = write_data_files(table, survivors).await?;
-        let (empty, added): (Vec<_>, Vec<_>) =
-            written.into_iter().partition(|f| f.record_count() == 0);
-        for file in empty {
-            let _ = table.file_io().delete(file.file_path()).await;
-        }
+        let added = without_empty(table, written).await;
         Ok(FileChanges {
             removed_data_files: removed,
             added_data_files: added,
@@ -421,6 +417,19 @@ impl RowChangeSink {
             "other writers committed {REBASES} times in a row before this statement could"
         )))
     }
+}
+
+/// `written` without its files of no rows, which are deleted from storage (a writer may close
+/// a file it wrote nothing to).
+pub async fn without_empty(
+    table: &Table,
+    written: Vec<iceberg::spec::DataFile>,
+) -> Vec<iceberg::spec::DataFile> {
+    let (empty, kept): (Vec<_>, Vec<_>) = written.into_iter().partition(|f| f.record_count() == 0);
+    for file in empty {
+        let _ = table.file_io().delete(file.file_path()).await;
+    }
+    kept
 }
 
 /// Deletes the files at `paths` (written by a change that is not committed; best effort:

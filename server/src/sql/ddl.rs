@@ -169,6 +169,18 @@ impl Names {
         ))
     }
 
+    /// A table name as written (not resolved to the default catalog and schema): what the
+    /// columns of a table named without an alias are qualified by.
+    pub(crate) fn reference(
+        &self,
+        name: &datafusion::sql::sqlparser::ast::ObjectName,
+    ) -> Result<datafusion::common::TableReference> {
+        datafusion::sql::planner::object_name_to_table_reference(
+            name.clone(),
+            self.options.sql_parser.enable_ident_normalization,
+        )
+    }
+
     /// A column name.
     pub(crate) fn ident(&self, ident: &datafusion::sql::sqlparser::ast::Ident) -> String {
         match ident.quote_style {

@@ -35,8 +35,8 @@ use datafusion::logical_expr::{
 };
 use datafusion::prelude::SessionContext;
 use datafusion::sql::sqlparser::ast::{
-    Assignment, AssignmentTarget, Merge, MergeAction, MergeClauseKind, MergeInsertKind, ObjectName,
-    TableFactor, TableWithJoins, Update,
+    Assignment, AssignmentTarget, Ident, Merge, MergeAction, MergeClauseKind, MergeInsertKind,
+    ObjectName, TableFactor, TableWithJoins, Update,
 };
 use iceflight_scan::IcebergTableProvider;
 use iceflight_scan::model::metadata_columns::{FILE_PATH, ROW_POSITION};
@@ -59,7 +59,7 @@ impl Target {
     async fn resolve(
         ctx: &SessionContext,
         name: &ObjectName,
-        alias: Option<&str>,
+        alias: Option<&Ident>,
         operation: RowOperation,
     ) -> Result<Self> {
         let names = Names::of(ctx);
@@ -77,15 +77,8 @@ impl Target {
             );
         };
         let qualifier = match alias {
-            Some(alias) => TableReference::bare(alias),
-            None => datafusion::sql::planner::object_name_to_table_reference(
-                name.clone(),
-                ctx.state()
-                    .config()
-                    .options()
-                    .sql_parser
-                    .enable_ident_normalization,
-            )?,
+            Some(alias) => TableReference::bare(names.ident(alias)),
+            None => names.reference(name)?,
         };
         Ok(Self {
             reference,
@@ -225,13 +218,13 @@ fn position_columns(target: &Target, change: Expr) -> [Expr; 3] {
 }
 
 /// The target of an `UPDATE` / `DELETE`: one plain table.
-fn single_table(table: &TableWithJoins, keyword: &str) -> Result<(ObjectName, Option<String>)> {
+fn single_table(table: &TableWithJoins, keyword: &str) -> Result<(ObjectName, Option<Ident>)> {
     if !table.joins.is_empty() {
         return not_impl_err!("{keyword} with a join is not supported");
     }
     match &table.relation {
         TableFactor::Table { name, alias, .. } => {
-            Ok((name.clone(), alias.as_ref().map(|a| a.name.value.clone())))
+            Ok((name.clone(), alias.as_ref().map(|a| a.name.clone())))
         }
         other => not_impl_err!("{keyword} of {other} is not supported: name a table"),
     }
@@ -251,7 +244,7 @@ pub async fn plan_update(ctx: &SessionContext, update: &Update) -> Result<Logica
         return not_impl_err!("UPDATE with LIMIT or ORDER BY is not supported");
     }
     let (name, alias) = single_table(&update.table, "UPDATE")?;
-    let target = Target::resolve(ctx, &name, alias.as_deref(), RowOperation::Update).await?;
+    let target = Target::resolve(ctx, &name, alias.as_ref(), RowOperation::Update).await?;
     let mut builder = target.scan()?;
     let schema = builder.schema().as_ref().clone();
     if let Some(selection) = &update.selection {
@@ -313,7 +306,7 @@ pub async fn plan_merge(ctx: &SessionContext, merge: &Merge) -> Result<LogicalPl
     let target = Target::resolve(
         ctx,
         name,
-        alias.as_ref().map(|a| a.name.value.as_str()),
+        alias.as_ref().map(|a| &a.name),
         RowOperation::Merge,
     )
     .await?;
@@ -326,14 +319,7 @@ pub async fn plan_merge(ctx: &SessionContext, merge: &Merge) -> Result<LogicalPl
         TableFactor::Table {
             alias: None, name, ..
         } => LogicalPlanBuilder::from(source)
-            .alias(datafusion::sql::planner::object_name_to_table_reference(
-                name.clone(),
-                ctx.state()
-                    .config()
-                    .options()
-                    .sql_parser
-                    .enable_ident_normalization,
-            )?)?
+            .alias(Names::of(ctx).reference(name)?)?
             .build()?,
         _ => source,
     };

@@ -456,3 +456,42 @@ pub async fn running_queries(
     let status: serde_json::Value = serde_json::from_slice(&body).unwrap();
     status["running_queries"].as_u64().unwrap()
 }
+
+/// `tests/fixtures/pyiceberg_rw.py`'s command `args` on the embedded catalog in `dir`; its
+/// stdout lines.
+#[allow(dead_code)]
+pub fn pyiceberg_rw(dir: &Path, args: &[&str]) -> Vec<String> {
+    let out = std::process::Command::new(python())
+        .arg(repo_root().join("tests/fixtures/pyiceberg_rw.py"))
+        .arg("--catalog-db")
+        .arg(dir.join("catalog.db"))
+        .arg("--warehouse")
+        .arg(dir.join("warehouse"))
+        .args(args)
+        .output()
+        .expect("run pyiceberg_rw.py");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// The rows of a `pyiceberg_rw.py` JSON line, each as text (NULL for None), sorted as text.
+#[allow(dead_code)]
+pub fn oracle_rows(line: &str) -> Vec<Vec<String>> {
+    let read: serde_json::Value = serde_json::from_str(line).unwrap();
+    let mut rows: Vec<Vec<String>> = read["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_array().unwrap().iter().map(json_text).collect())
+        .collect();
+    rows.sort();
+    rows
+}
