@@ -39,6 +39,8 @@ pub struct ScanPlanner {
     schema: SchemaRef,
     /// `schema` without field metadata: what DataFusion sees (`model/output.rs`).
     plain: SchemaRef,
+    /// `schema` ends with the metadata columns `_file`, `_pos` ([`Self::with_row_positions`]).
+    row_positions: bool,
 }
 
 impl ScanPlanner {
@@ -51,18 +53,41 @@ impl ScanPlanner {
             catalog: None,
             plain: Arc::new(crate::model::output::plain_schema(&schema)),
             schema: Arc::new(schema),
+            row_positions: false,
         })
+    }
+
+    /// A planner of `table` (the same table at another snapshot) with this one's catalog and
+    /// metadata columns.
+    ///
+    /// Errors: as [`Self::try_new`].
+    pub fn at(&self, table: Table) -> Result<Self> {
+        let mut planner = Self::try_new(table)?;
+        planner.catalog = self.catalog.clone();
+        Ok(match self.row_positions {
+            true => planner.with_row_positions(),
+            false => planner,
+        })
+    }
+
+    /// The configured catalog the table was loaded from, if named.
+    pub fn catalog(&self) -> Option<&str> {
+        self.catalog.as_deref()
     }
 
     /// The same planner with the metadata columns `_file` and `_pos` after the table's columns
     /// (`model/metadata_columns.rs`): what a row-level change reads to name the rows it deletes.
     pub fn with_row_positions(mut self) -> Self {
+        if self.row_positions {
+            return self;
+        }
         let mut fields: Vec<arrow::datatypes::FieldRef> = self.schema.fields().to_vec();
         fields.extend(metadata_columns::fields().map(Arc::new));
         let schema =
             arrow::datatypes::Schema::new_with_metadata(fields, self.schema.metadata().clone());
         self.plain = Arc::new(crate::model::output::plain_schema(&schema));
         self.schema = Arc::new(schema);
+        self.row_positions = true;
         self
     }
 

@@ -121,6 +121,19 @@ impl IcebergTableProvider {
         }
     }
 
+    /// The same provider over `table`, the same table at another snapshot (metadata columns,
+    /// catalog and writes kept; statistics dropped).
+    ///
+    /// Errors: a schema without an Arrow form.
+    pub fn at(&self, table: Table) -> Result<Self> {
+        Ok(Self {
+            planner: self.planner.at(table)?,
+            statistics: None,
+            writes: self.writes.clone(),
+            delete_condition: None,
+        })
+    }
+
     /// The catalog writes commit through; `None` for a table read at a past snapshot.
     pub fn writes(&self) -> Option<&Arc<dyn CommitCatalog>> {
         self.writes.as_ref()

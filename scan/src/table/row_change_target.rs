@@ -16,8 +16,14 @@ use datafusion::logical_expr::dml::InsertOp;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
 
+use datafusion::catalog::default_table_source::{provider_as_source, source_as_provider};
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::execution::session_state::SessionState;
+use datafusion::logical_expr::LogicalPlan;
+
+use crate::plan::planner::ScanPlanner;
 use crate::table::provider::IcebergTableProvider;
-use crate::write::row_change::{RowChangeSink, change_schema};
+use crate::write::row_change::{ReplanFn, Rerun, RowChangeSink, change_schema};
 use crate::write::write_mode::RowOperation;
 
 /// One statement's row changes to one table (module docs).
@@ -26,6 +32,8 @@ pub struct RowChangeTarget {
     table: IcebergTableProvider,
     operation: RowOperation,
     schema: SchemaRef,
+    /// The change stream as planned, to plan again on a newer snapshot after a conflict.
+    input: Option<LogicalPlan>,
 }
 
 impl RowChangeTarget {
@@ -47,7 +55,16 @@ impl RowChangeTarget {
             table,
             operation,
             schema,
+            input: None,
         })
+    }
+
+    /// Keeps `input`, the change stream's logical plan, so that a statement another writer
+    /// raced is run again on the new snapshot (`write/row_change.rs`, "Concurrency"): every
+    /// scan of this table in it is then read at that snapshot.
+    pub fn with_input(mut self, input: LogicalPlan) -> Self {
+        self.input = Some(input);
+        self
     }
 
     /// The statement this target applies.
@@ -92,18 +109,53 @@ impl TableProvider for RowChangeTarget {
     /// Applies the change stream `input` (module docs); one row out, the rows changed.
     async fn insert_into(
         &self,
-        _state: &dyn Session,
+        state: &dyn Session,
         input: Arc<dyn ExecutionPlan>,
         _insert_op: InsertOp,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let Some(catalog) = self.table.writes() else {
             return plan_err!("{} is read-only here", self.table.table().identifier());
         };
-        let sink = RowChangeSink::try_new(
+        let mut sink = RowChangeSink::try_new(
             Arc::clone(catalog),
             self.table.planner().clone(),
             self.operation,
         )?;
+        if let (Some(plan), Some(state)) =
+            (&self.input, state.as_any().downcast_ref::<SessionState>())
+        {
+            let plan = plan.clone();
+            let ident = self.table.table().identifier().clone();
+            let replan: ReplanFn =
+                Arc::new(move |planner: &ScanPlanner| at_snapshot(plan.clone(), &ident, planner));
+            sink = sink.with_rerun(Rerun::new(state.clone(), replan));
+        }
         Ok(Arc::new(DataSinkExec::new(input, Arc::new(sink), None)))
     }
+}
+
+/// `plan` with every scan of table `ident` reading the snapshot `planner` holds (the scans keep
+/// their metadata columns and catalog).
+fn at_snapshot(
+    plan: LogicalPlan,
+    ident: &iceberg::TableIdent,
+    planner: &ScanPlanner,
+) -> Result<LogicalPlan> {
+    plan.transform_up(|node| {
+        let LogicalPlan::TableScan(scan) = &node else {
+            return Ok(Transformed::no(node));
+        };
+        let provider = source_as_provider(&scan.source)?;
+        let Some(iceberg) = provider.downcast_ref::<IcebergTableProvider>() else {
+            return Ok(Transformed::no(node));
+        };
+        if iceberg.table().identifier() != ident {
+            return Ok(Transformed::no(node));
+        }
+        let moved = iceberg.at(planner.table().clone())?;
+        let mut scan = scan.clone();
+        scan.source = provider_as_source(Arc::new(moved));
+        Ok(Transformed::yes(LogicalPlan::TableScan(scan)))
+    })
+    .map(|t| t.data)
 }

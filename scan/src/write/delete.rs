@@ -60,13 +60,9 @@ use crate::model::iceberg_error::external;
 use crate::plan::planned::assemble;
 use crate::plan::planner::ScanPlanner;
 use crate::read::caches::ScanCaches;
-use crate::write::row_change::{only_appended, without_empty};
+use crate::write::row_change::{RUNS, only_appended, without_empty};
 use crate::write::sink::write_data_files;
 use iceflight_iceberg::commit::{CommitCatalog, overwrite};
-
-/// Runs of the statement (reading and rewriting files) before a table that keeps changing under
-/// it in ways other than appends is given up on.
-const RUNS: usize = 4;
 
 /// Commits of one run's files on top of other writers' appends before the statement gives up.
 const REBASES: usize = 32;

@@ -21,9 +21,11 @@
 //! (same schema and spec), the same changes are committed on top of them: appends read
 //! nothing, so the statement is serialized before them (Iceberg's Java `RowDelta` validates
 //! the same way: a concurrent append does not conflict with a delete). Anything else — a
-//! delete, an overwrite, a schema change — may have changed the rows this statement read: its
-//! written files are dropped and it fails with [`WriteConflict`] (`Aborted` at the edge), for
-//! the session to run it again on the new snapshot.
+//! delete, an overwrite — may have changed the rows this statement read: its written files
+//! are dropped and the statement runs again on the new snapshot (its change stream planned
+//! again, [`Rerun`]), up to [`RUNS`] runs; then, or when the table's columns changed, it fails
+//! with [`WriteConflict`] (`Aborted` at the edge). Nothing is ever half committed: a run's
+//! files are committed in one snapshot or dropped.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -35,9 +37,14 @@ use arrow::datatypes::{DataType, Field, Int8Type, Int64Type, Schema, SchemaRef};
 use async_trait::async_trait;
 use datafusion::common::{Result, exec_err, internal_err};
 use datafusion::datasource::sink::DataSink;
+use datafusion::execution::session_state::SessionState;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan};
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties,
+};
 use futures::StreamExt;
 use iceberg::ErrorKind;
 use iceberg::spec::{DataContentType, Operation};
@@ -68,6 +75,10 @@ pub const UPDATE: i8 = 2;
 /// Commits of one statement's changes on top of other writers' appends before it gives up.
 const REBASES: usize = 32;
 
+/// Runs of a statement (reading and writing files) before a table that keeps changing under it
+/// in ways other than appends is given up on (`WriteConflict`).
+pub const RUNS: usize = 4;
+
 /// The change stream's schema for a table whose columns (as DataFusion sees them) are
 /// `columns`: those columns, nullable (a deleted row carries no values), then `_file`, `_pos`
 /// and `_change`.
@@ -92,6 +103,41 @@ pub struct RowChangeSink {
     operation: RowOperation,
     mode: WriteMode,
     schema: SchemaRef,
+    /// How to read the changes again on a newer snapshot; `None`: a conflict ends the
+    /// statement.
+    rerun: Option<Rerun>,
+}
+
+/// How to run a statement again on a newer snapshot of its table: the change stream planned
+/// again (`plan`, the statement's logical plan over the table as `planner` has it) in the
+/// session it was planned in.
+pub struct Rerun {
+    state: SessionState,
+    plan: ReplanFn,
+}
+
+/// The statement's change stream as a logical plan over the table at another snapshot.
+pub type ReplanFn = Arc<dyn Fn(&ScanPlanner) -> Result<LogicalPlan> + Send + Sync>;
+
+impl Rerun {
+    /// A rerun planning `plan` in `state`.
+    pub fn new(state: SessionState, plan: ReplanFn) -> Self {
+        Self { state, plan }
+    }
+
+    /// The change stream of the statement over `planner`'s snapshot, one partition.
+    async fn stream(
+        &self,
+        planner: &ScanPlanner,
+        context: &Arc<TaskContext>,
+    ) -> Result<SendableRecordBatchStream> {
+        let logical = (self.plan)(planner)?;
+        let mut physical = self.state.create_physical_plan(&logical).await?;
+        if physical.output_partitioning().partition_count() > 1 {
+            physical = Arc::new(CoalescePartitionsExec::new(physical));
+        }
+        physical.execute(0, Arc::clone(context))
+    }
 }
 
 impl fmt::Debug for RowChangeSink {
@@ -122,7 +168,15 @@ impl RowChangeSink {
             operation,
             mode,
             schema,
+            rerun: None,
         })
+    }
+
+    /// Runs the statement again through `rerun` when another writer changed what it read
+    /// (module docs), up to [`RUNS`] runs in all.
+    pub fn with_rerun(mut self, rerun: Rerun) -> Self {
+        self.rerun = Some(rerun);
+        self
     }
 }
 
@@ -152,14 +206,81 @@ impl DataSink for RowChangeSink {
         data: SendableRecordBatchStream,
         context: &Arc<TaskContext>,
     ) -> Result<u64> {
-        let table = self.planner.table();
-        let columns = self.planner.plain_schema().fields().len();
+        let mut planner = self.planner.clone();
+        let mut data = Some(data);
+        for run in 1..=RUNS {
+            let stream = match data.take() {
+                Some(stream) => stream,
+                None => match &self.rerun {
+                    Some(rerun) => rerun.stream(&planner, context).await?,
+                    None => return internal_err!("a change stream to run again and no plan"),
+                },
+            };
+            match self.apply(&planner, stream, context).await? {
+                Applied::Committed(changed) => return Ok(changed),
+                Applied::Conflict(now, reason) => {
+                    let ident = planner.table().identifier().clone();
+                    let rerun = self.rerun.is_some() && run < RUNS;
+                    let next = planner.at(now)?;
+                    if !rerun || next.plain_schema() != planner.plain_schema() {
+                        let reason = match rerun {
+                            true => "the table's columns changed under it".to_string(),
+                            false if run == RUNS => format!(
+                                "the table changed under the statement {RUNS} times ({reason})"
+                            ),
+                            false => reason,
+                        };
+                        return Err(WriteConflict {
+                            statement: self.operation.keyword().to_string(),
+                            table: ident.to_string(),
+                            reason,
+                        }
+                        .into_error());
+                    }
+                    tracing::info!(
+                        table = %ident,
+                        statement = self.operation.keyword(),
+                        run,
+                        %reason,
+                        "another writer changed the table first: running the statement again"
+                    );
+                    planner = next;
+                }
+            }
+        }
+        internal_err!(
+            "{} ran {RUNS} times without an outcome",
+            self.operation.keyword()
+        )
+    }
+}
+
+/// How one run of the statement ended.
+enum Applied {
+    /// Committed (or nothing to commit): the rows changed.
+    Committed(u64),
+    /// Another writer changed what the statement read: the table now, and what happened. The
+    /// run's files are dropped.
+    Conflict(Table, String),
+}
+
+impl RowChangeSink {
+    /// One run: reads `data` (a change stream of `planner`'s table), writes its files and
+    /// commits them (module docs).
+    async fn apply(
+        &self,
+        planner: &ScanPlanner,
+        data: SendableRecordBatchStream,
+        context: &Arc<TaskContext>,
+    ) -> Result<Applied> {
+        let table = planner.table();
+        let columns = planner.plain_schema().fields().len();
         let state = Arc::new(Mutex::new(Collected::default()));
         // New rows go to data files while the stream is read; positions are collected.
         let inserts = {
             let state = Arc::clone(&state);
             let operation = self.operation;
-            let table_schema = Arc::clone(self.planner.plain_schema());
+            let table_schema = Arc::clone(planner.plain_schema());
             let out_schema = Arc::clone(&table_schema);
             let rows = data.map(move |batch| {
                 let batch = batch?;
@@ -169,20 +290,16 @@ impl DataSink for RowChangeSink {
             Box::pin(RecordBatchStreamAdapter::new(out_schema, rows))
         };
         let (added, _) = write_data_files(table, inserts).await?;
+        let added = without_empty(table, added).await;
         let collected = std::mem::take(&mut *state.lock().expect("change state lock"));
-        let (empty, added): (Vec<_>, Vec<_>) =
-            added.into_iter().partition(|f| f.record_count() == 0);
-        for file in empty {
-            let _ = table.file_io().delete(file.file_path()).await;
-        }
         let mut changes = FileChanges {
             added_data_files: added,
             ..FileChanges::default()
         };
         if !collected.deleted.is_empty() {
             let written = match self.mode {
-                WriteMode::MergeOnRead => self.merge_on_read(&collected.deleted, context).await,
-                WriteMode::CopyOnWrite => self.copy_on_write(&collected.deleted, context).await,
+                WriteMode::MergeOnRead => merge_on_read(planner, &collected.deleted, context).await,
+                WriteMode::CopyOnWrite => copy_on_write(planner, &collected.deleted, context).await,
             };
             match written {
                 Ok(written) => {
@@ -198,10 +315,12 @@ impl DataSink for RowChangeSink {
             }
         }
         if changes.is_empty() {
-            return Ok(collected.changed);
+            return Ok(Applied::Committed(collected.changed));
         }
-        self.commit(changes).await?;
-        Ok(collected.changed)
+        Ok(match self.commit(planner, changes).await? {
+            None => Applied::Committed(collected.changed),
+            Some((now, reason)) => Applied::Conflict(now, reason),
+        })
     }
 }
 
@@ -275,120 +394,117 @@ impl Collected {
     }
 }
 
-impl RowChangeSink {
-    /// Merge-on-read: delete files for `deleted` (`delete_files.rs`).
-    async fn merge_on_read(
-        &self,
-        deleted: &DeletedRows,
-        context: &Arc<TaskContext>,
-    ) -> Result<FileChanges> {
-        let table = self.planner.table();
-        let config = context.session_config();
-        let caches = ScanCaches::of(config);
-        let index = caches.indexes.load(table).await.map_err(external)?;
-        // The position delete files that apply to each changed data file now.
-        let (_, _, tasks) = self
-            .planner
-            .plan_tasks(config, &[], &[], None, &caches.indexes)
-            .await?;
-        let current: HashMap<String, Vec<String>> = tasks
-            .into_iter()
-            .filter(|t| deleted.of(&t.data_file_path).is_some())
-            .map(|t| {
-                let paths = t
-                    .deletes
-                    .iter()
-                    .filter(|d| d.file_type == DataContentType::PositionDeletes)
-                    .map(|d| d.file_path.clone())
-                    .collect();
-                (t.data_file_path, paths)
+/// Merge-on-read: delete files for `deleted` (`delete_files.rs`).
+async fn merge_on_read(
+    planner: &ScanPlanner,
+    deleted: &DeletedRows,
+    context: &Arc<TaskContext>,
+) -> Result<FileChanges> {
+    let table = planner.table();
+    let config = context.session_config();
+    let caches = ScanCaches::of(config);
+    let index = caches.indexes.load(table).await.map_err(external)?;
+    // The position delete files that apply to each changed data file now.
+    let (_, _, tasks) = planner
+        .plan_tasks(config, &[], &[], None, &caches.indexes)
+        .await?;
+    let current: HashMap<String, Vec<String>> = tasks
+        .into_iter()
+        .filter(|t| deleted.of(&t.data_file_path).is_some())
+        .map(|t| {
+            let paths = t
+                .deletes
+                .iter()
+                .filter(|d| d.file_type == DataContentType::PositionDeletes)
+                .map(|d| d.file_path.clone())
+                .collect();
+            (t.data_file_path, paths)
+        })
+        .collect();
+    let written = write_delete_files(table, &index, &current, deleted).await?;
+    Ok(FileChanges {
+        added_delete_files: written.files,
+        removed_deletion_vectors: written.replaced_vectors,
+        ..FileChanges::default()
+    })
+}
+
+/// Copy-on-write: every data file with a deleted position read again (its delete files
+/// applied) and its other rows written to new data files.
+async fn copy_on_write(
+    planner: &ScanPlanner,
+    deleted: &DeletedRows,
+    context: &Arc<TaskContext>,
+) -> Result<FileChanges> {
+    let table = planner.table();
+    let config = context.session_config();
+    let caches = ScanCaches::of(config);
+    let table_columns = Arc::clone(planner.plain_schema());
+    let planner = planner.clone().with_row_positions();
+    let all: Vec<usize> = (0..planner.schema().fields().len()).collect();
+    let (inputs, index, tasks) = planner
+        .plan_tasks(config, &all, &[], None, &caches.indexes)
+        .await?;
+    let affected: Vec<_> = tasks
+        .into_iter()
+        .filter(|t| deleted.of(&t.data_file_path).is_some())
+        .collect();
+    let removed: HashSet<String> = affected.iter().map(|t| t.data_file_path.clone()).collect();
+    if removed.len() != deleted.files().count() {
+        return internal_err!("a changed row's data file is not in the snapshot read");
+    }
+    let scan = Arc::new(IcebergScanExec::new(assemble(
+        inputs,
+        index,
+        vec![affected],
+    ))) as Arc<dyn ExecutionPlan>;
+    let columns = table_columns.fields().len();
+    let out_schema = table_columns;
+    let kept_schema = Arc::clone(&out_schema);
+    let deleted = Arc::new(deleted.clone());
+    let stream = scan.execute(0, Arc::clone(context))?;
+    let survivors = stream.map(move |batch| {
+        let batch = batch?;
+        let files = batch.column(columns).as_string::<i32>();
+        let positions = batch.column(columns + 1).as_primitive::<Int64Type>();
+        let keep: BooleanArray = (0..batch.num_rows())
+            .map(|i| {
+                let gone = deleted
+                    .of(files.value(i))
+                    .is_some_and(|p| p.contains(positions.value(i) as u64));
+                Some(!gone)
             })
             .collect();
-        let written = write_delete_files(table, &index, &current, deleted).await?;
-        Ok(FileChanges {
-            added_delete_files: written.files,
-            removed_deletion_vectors: written.replaced_vectors,
-            ..FileChanges::default()
-        })
-    }
+        let kept = filter_record_batch(&batch, &keep)?;
+        Ok(RecordBatch::try_new(
+            Arc::clone(&kept_schema),
+            kept.columns()[..columns].to_vec(),
+        )?)
+    });
+    let survivors = Box::pin(RecordBatchStreamAdapter::new(out_schema, survivors));
+    let (written, _) = write_data_files(table, survivors).await?;
+    let added = without_empty(table, written).await;
+    Ok(FileChanges {
+        removed_data_files: removed,
+        added_data_files: added,
+        ..FileChanges::default()
+    })
+}
 
-    /// Copy-on-write: every data file with a deleted position read again (its delete files
-    /// applied) and its other rows written to new data files.
-    async fn copy_on_write(
+impl RowChangeSink {
+    /// Commits `changes` on `planner`'s snapshot, or on top of appends committed since (module
+    /// docs). `Some((table now, what happened))` when another writer changed more: the written
+    /// files are dropped.
+    async fn commit(
         &self,
-        deleted: &DeletedRows,
-        context: &Arc<TaskContext>,
-    ) -> Result<FileChanges> {
-        let table = self.planner.table();
-        let config = context.session_config();
-        let caches = ScanCaches::of(config);
-        let planner = self.planner.clone().with_row_positions();
-        let all: Vec<usize> = (0..planner.schema().fields().len()).collect();
-        let (inputs, index, tasks) = planner
-            .plan_tasks(config, &all, &[], None, &caches.indexes)
-            .await?;
-        let affected: Vec<_> = tasks
-            .into_iter()
-            .filter(|t| deleted.of(&t.data_file_path).is_some())
-            .collect();
-        let removed: HashSet<String> = affected.iter().map(|t| t.data_file_path.clone()).collect();
-        if removed.len() != deleted.files().count() {
-            return internal_err!("a changed row's data file is not in the snapshot read");
-        }
-        let scan = Arc::new(IcebergScanExec::new(assemble(
-            inputs,
-            index,
-            vec![affected],
-        ))) as Arc<dyn ExecutionPlan>;
-        let columns = self.planner.plain_schema().fields().len();
-        let out_schema = Arc::clone(self.planner.plain_schema());
-        let kept_schema = Arc::clone(&out_schema);
-        let deleted = Arc::new(deleted.clone());
-        let stream = scan.execute(0, Arc::clone(context))?;
-        let survivors = stream.map(move |batch| {
-            let batch = batch?;
-            let files = batch.column(columns).as_string::<i32>();
-            let positions = batch.column(columns + 1).as_primitive::<Int64Type>();
-            let keep: BooleanArray = (0..batch.num_rows())
-                .map(|i| {
-                    let gone = deleted
-                        .of(files.value(i))
-                        .is_some_and(|p| p.contains(positions.value(i) as u64));
-                    Some(!gone)
-                })
-                .collect();
-            let kept = filter_record_batch(&batch, &keep)?;
-            Ok(RecordBatch::try_new(
-                Arc::clone(&kept_schema),
-                kept.columns()[..columns].to_vec(),
-            )?)
-        });
-        let survivors = Box::pin(RecordBatchStreamAdapter::new(out_schema, survivors));
-        let (written, _) = write_data_files(table, survivors).await?;
-        let added = without_empty(table, written).await;
-        Ok(FileChanges {
-            removed_data_files: removed,
-            added_data_files: added,
-            ..FileChanges::default()
-        })
-    }
-
-    /// Commits `changes` on the snapshot read, or on top of appends committed since (module
-    /// docs); drops the written files when it cannot.
-    async fn commit(&self, changes: FileChanges) -> Result<()> {
-        let ident = self.planner.table().identifier().clone();
-        let mut base = self.planner.table().clone();
-        let conflict = |reason: String| {
-            WriteConflict {
-                statement: self.operation.keyword().to_string(),
-                table: ident.to_string(),
-                reason,
-            }
-            .into_error()
-        };
+        planner: &ScanPlanner,
+        changes: FileChanges,
+    ) -> Result<Option<(Table, String)>> {
+        let ident = planner.table().identifier().clone();
+        let mut base = planner.table().clone();
         for _ in 0..REBASES {
             let e = match commit_changes(self.catalog.as_ref(), &base, &changes).await {
-                Ok(()) => return Ok(()),
+                Ok(()) => return Ok(None),
                 Err(e) if e.kind() == ErrorKind::CatalogCommitConflicts => e,
                 Err(e) => {
                     drop_files(&base, &changes.written_paths()).await;
@@ -407,15 +523,13 @@ impl RowChangeSink {
                 continue;
             }
             drop_files(&base, &changes.written_paths()).await;
-            return Err(conflict(format!(
-                "another writer changed the table's rows first ({})",
-                e.message()
-            )));
+            let reason = format!("another writer changed the table first ({})", e.message());
+            return Ok(Some((now, reason)));
         }
         drop_files(&base, &changes.written_paths()).await;
-        Err(conflict(format!(
-            "other writers committed {REBASES} times in a row before this statement could"
-        )))
+        let now = self.catalog.load_table(&ident).await.map_err(external)?;
+        let reason = format!("other writers committed {REBASES} times in a row first");
+        Ok(Some((now, reason)))
     }
 }
 

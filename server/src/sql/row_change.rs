@@ -110,7 +110,7 @@ impl Target {
 
     /// `input` (the change stream) as the statement: `INSERT INTO` the table's change target.
     fn into_statement(self, input: LogicalPlan, operation: RowOperation) -> Result<LogicalPlan> {
-        let target = RowChangeTarget::try_new(self.provider, operation)?;
+        let target = RowChangeTarget::try_new(self.provider, operation)?.with_input(input.clone());
         Ok(LogicalPlan::Dml(DmlStatement::new(
             self.reference,
             provider_as_source(Arc::new(target)),
