@@ -281,3 +281,76 @@ async fn concurrent_updates_of_one_row_lose_no_increment() {
         );
     }
 }
+
+/// `INSERT OVERWRITE` replaces the partitions its rows fall in and keeps the others; on an
+/// unpartitioned table it replaces every row; a query of no rows replaces nothing. pyiceberg
+/// and DuckDB read the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn insert_overwrite_replaces_the_partitions_it_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    common::make_history(dir.path());
+    let engine = common::engine(dir.path(), 2).await;
+    let ctx = engine.session(None, Some("history"), &[]).unwrap();
+    let check = |t: &'static str, expected: Vec<Vec<&'static str>>| {
+        let ctx = ctx.clone();
+        let dir = dir.path().to_path_buf();
+        async move {
+            let expected: Vec<Vec<String>> = expected
+                .into_iter()
+                .map(|r| r.into_iter().map(str::to_string).collect())
+                .collect();
+            assert_eq!(sorted(&ctx, &format!("SELECT * FROM {t}")).await, expected);
+            let name = format!("history.{t}");
+            assert_eq!(oracle(&dir, "read", &name), expected, "pyiceberg");
+            assert_eq!(oracle(&dir, "duckdb", &name), expected, "duckdb");
+        }
+    };
+    ok(
+        &ctx,
+        "CREATE TABLE o (id BIGINT, part VARCHAR) WITH (partitioning = ARRAY['part'])",
+    )
+    .await;
+    ok(
+        &ctx,
+        "INSERT INTO o VALUES (1, 'a'), (2, 'a'), (3, 'b'), (4, 'c')",
+    )
+    .await;
+    let n = ok(&ctx, "INSERT OVERWRITE o VALUES (10, 'a'), (11, 'd')").await;
+    assert_eq!(n, [["2"]]);
+    check(
+        "o",
+        vec![
+            vec!["10", "a"],
+            vec!["11", "d"],
+            vec!["3", "b"],
+            vec!["4", "c"],
+        ],
+    )
+    .await;
+    let last = ok(
+        &ctx,
+        "SELECT operation, summary['deleted-data-files'], summary['deleted-records'] \
+         FROM \"o$snapshots\" ORDER BY committed_at DESC, snapshot_id LIMIT 1",
+    )
+    .await;
+    assert_eq!(last, [["overwrite", "1", "2"]]);
+    // No row: nothing replaced, no snapshot.
+    let snapshots = ok(&ctx, "SELECT count(*) FROM \"o$snapshots\"").await;
+    assert_eq!(
+        ok(&ctx, "INSERT OVERWRITE o SELECT * FROM o WHERE id < 0").await,
+        [["0"]]
+    );
+    assert_eq!(
+        ok(&ctx, "SELECT count(*) FROM \"o$snapshots\"").await,
+        snapshots
+    );
+
+    ok(&ctx, "CREATE TABLE u (id BIGINT)").await;
+    ok(&ctx, "INSERT INTO u VALUES (1), (2)").await;
+    ok(&ctx, "INSERT INTO u VALUES (3)").await;
+    assert_eq!(
+        ok(&ctx, "INSERT OVERWRITE u SELECT id * 10 FROM u").await,
+        [["3"]]
+    );
+    check("u", vec![vec!["10"], vec!["20"], vec!["30"]]).await;
+}

@@ -39,6 +39,7 @@ use crate::plan::planned::{assemble, split_by_row_groups, spread_by_size};
 use crate::plan::planner::ScanPlanner;
 use crate::read::caches::ScanCaches;
 use crate::write::delete::DeleteSink;
+use crate::write::overwrite::OverwriteSink;
 use crate::write::sink::IcebergSink;
 
 /// A DataFusion table backed by an iceberg [`Table`] (at its current snapshot, loaded by the
@@ -208,7 +209,7 @@ impl TableProvider for IcebergTableProvider {
     }
 
     /// `INSERT INTO`: appends (`sink.rs`), its rows sorted by the table's sort order. `INSERT
-    /// OVERWRITE` is not supported.
+    /// OVERWRITE`: replaces the partitions it writes (`overwrite.rs`).
     async fn insert_into(
         &self,
         _state: &dyn Session,
@@ -216,9 +217,10 @@ impl TableProvider for IcebergTableProvider {
         insert_op: InsertOp,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let ident = self.table().identifier();
-        if insert_op != InsertOp::Append {
+        if insert_op == InsertOp::Replace {
             return not_impl_err!(
-                "{insert_op} of Iceberg table {ident} is not supported; INSERT INTO appends"
+                "{insert_op} of Iceberg table {ident} is not supported; INSERT INTO appends \
+                 and INSERT OVERWRITE replaces the partitions it writes"
             );
         }
         let Some(catalog) = &self.writes else {
@@ -227,11 +229,15 @@ impl TableProvider for IcebergTableProvider {
                  rows are inserted into the table itself"
             );
         };
+        let order = self.write_order(&input.schema());
+        if insert_op == InsertOp::Overwrite {
+            let sink = OverwriteSink::try_new(Arc::clone(catalog), self.table().clone())?;
+            return Ok(Arc::new(DataSinkExec::new(input, Arc::new(sink), order)));
+        }
         let sink = IcebergSink::try_new(
             Arc::clone(catalog) as Arc<dyn Catalog>,
             self.table().clone(),
         )?;
-        let order = self.write_order(&input.schema());
         Ok(Arc::new(DataSinkExec::new(input, Arc::new(sink), order)))
     }
 

@@ -3,6 +3,7 @@
 
 pub(crate) mod delete;
 pub mod delete_files;
+pub mod overwrite;
 pub mod row_change;
 pub mod sink;
 pub mod write_mode;

@@ -1,0 +1,161 @@
+//! `INSERT OVERWRITE t SELECT …`: dynamic partition overwrite, as Spark's and Trino's
+//! (`insert_existing_partitions_behavior = OVERWRITE`) — the partitions the query writes are
+//! replaced, the others kept.
+//!
+//! ```text
+//!   rows ──► new data files (sink.rs's writer, the table's default partition spec)
+//!        ──► partitions written = the new files' partition tuples
+//!   live data files of the current snapshot in the default spec whose tuple is written
+//!        ──► removed                     (unpartitioned table: every live data file)
+//!   ──► one `overwrite` snapshot (iceflight_iceberg::commit::commit_changes)
+//! ```
+//!
+//! A query that writes no row replaces nothing. Data files written under an earlier partition
+//! spec are kept (their tuples are not comparable to the new ones). Delete files of a removed
+//! data file stay listed and match nothing (`iceberg/src/commit.rs`). When other writers only
+//! appended meanwhile, the snapshot is committed on top of them (their rows stay: the statement
+//! is serialized before them); any other change fails the statement with `WriteConflict` and
+//! drops its files.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::sync::Arc;
+
+use arrow::datatypes::SchemaRef;
+use async_trait::async_trait;
+use datafusion::common::Result;
+use datafusion::datasource::sink::DataSink;
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_plan::{DisplayAs, DisplayFormatType};
+use iceberg::ErrorKind;
+use iceberg::spec::Struct;
+use iceberg::table::Table;
+use iceflight_iceberg::commit::{CommitCatalog, FileChanges, commit_changes};
+
+use crate::model::iceberg_error::external;
+use crate::model::write_conflict::WriteConflict;
+use crate::plan::metrics_index::FileMetricsIndex;
+use crate::write::row_change::{only_appended, without_empty};
+use crate::write::sink::write_data_files;
+
+/// Commits on top of other writers' appends before the statement gives up.
+const REBASES: usize = 32;
+
+/// DataFusion's sink for one `INSERT OVERWRITE` (module docs); returns the rows written.
+pub struct OverwriteSink {
+    catalog: Arc<dyn CommitCatalog>,
+    table: Table,
+    schema: SchemaRef,
+}
+
+impl fmt::Debug for OverwriteSink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OverwriteSink")
+            .field("table", &self.table.identifier().to_string())
+            .finish()
+    }
+}
+
+impl OverwriteSink {
+    /// A sink overwriting the partitions of `table` (as planned) that its input writes,
+    /// committing through `catalog`.
+    ///
+    /// Errors: the table's schema has no Arrow form.
+    pub fn try_new(catalog: Arc<dyn CommitCatalog>, table: Table) -> Result<Self> {
+        let schema = iceberg::arrow::schema_to_arrow_schema(table.metadata().current_schema())
+            .map_err(external)?;
+        Ok(Self {
+            catalog,
+            table,
+            schema: Arc::new(schema),
+        })
+    }
+}
+
+impl DisplayAs for OverwriteSink {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "IcebergOverwrite: table={}", self.table.identifier())
+    }
+}
+
+#[async_trait]
+impl DataSink for OverwriteSink {
+    fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    async fn write_all(
+        &self,
+        data: SendableRecordBatchStream,
+        _context: &Arc<TaskContext>,
+    ) -> Result<u64> {
+        let table = &self.table;
+        let (written, rows) = write_data_files(table, data).await?;
+        let added = without_empty(table, written).await;
+        if added.is_empty() {
+            return Ok(0);
+        }
+        let ident = table.identifier().clone();
+        let mut base = table.clone();
+        for _ in 0..REBASES {
+            let changes = FileChanges {
+                removed_data_files: replaced(&base, &added).await?,
+                added_data_files: added.clone(),
+                ..FileChanges::default()
+            };
+            let e = match commit_changes(self.catalog.as_ref(), &base, &changes).await {
+                Ok(()) => return Ok(rows),
+                Err(e) if e.kind() == ErrorKind::CatalogCommitConflicts => e,
+                Err(e) => {
+                    drop_added(table, &added).await;
+                    return Err(external(e));
+                }
+            };
+            let now = self.catalog.load_table(&ident).await.map_err(external)?;
+            if !only_appended(&base, &now) {
+                drop_added(table, &added).await;
+                return Err(WriteConflict {
+                    statement: "INSERT OVERWRITE".to_string(),
+                    table: ident.to_string(),
+                    reason: format!("another writer changed the table first ({})", e.message()),
+                }
+                .into_error());
+            }
+            base = now;
+        }
+        drop_added(table, &added).await;
+        Err(WriteConflict {
+            statement: "INSERT OVERWRITE".to_string(),
+            table: ident.to_string(),
+            reason: format!("other writers committed {REBASES} times in a row first"),
+        }
+        .into_error())
+    }
+}
+
+/// The live data files of `table`'s current snapshot that `added` replaces (module docs).
+async fn replaced(table: &Table, added: &[iceberg::spec::DataFile]) -> Result<HashSet<String>> {
+    let metadata = table.metadata();
+    let spec_id = metadata.default_partition_spec_id();
+    let unpartitioned = metadata.default_partition_spec().is_unpartitioned();
+    let written: HashSet<&Struct> = added.iter().map(|f| f.partition()).collect();
+    let index = FileMetricsIndex::load(table).await.map_err(external)?;
+    Ok(index
+        .paths()
+        .filter(|path| {
+            unpartitioned
+                || (index.spec_id(path) == Some(spec_id)
+                    && index
+                        .get(path)
+                        .is_some_and(|f| written.contains(f.partition())))
+        })
+        .map(str::to_string)
+        .collect())
+}
+
+/// Deletes the files a statement wrote and did not commit (best effort).
+async fn drop_added(table: &Table, added: &[iceberg::spec::DataFile]) {
+    for file in added {
+        let _ = table.file_io().delete(file.file_path()).await;
+    }
+}
