@@ -9,6 +9,8 @@
 //!                                             in older files, unread)
 //!   ALTER TABLE t RENAME TO u             ──► Catalog::rename_table
 //!   ALTER TABLE t RENAME COLUMN a TO b    ──► not supported: iceberg 0.10.1 has no rename
+//!   ALTER TABLE t SET TBLPROPERTIES ('write.delete.mode' = 'merge-on-read', format_version = 3)
+//!                                         ──► UpdatePropertiesAction / UpgradeFormatVersionAction
 //! ```
 //!
 //! The schema changes of one statement are one commit (iceberg's `Transaction::commit`, retried
@@ -24,6 +26,7 @@ use datafusion::common::{
     DFSchema, DFSchemaRef, DataFusionError, Result, not_impl_err, plan_datafusion_err, plan_err,
 };
 use datafusion::logical_expr::{Expr, LogicalPlan, UserDefinedLogicalNodeCore};
+use iceberg::spec::FormatVersion;
 use iceberg::spec::Type;
 use iceberg::transaction::{AddColumn, ApplyTransactionAction, Transaction};
 use iceberg::{Catalog, NamespaceIdent, TableIdent};
@@ -54,6 +57,9 @@ pub enum AlterOp {
     RenameTo(String),
     /// `RENAME COLUMN old TO new`: refused when run (module docs).
     RenameColumn(String, String),
+    /// `SET TBLPROPERTIES ('key' = 'value', …)` / `SET PROPERTIES key = value`: Iceberg table
+    /// properties by name; `format_version` (or `format-version`) upgrades the table's format.
+    SetProperties(Vec<(String, String)>),
 }
 
 /// An `ALTER TABLE` statement as a logical plan node: a carrier, run by [`alter_table`].
@@ -144,6 +150,8 @@ pub async fn alter_table(catalog: &dyn Catalog, node: &AlterTable) -> Result<()>
     let mut update = Transaction::new(&table).update_schema();
     let mut changes = 0;
     let mut rename = None;
+    let mut properties: Vec<(String, String)> = vec![];
+    let mut version = None;
     for op in &node.ops {
         match op {
             AlterOp::AddColumn {
@@ -174,6 +182,41 @@ pub async fn alter_table(catalog: &dyn Catalog, node: &AlterTable) -> Result<()>
                 }
             }
             AlterOp::RenameTo(name) => rename = Some(name.clone()),
+            AlterOp::SetProperties(pairs) => {
+                for (key, value) in pairs {
+                    match key.as_str() {
+                        "format_version" | "format-version" => {
+                            let asked = match value.as_str() {
+                                "1" => FormatVersion::V1,
+                                "2" => FormatVersion::V2,
+                                "3" => FormatVersion::V3,
+                                _ => {
+                                    return plan_err!(
+                                        "format_version takes 1, 2 or 3, not {value}"
+                                    );
+                                }
+                            };
+                            if asked < table.metadata().format_version() {
+                                return plan_err!(
+                                    "table {ident} is format {}; a format version cannot go \
+                                     down to {asked}",
+                                    table.metadata().format_version()
+                                );
+                            }
+                            version = Some(asked);
+                        }
+                        "write.delete.mode" | "write.update.mode" | "write.merge.mode"
+                            if !["copy-on-write", "merge-on-read"].contains(&value.as_str()) =>
+                        {
+                            return plan_err!(
+                                "table property {key} takes 'copy-on-write' or 'merge-on-read', \
+                                 not '{value}'"
+                            );
+                        }
+                        _ => properties.push((key.clone(), value.clone())),
+                    }
+                }
+            }
             AlterOp::RenameColumn(old, new) => {
                 return not_impl_err!(
                     "RENAME COLUMN {old} TO {new} on Iceberg table {ident} is not supported yet: \
@@ -182,17 +225,35 @@ pub async fn alter_table(catalog: &dyn Catalog, node: &AlterTable) -> Result<()>
             }
         }
     }
-    if changes > 0 {
-        // iceberg refuses a change the table cannot take (a partition or sort source dropped)
-        // as invalid data: the statement's mistake.
+    if changes > 0 || !properties.is_empty() || version.is_some() {
+        // iceberg refuses a change the table cannot take (a partition or sort source dropped,
+        // a reserved property) as invalid data: the statement's mistake.
         let refused = |e: iceberg::Error| match e.kind() {
             iceberg::ErrorKind::DataInvalid | iceberg::ErrorKind::FeatureUnsupported => {
                 plan_datafusion_err!("ALTER TABLE {ident}: {}", e.message())
             }
             _ => to_df_error(e),
         };
-        let tx = Transaction::new(&table);
-        let tx = update.apply(tx).map_err(refused)?;
+        let mut tx = Transaction::new(&table);
+        if changes > 0 {
+            tx = update.apply(tx).map_err(refused)?;
+        }
+        if !properties.is_empty() {
+            let mut set = tx.update_table_properties();
+            for (key, value) in properties {
+                set = set.set(key, value);
+            }
+            tx = set.apply(tx).map_err(refused)?;
+        }
+        if let Some(version) = version
+            && version != table.metadata().format_version()
+        {
+            tx = tx
+                .upgrade_table_version()
+                .set_format_version(version)
+                .apply(tx)
+                .map_err(refused)?;
+        }
         tx.commit(catalog).await.map_err(refused)?;
     }
     if let Some(name) = rename {

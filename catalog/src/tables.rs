@@ -26,6 +26,7 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use futures::StreamExt;
 use iceberg::spec::FormatVersion;
 use iceberg::table::Table;
+use iceberg::transaction::{ApplyTransactionAction, Transaction};
 use iceberg::{Catalog, TableCreation, TableIdent};
 use iceflight_scan::write::sink::append_rows;
 
@@ -93,16 +94,17 @@ pub async fn create_empty(
         .create_table(ident.namespace(), creation)
         .await
         .map_err(to_df_error)?;
-    let got = table.metadata().format_version();
-    if got != asked {
-        // iceberg 0.10.1's REST client does not send the format version.
-        let _ = catalog.drop_table(ident).await;
-        return plan_err!(
-            "table {ident}: the catalog created a format {got} table, not the {asked} asked for; \
-             nothing was created"
-        );
+    if table.metadata().format_version() >= asked {
+        return Ok(table);
     }
-    Ok(table)
+    // iceberg 0.10.1's REST client does not send the format version: upgrade.
+    let tx = Transaction::new(&table);
+    let tx = tx
+        .upgrade_table_version()
+        .set_format_version(asked)
+        .apply(tx)
+        .map_err(to_df_error)?;
+    tx.commit(catalog).await.map_err(to_df_error)
 }
 
 /// Appends the rows of `data` to `table` in one snapshot; returns the rows written. The

@@ -354,3 +354,59 @@ async fn insert_overwrite_replaces_the_partitions_it_writes() {
     );
     check("u", vec![vec!["10"], vec!["20"], vec!["30"]]).await;
 }
+
+/// `ALTER TABLE … SET TBLPROPERTIES` switches the write mode and upgrades the format: a v2
+/// table with position delete files becomes v3, and the next delete from the same data file
+/// writes a deletion vector holding the earlier positions too; pyiceberg and DuckDB read the
+/// rows we read. Bad values are one clear line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn set_properties_switches_mode_and_upgrades_to_v3() {
+    let dir = tempfile::tempdir().unwrap();
+    common::make_history(dir.path());
+    let engine = common::engine(dir.path(), 2).await;
+    let ctx = engine.session(None, Some("history"), &[]).unwrap();
+    ok(&ctx, "CREATE TABLE p (id BIGINT, v BIGINT)").await;
+    ok(&ctx, "INSERT INTO p VALUES (1, 1), (2, 2), (3, 3), (4, 4)").await;
+    ok(
+        &ctx,
+        "ALTER TABLE p SET TBLPROPERTIES ('write.delete.mode' = 'merge-on-read')",
+    )
+    .await;
+    ok(&ctx, "DELETE FROM p WHERE id = 1").await;
+    let formats = "SELECT file_format, count(*) FROM \"p$files\" WHERE content = 1 \
+                   GROUP BY file_format ORDER BY file_format";
+    assert_eq!(ok(&ctx, formats).await, [["PARQUET", "1"]]);
+    ok(
+        &ctx,
+        "ALTER TABLE p SET TBLPROPERTIES ('format-version' = '3')",
+    )
+    .await;
+    ok(&ctx, "DELETE FROM p WHERE id = 3").await;
+    assert_eq!(ok(&ctx, formats).await, [["PARQUET", "1"], ["PUFFIN", "1"]]);
+    let expected = vec![
+        vec!["2".to_string(), "2".to_string()],
+        vec!["4".to_string(), "4".to_string()],
+    ];
+    assert_eq!(sorted(&ctx, "SELECT * FROM p").await, expected);
+    assert_eq!(oracle(dir.path(), "read", "history.p"), expected);
+    assert_eq!(oracle(dir.path(), "duckdb", "history.p"), expected);
+    for (text, says) in [
+        (
+            "ALTER TABLE p SET TBLPROPERTIES ('write.update.mode' = 'sometimes')",
+            "sometimes",
+        ),
+        (
+            "ALTER TABLE p SET TBLPROPERTIES ('format-version' = '2')",
+            "cannot go down",
+        ),
+    ] {
+        let err = sql(&ctx, text).await.unwrap_err();
+        let status = iceflight::flight::status::to_status(err);
+        assert_eq!(
+            status.code(),
+            tonic::Code::InvalidArgument,
+            "{text}: {status}"
+        );
+        assert!(status.message().contains(says), "{text}: {status}");
+    }
+}

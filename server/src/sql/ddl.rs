@@ -247,3 +247,29 @@ fn iceberg_catalog(ctx: &SessionContext, name: &str) -> Result<Arc<dyn iceberg::
         None => plan_err!("tables of catalog {name} cannot be changed"),
     }
 }
+
+/// `key = value` table options as property names and values: a quoted or bare key, a string
+/// or other literal value (`'write.delete.mode' = 'merge-on-read'`, `format_version = 3`).
+///
+/// Errors: an option that is not `key = value`.
+pub(crate) fn property_pairs(
+    options: &[datafusion::sql::sqlparser::ast::SqlOption],
+) -> Result<Vec<(String, String)>> {
+    use datafusion::sql::sqlparser::ast::{Expr as SqlExpr, SqlOption, Value};
+    options
+        .iter()
+        .map(|option| {
+            let SqlOption::KeyValue { key, value } = option else {
+                return plan_err!("table property {option} is not key = value");
+            };
+            let value = match value {
+                SqlExpr::Value(v) => match &v.value {
+                    Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) => s.clone(),
+                    other => other.to_string(),
+                },
+                other => other.to_string(),
+            };
+            Ok((key.value.to_lowercase(), value))
+        })
+        .collect()
+}

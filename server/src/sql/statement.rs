@@ -216,9 +216,13 @@ async fn plan_known_statement(ctx: &SessionContext, statement: Statement) -> Res
                     );
                 }
             },
+            AlterTableOperation::SetTblProperties { table_properties } => {
+                AlterOp::SetProperties(super::ddl::property_pairs(table_properties)?)
+            }
             other => {
                 return datafusion::common::not_impl_err!(
-                    "ALTER TABLE … {other} is not supported (ADD COLUMN, DROP COLUMN and RENAME TO are)"
+                    "ALTER TABLE … {other} is not supported (ADD COLUMN, DROP COLUMN, RENAME TO \
+                     and SET TBLPROPERTIES are)"
                 );
             }
         });
