@@ -532,6 +532,33 @@ def test_delete_answers_the_rows_deleted(ingest_conn):
     assert left.to_pylist() == [{"n": 1000 - want, "hit": 0}]
 
 
+def test_update_and_merge_answer_the_rows_changed(ingest_conn):
+    ingest(ingest_conn, "changing", big_table(0, 1000), "create")
+    table = f'"{CATALOG}".{INGEST}.changing'
+
+    def update(sql):
+        stmt = adbc_driver_manager.AdbcStatement(ingest_conn.adbc_connection)
+        try:
+            stmt.set_sql_query(sql)
+            return stmt.execute_update()
+        finally:
+            stmt.close()
+
+    want = query_all(ingest_conn, f"SELECT count(*) AS n FROM {table} WHERE id % 7 = 0").to_pylist()[0]["n"]
+    assert update(f"UPDATE {table} SET s = 'seven' WHERE id % 7 = 0") == want
+    got = query_all(ingest_conn, f"SELECT count(*) AS n FROM {table} WHERE s = 'seven'").to_pylist()[0]["n"]
+    assert got == want
+    # Two source rows match (one updated), one does not (inserted).
+    n = update(
+        f"MERGE INTO {table} AS t USING (VALUES (0, 'zero'), (5000, 'new')) AS s(id, s) ON t.id = s.id "
+        "WHEN MATCHED THEN UPDATE SET s = s.s WHEN NOT MATCHED THEN INSERT (id, s) VALUES (s.id, s.s)"
+    )
+    assert n == 2
+    got = query_all(ingest_conn, f"SELECT id, s FROM {table} WHERE id IN (0, 5000) ORDER BY id").to_pylist()
+    assert got == [{"id": 0, "s": "zero"}, {"id": 5000, "s": "new"}]
+    assert query_all(ingest_conn, f"SELECT count(*) AS n FROM {table}").to_pylist()[0]["n"] == 1001
+
+
 def test_ingest_errors_are_clear_and_commit_nothing(ingest_conn):
     assert ingest_status(lambda: ingest(ingest_conn, "no_such", big_table(0, 3), "append")) == AdbcStatusCode.NOT_FOUND
     ingest(ingest_conn, "strict", big_table(0, 3), "create")

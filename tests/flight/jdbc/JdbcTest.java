@@ -206,6 +206,23 @@ public class JdbcTest {
         }
       });
 
+      check("executeUpdate UPDATE and MERGE return the rows changed", () -> {
+        String table = "\"local\".ingest.jdbc_rows";
+        try (Statement st = conn.createStatement()) {
+          st.executeUpdate("INSERT INTO " + table + " VALUES (10, 'x'), (11, 'x'), (12, 'y')");
+          int n = st.executeUpdate("UPDATE " + table + " SET name = 'z' WHERE name = 'x'");
+          require(n == 2, "UPDATE: executeUpdate returned " + n);
+          n = st.executeUpdate("MERGE INTO " + table + " AS t USING (VALUES (12, 'w'), (13, 'v')) AS s(id, name) "
+              + "ON t.id = s.id WHEN MATCHED THEN DELETE WHEN NOT MATCHED THEN INSERT VALUES (s.id, s.name)");
+          require(n == 2, "MERGE: executeUpdate returned " + n);
+        }
+        try (Statement st = conn.createStatement();
+            ResultSet rs = st.executeQuery("SELECT count(*) FILTER (WHERE name = 'z'), count(*) FILTER (WHERE id = 12), "
+                + "count(*) FILTER (WHERE id = 13) FROM " + table)) {
+          require(rs.next() && rs.getLong(1) == 2 && rs.getLong(2) == 0 && rs.getLong(3) == 1, "rows after UPDATE and MERGE");
+        }
+      });
+
       check("PreparedStatement INSERT: executeUpdate and executeBatch store the rows sent", () -> {
         String table = "\"local\".ingest.jdbc_params";
         try (Statement st = conn.createStatement()) {
