@@ -12,6 +12,7 @@
 //! field id in `PARQUET:field_id` metadata; what DataFusion sees has no field metadata
 //! (`output.rs`, case c11).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::compute::SortOptions;
@@ -34,6 +35,7 @@ use iceberg::table::Table;
 use iceflight_iceberg::commit::CommitCatalog;
 
 use crate::exec::scan_exec::IcebergScanExec;
+use crate::model::literal::literal_scalar;
 use crate::plan::metrics_index::FileMetricsIndex;
 use crate::plan::planned::{assemble, split_by_row_groups, spread_by_size};
 use crate::plan::planner::ScanPlanner;
@@ -56,16 +58,22 @@ pub struct IcebergTableProvider {
     /// The exact condition of the `DELETE` this provider was planned for
     /// ([`Self::for_delete`]; inner `None`: every row). `None`: the table refuses `DELETE`.
     delete_condition: Option<Option<Expr>>,
+    /// Each top-level column's `write-default` (Iceberg v3), as a literal of its type: what an
+    /// `INSERT` that leaves the column out writes.
+    write_defaults: Arc<HashMap<String, Expr>>,
 }
 
 impl IcebergTableProvider {
     /// Wraps a loaded table. Errors if its current schema has no Arrow form.
     pub fn try_new(table: Table) -> Result<Self> {
+        let planner = ScanPlanner::try_new(table)?;
+        let write_defaults = Arc::new(write_defaults(&planner));
         Ok(Self {
-            planner: ScanPlanner::try_new(table)?,
+            planner,
             statistics: None,
             writes: None,
             delete_condition: None,
+            write_defaults,
         })
     }
 
@@ -119,6 +127,7 @@ impl IcebergTableProvider {
             statistics: None,
             writes: None,
             delete_condition: None,
+            write_defaults: Arc::clone(&self.write_defaults),
         }
     }
 
@@ -127,11 +136,14 @@ impl IcebergTableProvider {
     ///
     /// Errors: a schema without an Arrow form.
     pub fn at(&self, table: Table) -> Result<Self> {
+        let planner = self.planner.at(table)?;
+        let write_defaults = Arc::new(write_defaults(&planner));
         Ok(Self {
-            planner: self.planner.at(table)?,
+            planner,
             statistics: None,
             writes: self.writes.clone(),
             delete_condition: None,
+            write_defaults,
         })
     }
 
@@ -189,6 +201,12 @@ impl TableProvider for IcebergTableProvider {
 
     fn statistics(&self) -> Option<Statistics> {
         self.statistics.clone()
+    }
+
+    /// The column's Iceberg `write-default`: DataFusion fills it into an `INSERT` that leaves
+    /// the column out (else NULL).
+    fn get_column_default(&self, column: &str) -> Option<&Expr> {
+        self.write_defaults.get(column)
     }
 
     fn supports_filters_pushdown(
@@ -311,4 +329,21 @@ impl TableProvider for IcebergTableProvider {
             file_groups,
         ))))
     }
+}
+
+/// The `write-default` of each top-level column of `planner`'s current schema that has one
+/// (table spec, "Default values"), as a literal of the column's Arrow type; a default with no
+/// Arrow form here is left out (the column is then written NULL, as before v3).
+fn write_defaults(planner: &ScanPlanner) -> HashMap<String, Expr> {
+    let schema = planner.table().metadata().current_schema();
+    planner
+        .plain_schema()
+        .fields()
+        .iter()
+        .filter_map(|field| {
+            let default = schema.field_by_name(field.name())?.write_default.as_ref()?;
+            let value = literal_scalar(default, field.data_type())?;
+            Some((field.name().clone(), Expr::Literal(value, None)))
+        })
+        .collect()
 }

@@ -23,6 +23,7 @@
 
 use std::sync::Arc;
 
+use datafusion::arrow::datatypes::DataType;
 use datafusion::catalog::default_table_source::provider_as_source;
 use datafusion::common::tree_node::TreeNode;
 use datafusion::common::{
@@ -98,7 +99,7 @@ impl Target {
     }
 
     /// The table's columns as DataFusion sees them: `(name, type)`.
-    fn columns(&self) -> Vec<(String, datafusion::arrow::datatypes::DataType)> {
+    fn columns(&self) -> Vec<(String, DataType)> {
         self.provider
             .planner()
             .plain_schema()
@@ -117,6 +118,16 @@ impl Target {
             WriteOp::Insert(InsertOp::Append),
             Arc::new(input),
         )))
+    }
+
+    /// What a row inserted without a value for column `name` (of type `ty`) holds: its
+    /// `write-default`, else NULL.
+    fn default_of(&self, name: &str, ty: &DataType) -> Result<Expr> {
+        use datafusion::catalog::TableProvider;
+        Ok(match self.provider.get_column_default(name) {
+            Some(default) => default.clone(),
+            None => lit(ScalarValue::try_from(ty)?),
+        })
     }
 
     /// A column of the target in the planned scan.
@@ -138,7 +149,7 @@ fn expr(
 fn assigned_column(
     names: &Names,
     assignment: &Assignment,
-    columns: &[(String, datafusion::arrow::datatypes::DataType)],
+    columns: &[(String, DataType)],
     table: &TableReference,
 ) -> Result<usize> {
     let AssignmentTarget::ColumnName(name) = &assignment.target else {
@@ -187,11 +198,7 @@ fn assigned_values(
 }
 
 /// `value` as `ty` (a cast only when the types differ).
-fn cast_to(
-    value: Expr,
-    ty: &datafusion::arrow::datatypes::DataType,
-    schema: &DFSchema,
-) -> Result<Expr> {
+fn cast_to(value: Expr, ty: &DataType, schema: &DFSchema) -> Result<Expr> {
     Ok(match value.get_type(schema)? == *ty {
         true => value,
         false => cast(value, ty.clone()),
@@ -213,7 +220,7 @@ fn position_columns(target: &Target, change: Expr) -> [Expr; 3] {
     [
         target.column(FILE_PATH).alias(FILE_PATH),
         target.column(ROW_POSITION).alias(ROW_POSITION),
-        cast(change, datafusion::arrow::datatypes::DataType::Int8).alias(CHANGE),
+        cast(change, DataType::Int8).alias(CHANGE),
     ]
 }
 
@@ -432,7 +439,7 @@ pub async fn plan_merge(ctx: &SessionContext, merge: &Merge) -> Result<LogicalPl
                 }
                 let mut values: Vec<Expr> = columns
                     .iter()
-                    .map(|(_, ty)| Ok(lit(ScalarValue::try_from(ty)?)))
+                    .map(|(name, ty)| target.default_of(name, ty))
                     .collect::<Result<_>>()?;
                 for (at, value) in positions.iter().zip(row) {
                     let value = expr(ctx, value, &schema)?;
