@@ -72,7 +72,23 @@ pub async fn create_empty(
     schema: &SchemaRef,
     layout: &TableLayout,
 ) -> Result<Table> {
-    let schema = iceberg_columns(schema)?;
+    let mut schema = iceberg_columns(schema)?;
+    if layout.format_version == Some(3) && !layout.nanosecond_columns.is_empty() {
+        let fields: Vec<Field> = schema
+            .fields()
+            .iter()
+            .map(|f| match f.data_type() {
+                DataType::Timestamp(_, zone) if layout.nanosecond_columns.contains(f.name()) => {
+                    f.as_ref().clone().with_data_type(DataType::Timestamp(
+                        arrow::datatypes::TimeUnit::Nanosecond,
+                        zone.clone(),
+                    ))
+                }
+                _ => f.as_ref().clone(),
+            })
+            .collect();
+        schema = Schema::new(fields);
+    }
     let iceberg_schema = iceberg::arrow::arrow_schema_to_schema_auto_assign_ids(&schema)
         .map_err(|e| plan_datafusion_err!("table {ident}: {}", e.message()))?;
     let spec = layout.partition_spec(&iceberg_schema)?;
@@ -255,6 +271,9 @@ pub struct TableLayout {
     pub sorted_by: Vec<String>,
     /// The table format version asked for (`format_version = 3`); `None`: 2.
     pub format_version: Option<u8>,
+    /// Columns written `TIMESTAMP(9)` (or `TIMESTAMP_NS`): Iceberg `timestamp_ns` /
+    /// `timestamptz_ns` on a format version 3 table (other timestamps are microseconds).
+    pub nanosecond_columns: Vec<String>,
     /// Iceberg table properties given by their own names (`'write.delete.mode' =
     /// 'merge-on-read'`, as DuckDB and Spark take them), sorted by key.
     pub properties: Vec<(String, String)>,

@@ -446,3 +446,65 @@ async fn column_defaults_are_read_and_written() {
     assert_eq!(sorted(&ctx, "SELECT * FROM dv").await, expected);
     assert_eq!(oracle(dir.path(), "read", "history.dv"), expected);
 }
+
+/// `TIMESTAMP(9)` on a format version 3 table is Iceberg's `timestamp_ns`: nanoseconds are
+/// kept and compared, rows update, and DuckDB reads the same (manifest bounds in nanoseconds
+/// convert for pruning: `scan/src/model/literal.rs`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timestamp_ns_columns_keep_nanoseconds() {
+    let dir = tempfile::tempdir().unwrap();
+    common::make_history(dir.path());
+    let engine = common::engine(dir.path(), 2).await;
+    let ctx = engine.session(None, Some("history"), &[]).unwrap();
+    ok(
+        &ctx,
+        "CREATE TABLE tns (id BIGINT, t TIMESTAMP(9)) WITH (format_version = 3, \
+         'write.update.mode' = 'merge-on-read')",
+    )
+    .await;
+    ok(
+        &ctx,
+        "INSERT INTO tns VALUES (1, TIMESTAMP '2026-01-01 00:00:00.000000001'), \
+         (2, TIMESTAMP '2026-01-01 00:00:00.000000002')",
+    )
+    .await;
+    ok(
+        &ctx,
+        "INSERT INTO tns VALUES (3, TIMESTAMP '2027-01-01 00:00:00')",
+    )
+    .await;
+    assert_eq!(
+        ok(
+            &ctx,
+            "SELECT data_type FROM information_schema.columns \
+             WHERE table_name = 'tns' AND column_name = 't'"
+        )
+        .await,
+        [["Timestamp(ns)"]]
+    );
+    assert_eq!(
+        ok(
+            &ctx,
+            "SELECT id FROM tns WHERE t = TIMESTAMP '2026-01-01 00:00:00.000000002'"
+        )
+        .await,
+        [["2"]]
+    );
+    ok(
+        &ctx,
+        "UPDATE tns SET t = t + INTERVAL '1 nanosecond' WHERE id = 1",
+    )
+    .await;
+    let expected: Vec<Vec<String>> = [
+        ["1", "2026-01-01T00:00:00.000000002"],
+        ["2", "2026-01-01T00:00:00.000000002"],
+        ["3", "2027-01-01T00:00:00"],
+    ]
+    .iter()
+    .map(|r| r.iter().map(|v| v.to_string()).collect())
+    .collect();
+    assert_eq!(sorted(&ctx, "SELECT * FROM tns").await, expected);
+    let duckdb = oracle(dir.path(), "duckdb", "history.tns");
+    assert_eq!(duckdb.len(), 3, "{duckdb:?}");
+    assert!(duckdb[0][1].contains("00:00:00.000000002"), "{duckdb:?}");
+}

@@ -50,6 +50,12 @@ pub fn scalar_to_datum(
         (ScalarValue::TimestampMicrosecond(Some(v), Some(_)), PrimitiveType::Timestamptz) => {
             Datum::timestamptz_micros(*v)
         }
+        (ScalarValue::TimestampNanosecond(Some(v), None), PrimitiveType::TimestampNs) => {
+            Datum::timestamp_nanos(*v)
+        }
+        (ScalarValue::TimestampNanosecond(Some(v), Some(_)), PrimitiveType::TimestamptzNs) => {
+            Datum::timestamptz_nanos(*v)
+        }
         _ => return None,
     })
 }
@@ -100,6 +106,16 @@ pub fn datum_to_scalar(datum: &Datum, data_type: &DataType) -> Option<ScalarValu
             PrimitiveLiteral::Long(v),
             DataType::Timestamp(TimeUnit::Microsecond, Some(tz)),
         ) => ScalarValue::TimestampMicrosecond(Some(*v), Some(Arc::clone(tz))),
+        (
+            PrimitiveType::TimestampNs,
+            PrimitiveLiteral::Long(v),
+            DataType::Timestamp(TimeUnit::Nanosecond, None),
+        ) => ScalarValue::TimestampNanosecond(Some(*v), None),
+        (
+            PrimitiveType::TimestamptzNs,
+            PrimitiveLiteral::Long(v),
+            DataType::Timestamp(TimeUnit::Nanosecond, Some(tz)),
+        ) => ScalarValue::TimestampNanosecond(Some(*v), Some(Arc::clone(tz))),
         _ => return None,
     })
 }

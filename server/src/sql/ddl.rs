@@ -124,6 +124,12 @@ pub(crate) async fn plan_create_with(
                     .iter()
                     .any(|o| matches!(o.option, ColumnOption::NotNull));
                 let name = names.ident(&column.name);
+                if matches!(
+                    column.data_type,
+                    datafusion::sql::sqlparser::ast::DataType::Timestamp(Some(9), _)
+                ) {
+                    layout.nanosecond_columns.push(name.clone());
+                }
                 columns.push((name, typed.schema().field(0).data_type().clone(), !not_null));
             }
             (columns, None)
