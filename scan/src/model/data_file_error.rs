@@ -19,6 +19,10 @@ pub enum DataFileError {
     /// The storage refused access to `path` (credentials, bucket policy).
     #[error("data file {path} cannot be read: storage denied access")]
     Denied { path: String },
+    /// The storage refused to store a file a write made at `path` (a bucket policy: SeaweedFS's
+    /// table buckets refuse `.puffin` objects).
+    #[error("{path} cannot be written: storage denied access; nothing was committed")]
+    WriteDenied { path: String },
     /// The storage did not deliver `path`'s bytes after the storage layer's own retries: reset
     /// or refused connections, no answer within its I/O timeout, server errors.
     #[error("data file {path} could not be read from storage: {reason}")]
@@ -76,4 +80,23 @@ fn one_line(e: &dyn std::fmt::Display) -> String {
         .split_whitespace()
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// An error of writing the file at `path` as a DataFusion error: [`DataFileError::WriteDenied`]
+/// when the storage refused access (typed, from opendal's error kind in the source chain), else
+/// the iceberg error as it is.
+pub fn write_error(path: &str, e: iceberg::Error) -> datafusion::common::DataFusionError {
+    let mut at: Option<&(dyn StdError + 'static)> = Some(&e);
+    while let Some(err) = at {
+        if let Some(o) = err.downcast_ref::<opendal::Error>()
+            && o.kind() == opendal::ErrorKind::PermissionDenied
+        {
+            let denied = DataFileError::WriteDenied {
+                path: path.to_string(),
+            };
+            return datafusion::common::DataFusionError::External(Box::new(denied));
+        }
+        at = err.source();
+    }
+    datafusion::common::DataFusionError::External(Box::new(e))
 }

@@ -33,6 +33,7 @@ use parquet::arrow::PARQUET_FIELD_ID_META_KEY;
 use parquet::file::properties::WriterProperties;
 use roaring::RoaringTreemap;
 
+use crate::model::data_file_error::write_error;
 use crate::model::iceberg_error::external;
 use crate::plan::metrics_index::FileMetricsIndex;
 use crate::read::deletes::positional_deletes::{
@@ -151,7 +152,7 @@ pub async fn write_delete_files(
             let (written, size) =
                 iceflight_iceberg::deletion_vector::write_puffin(table.file_io(), &path, vectors)
                     .await
-                    .map_err(external)?;
+                    .map_err(|e| write_error(&path, e))?;
             for vector in written {
                 let (spec_id, data_file) = data_file(index, &vector.referenced_data_file)?;
                 out.files.push((
@@ -222,7 +223,10 @@ async fn write_parquet(
     ]));
     let builder = ParquetWriterBuilder::new(WriterProperties::builder().build(), Arc::new(schema));
     let output = table.file_io().new_output(path).map_err(external)?;
-    let mut writer = builder.build(output).await.map_err(external)?;
+    let mut writer = builder
+        .build(output)
+        .await
+        .map_err(|e| write_error(path, e))?;
     let all: Vec<i64> = positions.iter().map(|p| p as i64).collect();
     for chunk in all.chunks(64 * 1024) {
         let batch = RecordBatch::try_new(
@@ -232,9 +236,12 @@ async fn write_parquet(
                 Arc::new(Int64Array::from(chunk.to_vec())),
             ],
         )?;
-        writer.write(&batch).await.map_err(external)?;
+        writer
+            .write(&batch)
+            .await
+            .map_err(|e| write_error(path, e))?;
     }
-    let mut built = writer.close().await.map_err(external)?;
+    let mut built = writer.close().await.map_err(|e| write_error(path, e))?;
     let Some(mut builder) = built.pop() else {
         return exec_err!("the position delete file {path} was not written");
     };

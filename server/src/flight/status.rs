@@ -51,7 +51,9 @@ pub fn to_status(e: DataFusionError) -> Status {
         return match file {
             DataFileError::Missing { .. } => Status::not_found(message(&e)),
             DataFileError::Corrupt { .. } => Status::data_loss(message(&e)),
-            DataFileError::Denied { .. } => Status::permission_denied(message(&e)),
+            DataFileError::Denied { .. } | DataFileError::WriteDenied { .. } => {
+                Status::permission_denied(message(&e))
+            }
             DataFileError::Unreachable { .. } => Status::unavailable(message(&e)),
         };
     }
