@@ -113,14 +113,29 @@ pub async fn create_empty(
     if table.metadata().format_version() >= asked {
         return Ok(table);
     }
-    // iceberg 0.10.1's REST client does not send the format version: upgrade.
+    // iceberg 0.10.1's REST client does not send the format version: upgrade; a catalog that
+    // refuses leaves no table behind.
     let tx = Transaction::new(&table);
-    let tx = tx
+    let upgraded = match tx
         .upgrade_table_version()
         .set_format_version(asked)
         .apply(tx)
-        .map_err(to_df_error)?;
-    tx.commit(catalog).await.map_err(to_df_error)
+    {
+        Ok(tx) => tx.commit(catalog).await,
+        Err(e) => Err(e),
+    };
+    match upgraded {
+        Ok(table) => Ok(table),
+        Err(e) => {
+            let _ = catalog.drop_table(ident).await;
+            plan_err!(
+                "table {ident}: the catalog created a format {} table and refused to upgrade it \
+                 to {asked} ({}); nothing was created",
+                table.metadata().format_version(),
+                e.message()
+            )
+        }
+    }
 }
 
 /// Appends the rows of `data` to `table` in one snapshot; returns the rows written. The
