@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""Row-level changes on one 10 M-row table: UPDATE and DELETE touching 0.1 %, 1 % and 10 % of
+the rows, copy-on-write and merge-on-read, beside DuckDB's own times on the same statements;
+then what the delete files left behind cost later reads.
+
+    iceflight load tpch --scale 0.01 --data-dir D          # any catalog to start from
+    iceflight serve --data-dir D --user bench:bench --listen 127.0.0.1:50071 &
+    python bench/scripts/row_changes.py --url grpc://127.0.0.1:50071 --rows 10000000 \\
+        --duckdb-dir /tmp/rc-duck > bench/results/row_changes.json
+
+Tables: `local.rc.base` (id 1..rows, k = id % 1000, v double, s string), copied for each
+statement into a table of the mode (`write.update.mode` / `write.delete.mode`) with 16 MiB
+data files. Two layouts of the rows changed: *spread* (`id % N = 7`: every data file holds
+some) and *clustered* (`id <= rows / N`: the first file or two). DuckDB runs the same
+statements on a copy of the same rows in its own database file (its storage, not Iceberg).
+Per round and per (layout, fraction, statement), the three engines run one after another; the
+report takes the median over rounds. Read cost: `SELECT count(*), sum(v) FROM t` on the
+merge-on-read table and the copy-on-write table after the same statement, alternating, five
+times each. Files written come from the snapshot summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import adbc_driver_flightsql.dbapi as flight_sql
+import adbc_driver_manager
+import duckdb
+
+FRACTIONS = [(1000, "0.1%"), (100, "1%"), (10, "10%")]
+STATEMENTS = {
+    "UPDATE": "UPDATE {t} SET v = v + 1 WHERE {where}",
+    "DELETE": "DELETE FROM {t} WHERE {where}",
+}
+FILE_SIZE = 16 * 1024 * 1024
+
+
+def connect(url: str, user: str, password: str):
+    kwargs = {
+        adbc_driver_manager.DatabaseOptions.USERNAME.value: user,
+        adbc_driver_manager.DatabaseOptions.PASSWORD.value: password,
+    }
+    return flight_sql.connect(url, db_kwargs=kwargs, autocommit=True)
+
+
+def run(conn, sql: str):
+    with conn.cursor() as cur:
+        cur.execute(sql)
+        return cur.fetchall()
+
+
+def timed(fn) -> tuple[float, object]:
+    start = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - start, out
+
+
+def where(layout: str, n: int, rows: int) -> str:
+    return f"id % {n} = 7" if layout == "spread" else f"id <= {rows // n}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--url", required=True)
+    parser.add_argument("--user", default="bench")
+    parser.add_argument("--password", default="bench")
+    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--reads", type=int, default=5)
+    parser.add_argument("--duckdb-dir", required=True)
+    args = parser.parse_args()
+
+    conn = connect(args.url, args.user, args.password)
+    run(conn, "CREATE SCHEMA IF NOT EXISTS local.rc")
+    run(conn, "DROP TABLE IF EXISTS local.rc.base")
+    base_seconds, _ = timed(lambda: run(conn, (
+        "CREATE TABLE local.rc.base AS SELECT value AS id, value % 1000 AS k, "
+        "CAST(value AS DOUBLE) * 0.5 AS v, concat('row ', CAST(value % 997 AS VARCHAR)) AS s "
+        f"FROM generate_series(1, {args.rows})")))
+    os.makedirs(args.duckdb_dir, exist_ok=True)
+    duck = duckdb.connect(os.path.join(args.duckdb_dir, "rc.duckdb"))
+    duck.execute("DROP TABLE IF EXISTS base")
+    duck.execute("CREATE TABLE base AS SELECT range AS id, range % 1000 AS k, range::DOUBLE * 0.5 AS v, "
+                 f"'row ' || (range % 997)::VARCHAR AS s FROM range(1, {args.rows + 1})")
+
+    results = []
+    for layout in ("spread", "clustered"):
+        for n, label in FRACTIONS:
+            for statement, template in STATEMENTS.items():
+                cond = where(layout, n, args.rows)
+                samples = {"copy-on-write": [], "merge-on-read": [], "duckdb": []}
+                written = {}
+                reads = {"copy-on-write": [], "merge-on-read": []}
+                changed = None
+                for round_ in range(args.rounds):
+                    tables = {}
+                    for mode in ("copy-on-write", "merge-on-read"):
+                        t = f"local.rc.t_{mode.split('-')[0]}"
+                        run(conn, f"DROP TABLE IF EXISTS {t}")
+                        run(conn, f"CREATE TABLE {t} (id BIGINT, k BIGINT, v DOUBLE, s VARCHAR) WITH "
+                                  f"('write.update.mode' = '{mode}', 'write.delete.mode' = '{mode}')")
+                        run(conn, f"ALTER TABLE {t} SET TBLPROPERTIES "
+                                  f"('write.target-file-size-bytes' = '{FILE_SIZE}')")
+                        run(conn, f"INSERT INTO {t} SELECT * FROM local.rc.base")
+                        seconds, out = timed(lambda: run(conn, template.format(t=t, where=cond)))
+                        samples[mode].append(seconds)
+                        changed = out[0][0]
+                        name = t.split(".")[-1]
+                        summary = run(conn, (
+                            "SELECT summary['added-data-files'], summary['added-delete-files'], "
+                            "summary['added-files-size'], summary['deleted-data-files'] "
+                            f"FROM local.rc.\"{name}$snapshots\" ORDER BY committed_at DESC LIMIT 1"))[0]
+                        files = run(conn, f"SELECT count(*) FROM local.rc.\"{name}$files\" "
+                                          "WHERE content = 0")[0][0]
+                        written[mode] = {
+                            "added_data_files": summary[0], "added_delete_files": summary[1],
+                            "added_bytes": summary[2], "removed_data_files": summary[3],
+                            "data_files_after": files,
+                        }
+                        tables[mode] = t
+                    duck.execute("DROP TABLE IF EXISTS t")
+                    duck.execute("CREATE TABLE t AS SELECT * FROM base")
+                    seconds, _ = timed(lambda: duck.execute(template.format(t="t", where=cond)).fetchall())
+                    samples["duckdb"].append(seconds)
+                    if round_ == args.rounds - 1:
+                        for _ in range(args.reads):
+                            for mode, t in tables.items():
+                                s, _ = timed(lambda: run(conn, f"SELECT count(*), sum(v) FROM {t}"))
+                                reads[mode].append(s)
+                entry = {
+                    "layout": layout, "fraction": label, "statement": statement, "where": cond,
+                    "rows_changed": changed,
+                    "seconds": {k: statistics.median(v) for k, v in samples.items()},
+                    "samples": samples,
+                    "written": written,
+                    "read_seconds": {k: statistics.median(v) for k, v in reads.items()},
+                }
+                results.append(entry)
+                print(json.dumps(entry), file=sys.stderr, flush=True)
+    json.dump({"rows": args.rows, "rounds": args.rounds, "base_seconds": base_seconds,
+               "data_file_target_bytes": FILE_SIZE, "results": results}, sys.stdout, indent=1)
+
+
+if __name__ == "__main__":
+    main()
