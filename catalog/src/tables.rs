@@ -286,8 +286,8 @@ pub struct TableLayout {
     pub sorted_by: Vec<String>,
     /// The table format version asked for (`format_version = 3`); `None`: 2.
     pub format_version: Option<u8>,
-    /// Columns written `TIMESTAMP(9)` (or `TIMESTAMP_NS`): Iceberg `timestamp_ns` /
-    /// `timestamptz_ns` on a format version 3 table (other timestamps are microseconds).
+    /// Columns written `TIMESTAMP(9)`: Iceberg `timestamp_ns` / `timestamptz_ns` on a format
+    /// version 3 table (other timestamps are microseconds).
     pub nanosecond_columns: Vec<String>,
     /// Iceberg table properties given by their own names (`'write.delete.mode' =
     /// 'merge-on-read'`, as DuckDB and Spark take them), sorted by key.

@@ -15,19 +15,20 @@
 //!    └─ manifest with one ──► rewritten: the removed file DELETED, the others EXISTING
 //!                             (their snapshot ids and sequence numbers kept)
 //!  added data files ──► one new data manifest, ADDED
-//!  added delete files ──► one new delete manifest, ADDED
+//!  added delete files ──► one new delete manifest per partition spec, ADDED
 //!  ──► manifest list (v3: with the first row id of the rows added) ──► AddSnapshot +
 //!      SetSnapshotRef(main); requirements: the table's uuid, main still at the snapshot the
 //!      files were read at
 //! ```
 //!
-//! Delete files that applied to a removed data file stay listed: a position delete file names
-//! data files by path, so it matches no live file any more; an equality delete file applies
-//! only to data files of a lower sequence number, which the added files are not. Both are
-//! correct because the added files were written from rows read with those deletes applied.
-//! (Iceberg's Java writer drops such delete files in the same commit; readers need not.)
-//! A removed deletion vector is named by its Puffin file and the data file it references: one
-//! Puffin file may hold the vectors of several data files, and only the one replaced goes.
+//! A removed data file takes with it the position delete files and deletion vectors that name
+//! it alone (`referenced_data_file`; the spec requires it of deletion vectors). Other delete
+//! files that applied to it stay listed: a position delete file names data files by path, so
+//! it matches no live file any more; an equality delete file applies only to data files of a
+//! lower sequence number, which the added files are not. Both are correct because the added
+//! files were written from rows read with those deletes applied. A removed deletion vector is
+//! named by its Puffin file and the data file it references: one Puffin file may hold the
+//! vectors of several data files, and only the one replaced goes.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -167,12 +168,16 @@ pub async fn commit_changes(
     let mut manifests: Vec<ManifestFile> = Vec::new();
     let mut found_data: HashSet<String> = HashSet::new();
     let mut found_vectors: HashSet<(String, String)> = HashSet::new();
+    // A position delete file or deletion vector that names one data file goes with it
+    // (table spec: "when removing a data file, writers must also remove any deletion vector
+    // that applies to it").
     let removed = |file: &DataFile| match file.content_type() {
         DataContentType::Data => changes.removed_data_files.contains(file.file_path()),
         DataContentType::PositionDeletes => file.referenced_data_file().is_some_and(|r| {
-            changes
-                .removed_deletion_vectors
-                .contains(&(file.file_path().to_string(), r))
+            changes.removed_data_files.contains(&r)
+                || changes
+                    .removed_deletion_vectors
+                    .contains(&(file.file_path().to_string(), r))
         }),
         DataContentType::EqualityDeletes => false,
     };
@@ -183,7 +188,8 @@ pub async fn commit_changes(
             let hits_data = manifest_file.content == ManifestContentType::Data
                 && !changes.removed_data_files.is_empty();
             let hits_deletes = manifest_file.content == ManifestContentType::Deletes
-                && !changes.removed_deletion_vectors.is_empty();
+                && (!changes.removed_deletion_vectors.is_empty()
+                    || !changes.removed_data_files.is_empty());
             if !hits_data && !hits_deletes {
                 manifests.push(manifest_file);
                 continue;

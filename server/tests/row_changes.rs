@@ -508,3 +508,64 @@ async fn timestamp_ns_columns_keep_nanoseconds() {
     assert_eq!(duckdb.len(), 3, "{duckdb:?}");
     assert!(duckdb[0][1].contains("00:00:00.000000002"), "{duckdb:?}");
 }
+
+/// Forms refused with one line and nothing committed: a subquery in UPDATE or MERGE
+/// expressions, `WHEN NOT MATCHED BY SOURCE`, `UPDATE … FROM`, a MERGE UPDATE in a NOT MATCHED
+/// clause; a MERGE whose source is a query runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unsupported_row_change_forms_are_one_line_and_commit_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    common::make_history(dir.path());
+    let engine = common::engine(dir.path(), 2).await;
+    let ctx = engine.session(None, Some("history"), &[]).unwrap();
+    ok(&ctx, "CREATE TABLE r (id BIGINT, v BIGINT)").await;
+    ok(&ctx, "INSERT INTO r VALUES (1, 1), (2, 2)").await;
+    let snapshots = ok(&ctx, "SELECT count(*) FROM \"r$snapshots\"").await;
+    for (text, code, says) in [
+        (
+            "UPDATE r SET v = 0 WHERE id IN (SELECT id FROM events)",
+            tonic::Code::Unimplemented,
+            "subquery",
+        ),
+        (
+            "UPDATE r SET v = (SELECT max(id) FROM events)",
+            tonic::Code::Unimplemented,
+            "subquery",
+        ),
+        (
+            "MERGE INTO r USING (VALUES (1)) AS s(id) ON r.id = s.id \
+             WHEN NOT MATCHED BY SOURCE THEN DELETE",
+            tonic::Code::Unimplemented,
+            "NOT MATCHED BY SOURCE",
+        ),
+        (
+            "MERGE INTO r USING (VALUES (1)) AS s(id) ON r.id = s.id \
+             WHEN NOT MATCHED THEN UPDATE SET v = 0",
+            tonic::Code::InvalidArgument,
+            "only WHEN MATCHED",
+        ),
+        (
+            "UPDATE r SET v = 0 FROM events WHERE r.id = events.id",
+            tonic::Code::Unimplemented,
+            "MERGE",
+        ),
+    ] {
+        let err = sql(&ctx, text).await.unwrap_err();
+        let status = iceflight::flight::status::to_status(err);
+        assert_eq!(status.code(), code, "{text}: {status}");
+        assert!(status.message().contains(says), "{text}: {status}");
+        assert!(!status.message().contains('\n'), "{text}: {status}");
+    }
+    assert_eq!(ok(&ctx, "SELECT count(*) FROM \"r$snapshots\"").await, snapshots);
+    // A MERGE whose source is a query is fine.
+    assert_eq!(
+        ok(
+            &ctx,
+            "MERGE INTO r USING (SELECT id, id * 100 AS v FROM r WHERE id = 2) AS s ON r.id = s.id \
+             WHEN MATCHED THEN UPDATE SET v = s.v"
+        )
+        .await,
+        [["1"]]
+    );
+    assert_eq!(sorted(&ctx, "SELECT * FROM r").await, [["1", "1"], ["2", "200"]]);
+}

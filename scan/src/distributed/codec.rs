@@ -98,7 +98,9 @@ impl IcebergScanCodec {
         };
         let metadata = table.metadata();
         let current = metadata.current_schema();
-        let arrow = iceberg::arrow::schema_to_arrow_schema(current).map_err(external)?;
+        let arrow = with_metadata_columns(
+            iceberg::arrow::schema_to_arrow_schema(current).map_err(external)?,
+        );
         let projection = inputs
             .schema
             .fields()
@@ -210,7 +212,7 @@ impl IcebergScanCodec {
         let current = Arc::clone(metadata.current_schema());
         let arrow = Arc::new(iceberg::arrow::schema_to_arrow_schema(&current).map_err(external)?);
         let indices: Vec<usize> = node.projection.iter().map(|&i| i as usize).collect();
-        let schema = Arc::new(arrow.project(&indices)?);
+        let schema = Arc::new(with_metadata_columns(arrow.as_ref().clone()).project(&indices)?);
         let field_id = |f: &arrow::datatypes::Field| -> Result<i32> {
             f.metadata()
                 .get(parquet::arrow::PARQUET_FIELD_ID_META_KEY)
@@ -557,4 +559,13 @@ struct DeleteNode {
     equality_ids: Vec<i32>,
     #[prost(bool, tag = "6")]
     has_equality_ids: bool,
+}
+
+/// `schema` (a table's current columns) followed by the metadata columns `_file` and `_pos`: a
+/// projection's indices past the table's columns name them (a row change's scan,
+/// `model/metadata_columns.rs`).
+fn with_metadata_columns(schema: arrow::datatypes::Schema) -> arrow::datatypes::Schema {
+    let mut fields: Vec<arrow::datatypes::FieldRef> = schema.fields().to_vec();
+    fields.extend(crate::model::metadata_columns::fields().map(Arc::new));
+    arrow::datatypes::Schema::new_with_metadata(fields, schema.metadata().clone())
 }

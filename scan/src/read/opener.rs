@@ -561,6 +561,17 @@ impl TaskOpener {
 
     /// iceberg's `ArrowReader` on `task`: byte-range pieces per run of kept row groups.
     async fn open_iceberg(&self, task: FileScanTask) -> Result<Batches> {
+        if self
+            .field_ids
+            .contains(&metadata_columns::ROW_POSITION_FIELD_ID)
+        {
+            // Only the native reader numbers rows (UPDATE, MERGE, merge-on-read DELETE).
+            return exec_err!(
+                "cannot read the row positions of {} with iceberg's reader (its position \
+                 deletes are not Parquet, or iceflight.scan.reader is 'iceberg')",
+                task.data_file_path
+            );
+        }
         let mut pieces = match self.gate(task).await? {
             Opened::Skip => return Ok(stream::empty().boxed()),
             Opened::Read(pieces) => pieces,

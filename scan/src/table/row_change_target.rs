@@ -1,7 +1,7 @@
 //! The target of `UPDATE`, `MERGE INTO` and merge-on-read `DELETE` as DataFusion plans it: a
 //! table whose columns are the change stream's (`write/row_change.rs`) and whose `INSERT`
 //! applies the changes. The session plans the statement as `INSERT INTO <this> <change
-//! stream>` (`server/src/sql/update.rs`, `merge.rs`), so prepared statements, `EXPLAIN` and
+//! stream>` (`server/src/sql/row_change.rs`), so prepared statements, `EXPLAIN` and
 //! the count of changed rows work as for `INSERT`.
 
 use std::sync::Arc;
@@ -126,19 +126,23 @@ impl TableProvider for RowChangeTarget {
         {
             let plan = plan.clone();
             let ident = self.table.table().identifier().clone();
-            let replan: ReplanFn =
-                Arc::new(move |planner: &ScanPlanner| at_snapshot(plan.clone(), &ident, planner));
+            let planned = self.table.table().metadata().current_snapshot_id();
+            let replan: ReplanFn = Arc::new(move |planner: &ScanPlanner| {
+                at_snapshot(plan.clone(), &ident, planned, planner)
+            });
             sink = sink.with_rerun(Rerun::new(state.clone(), replan));
         }
         Ok(Arc::new(DataSinkExec::new(input, Arc::new(sink), None)))
     }
 }
 
-/// `plan` with every scan of table `ident` reading the snapshot `planner` holds (the scans keep
-/// their metadata columns and catalog).
+/// `plan` with every scan of table `ident` at the snapshot the statement was planned on
+/// (`planned`) reading the snapshot `planner` holds instead (the scans keep their metadata
+/// columns and catalog); a scan of another snapshot of it (`FOR VERSION AS OF`) stays.
 fn at_snapshot(
     plan: LogicalPlan,
     ident: &iceberg::TableIdent,
+    planned: Option<i64>,
     planner: &ScanPlanner,
 ) -> Result<LogicalPlan> {
     plan.transform_up(|node| {
@@ -149,7 +153,9 @@ fn at_snapshot(
         let Some(iceberg) = provider.downcast_ref::<IcebergTableProvider>() else {
             return Ok(Transformed::no(node));
         };
-        if iceberg.table().identifier() != ident {
+        if iceberg.table().identifier() != ident
+            || iceberg.table().metadata().current_snapshot_id() != planned
+        {
             return Ok(Transformed::no(node));
         }
         let moved = iceberg.at(planner.table().clone())?;

@@ -96,20 +96,20 @@ impl DataSink for OverwriteSink {
             return Ok(0);
         }
         let ident = table.identifier().clone();
+        // The files replaced are those of the snapshot the statement was planned on: files
+        // appended since stay (the statement is serialized before those appends).
+        let changes = FileChanges {
+            removed_data_files: replaced(table, &added).await?,
+            added_data_files: added.clone(),
+            ..FileChanges::default()
+        };
         let mut base = table.clone();
         for _ in 0..REBASES {
-            let changes = FileChanges {
-                removed_data_files: replaced(&base, &added).await?,
-                added_data_files: added.clone(),
-                ..FileChanges::default()
-            };
             let e = match commit_changes(self.catalog.as_ref(), &base, &changes).await {
                 Ok(()) => return Ok(rows),
                 Err(e) if e.kind() == ErrorKind::CatalogCommitConflicts => e,
-                Err(e) => {
-                    drop_added(table, &added).await;
-                    return Err(external(e));
-                }
+                // The outcome may be unknown (a timeout): the files stay.
+                Err(e) => return Err(external(e)),
             };
             let now = self.catalog.load_table(&ident).await.map_err(external)?;
             if !only_appended(&base, &now) {

@@ -9,7 +9,7 @@
 //!               1 insert: the values added as a new row
 //!               2 update: (_file, _pos) deleted and the values added
 //!   ──► deleted positions by data file (a position seen twice: one target row changed twice
-//!       ──► error, nothing written) + new rows ──► new data files (sink.rs's writer)
+//!       ──► error, nothing committed) + new rows ──► new data files (sink.rs's writer)
 //!   merge-on-read ──► delete files for the positions (delete_files.rs)
 //!   copy-on-write ──► each data file with a deleted position read again, its other rows
 //!                     written to new data files; the file removed
@@ -18,14 +18,16 @@
 //!
 //! **Concurrency.** The snapshot is committed only if `main` still points at the snapshot
 //! the changes were read from. When other writers committed first and all they did was append
-//! (same schema and spec), the same changes are committed on top of them: appends read
-//! nothing, so the statement is serialized before them (Iceberg's Java `RowDelta` validates
-//! the same way: a concurrent append does not conflict with a delete). Anything else — a
+//! (same schema and spec), an `UPDATE` or `DELETE` is committed on top of them as it is:
+//! appends read nothing, so the statement is serialized before them (Iceberg's Java
+//! `RowDelta` validates the same way: a concurrent append does not conflict with a delete). A
+//! `MERGE` is not: the rows an append adds could have matched its source. Anything else — a
 //! delete, an overwrite — may have changed the rows this statement read: its written files
 //! are dropped and the statement runs again on the new snapshot (its change stream planned
 //! again, [`Rerun`]), up to [`RUNS`] runs; then, or when the table's columns changed, it fails
 //! with [`WriteConflict`] (`Aborted` at the edge). Nothing is ever half committed: a run's
-//! files are committed in one snapshot or dropped.
+//! files are committed in one snapshot or not at all (dropped when the commit surely failed,
+//! left unreferenced when its outcome is unknown).
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -506,10 +508,9 @@ impl RowChangeSink {
             let e = match commit_changes(self.catalog.as_ref(), &base, &changes).await {
                 Ok(()) => return Ok(None),
                 Err(e) if e.kind() == ErrorKind::CatalogCommitConflicts => e,
-                Err(e) => {
-                    drop_files(&base, &changes.written_paths()).await;
-                    return Err(external(e));
-                }
+                // Any other failure may hide a commit that happened (a timeout, a 5xx after
+                // the request left): the files stay, referenced or not.
+                Err(e) => return Err(external(e)),
             };
             let now = match self.catalog.load_table(&ident).await {
                 Ok(now) => now,
@@ -518,7 +519,9 @@ impl RowChangeSink {
                     return Err(external(load));
                 }
             };
-            if only_appended(&base, &now) {
+            // A MERGE's NOT MATCHED decisions read the keys an append may add (serializable,
+            // as Iceberg's Java MERGE validates): it runs again instead.
+            if self.operation != RowOperation::Merge && only_appended(&base, &now) {
                 base = now;
                 continue;
             }

@@ -8,7 +8,7 @@
 //! | a worker or other peer unreachable (a connection error, `distributed/channels.rs`) | `Unavailable` |
 //! | a table or catalog a worker does not have (an I/O `NotFound`, `catalog/src/lib.rs`) | `NotFound` |
 //! | catalog refused our credentials | `Unauthenticated` |
-//! | a statement or form not supported yet (`INSERT OVERWRITE`, `MERGE … NOT MATCHED BY SOURCE`) | `Unimplemented` |
+//! | a statement or form not supported yet (`RENAME COLUMN`, `MERGE … NOT MATCHED BY SOURCE`) | `Unimplemented` |
 //! | a write that lost to another writer (`WriteConflict`, `scan/src/model/write_conflict.rs`) | `Aborted` |
 //! | memory limit, too many queries, `query.max_result_bytes` | `ResourceExhausted` |
 //! | `query.timeout` | `DeadlineExceeded` |
@@ -74,7 +74,8 @@ pub fn to_status(e: DataFusionError) -> Status {
         DataFusionError::Plan(_) | DataFusionError::Configuration(_) => {
             Status::invalid_argument(message(&e))
         }
-        // A statement iceflight understands and does not run (`UPDATE`, `INSERT OVERWRITE`).
+        // A statement or form iceflight understands and does not run (`RENAME COLUMN`,
+        // `MERGE … WHEN NOT MATCHED BY SOURCE`).
         DataFusionError::NotImplemented(_) => Status::unimplemented(message(&e)),
         DataFusionError::ResourcesExhausted(_) => Status::resource_exhausted(message(&e)),
         DataFusionError::IoError(io) if is_connection(io.kind()) => {

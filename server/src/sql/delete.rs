@@ -8,6 +8,10 @@
 //! every row". So the condition is taken here, from the plan as written, and given to the
 //! table ([`IcebergTableProvider::for_delete`]), which runs only on it (`scan/src/write/delete.rs`).
 //!
+//! On a table whose `write.delete.mode` is `merge-on-read`, a `DELETE` with a condition is
+//! planned as a change stream instead (`row_change.rs`: delete files, no data file rewritten);
+//! one without a condition removes every data file as copy-on-write does.
+//!
 //! Refused, as one clear line each: a condition with a subquery or reading another table,
 //! `LIMIT` / `ORDER BY`, aggregate or window functions in the condition, and a volatile
 //! condition (`random()`: the statement evaluates it more than once per row).
@@ -109,7 +113,8 @@ fn ready(node: LogicalPlan) -> Result<Transformed<LogicalPlan>> {
         .map(|c| crate::float_semantics::delete_condition(unqualified(c)?, &columns))
         .transpose()?;
     let mode = WriteMode::of(iceberg.table().metadata(), RowOperation::Delete)?;
-    if mode == WriteMode::MergeOnRead && iceberg.writes().is_some() {
+    // Without a condition every data file goes whole: no delete file is needed.
+    if mode == WriteMode::MergeOnRead && iceberg.writes().is_some() && condition.is_some() {
         return super::row_change::plan_merge_on_read_delete(
             dml.table_name.clone(),
             iceberg,

@@ -137,11 +137,27 @@ impl Target {
 }
 
 /// An expression written in the statement, planned against `schema`.
+///
+/// Errors: a subquery (not supported in these statements' expressions: the source of a
+/// `MERGE` may be a query), or what planning the expression reports.
 fn expr(
     ctx: &SessionContext,
     sql: &datafusion::sql::sqlparser::ast::Expr,
     schema: &DFSchema,
 ) -> Result<Expr> {
+    use datafusion::sql::sqlparser::ast::{Expr as Sql, visit_expressions};
+    let subquery = visit_expressions(sql, |e| match e {
+        Sql::Subquery(_) | Sql::Exists { .. } | Sql::InSubquery { .. } => {
+            std::ops::ControlFlow::Break(())
+        }
+        _ => std::ops::ControlFlow::Continue(()),
+    });
+    if subquery.is_break() {
+        return not_impl_err!(
+            "a subquery in UPDATE's SET or WHERE, or in MERGE's ON or clauses, is not \
+             supported ({sql}); use MERGE INTO … USING (SELECT …)"
+        );
+    }
     ctx.state().create_logical_expr(&sql.to_string(), schema)
 }
 
