@@ -542,7 +542,7 @@ async fn unsupported_row_change_forms_are_one_line_and_commit_nothing() {
             "MERGE INTO r USING (VALUES (1)) AS s(id) ON r.id = s.id \
              WHEN NOT MATCHED THEN UPDATE SET v = 0",
             tonic::Code::InvalidArgument,
-            "only WHEN MATCHED",
+            "not allowed in a NOT MATCHED",
         ),
         (
             "UPDATE r SET v = 0 FROM events WHERE r.id = events.id",
