@@ -9,14 +9,14 @@ then what the delete files left behind cost later reads.
         --duckdb-dir /tmp/rc-duck > bench/results/row_changes.json
 
 Tables: `local.rc.base` (id 1..rows, k = id % 1000, v double, s string), copied for each
-statement into a table of the mode (`write.update.mode` / `write.delete.mode`) with 16 MiB
-data files. Two layouts of the rows changed: *spread* (`id % N = 7`: every data file holds
+statement into a table of the mode (`write.update.mode` / `write.delete.mode`), sorted by id,
+with 2 MiB data files (about 14 for 10 M rows). Two layouts of the rows changed: *spread* (`id % N = 7`: every data file holds
 some) and *clustered* (`id <= rows / N`: the first file or two). DuckDB runs the same
 statements on a copy of the same rows in its own database file (its storage, not Iceberg).
-Per round and per (layout, fraction, statement), the three engines run one after another; the
-report takes the median over rounds. Read cost: `SELECT count(*), sum(v) FROM t` on the
-merge-on-read table and the copy-on-write table after the same statement, alternating, five
-times each. Files written come from the snapshot summary.
+Modes: copy-on-write (v2), merge-on-read on v2 (Parquet position delete files) and on v3
+(deletion vectors). Per round and per (layout, fraction, statement), the four run one after
+another; the report takes the median over rounds. Read cost: `SELECT count(*), sum(v) FROM t`
+on each iceflight table after the same statement, alternating, five times each. Files written come from the snapshot summary.
 """
 
 from __future__ import annotations
@@ -33,11 +33,21 @@ import adbc_driver_manager
 import duckdb
 
 FRACTIONS = [(1000, "0.1%"), (100, "1%"), (10, "10%")]
+# Label ─► (write mode, format version): v2 merge-on-read writes Parquet position delete
+# files, v3 deletion vectors.
+MODES = [
+    ("copy-on-write", ("copy-on-write", 2)),
+    ("merge-on-read", ("merge-on-read", 2)),
+    ("merge-on-read v3", ("merge-on-read", 3)),
+]
 STATEMENTS = {
     "UPDATE": "UPDATE {t} SET v = v + 1 WHERE {where}",
     "DELETE": "DELETE FROM {t} WHERE {where}",
 }
-FILE_SIZE = 16 * 1024 * 1024
+FILE_SIZE = 2 * 1024 * 1024
+# The namespace, its catalog quoted: sqlparser reads `INSERT INTO local…` as Hive's
+# `INSERT … LOCAL DIRECTORY`.
+RC = '"local".rc'
 
 
 def connect(url: str, user: str, password: str):
@@ -52,6 +62,16 @@ def run(conn, sql: str):
     with conn.cursor() as cur:
         cur.execute(sql)
         return cur.fetchall()
+
+
+def run_update(conn, sql: str) -> int:
+    """A statement that changes rows; the rows changed (ADBC's `execute_update` count)."""
+    stmt = adbc_driver_manager.AdbcStatement(conn.adbc_connection)
+    try:
+        stmt.set_sql_query(sql)
+        return stmt.execute_update()
+    finally:
+        stmt.close()
 
 
 def timed(fn) -> tuple[float, object]:
@@ -77,9 +97,9 @@ def main() -> None:
 
     conn = connect(args.url, args.user, args.password)
     run(conn, "CREATE SCHEMA IF NOT EXISTS local.rc")
-    run(conn, "DROP TABLE IF EXISTS local.rc.base")
+    run(conn, f"DROP TABLE IF EXISTS {RC}.base")
     base_seconds, _ = timed(lambda: run(conn, (
-        "CREATE TABLE local.rc.base AS SELECT value AS id, value % 1000 AS k, "
+        f"CREATE TABLE {RC}.base AS SELECT value AS id, value % 1000 AS k, "
         "CAST(value AS DOUBLE) * 0.5 AS v, concat('row ', CAST(value % 997 AS VARCHAR)) AS s "
         f"FROM generate_series(1, {args.rows})")))
     os.makedirs(args.duckdb_dir, exist_ok=True)
@@ -93,29 +113,31 @@ def main() -> None:
         for n, label in FRACTIONS:
             for statement, template in STATEMENTS.items():
                 cond = where(layout, n, args.rows)
-                samples = {"copy-on-write": [], "merge-on-read": [], "duckdb": []}
+                samples = {mode: [] for mode, _ in MODES} | {"duckdb": []}
                 written = {}
-                reads = {"copy-on-write": [], "merge-on-read": []}
+                reads = {mode: [] for mode, _ in MODES}
                 changed = None
                 for round_ in range(args.rounds):
                     tables = {}
-                    for mode in ("copy-on-write", "merge-on-read"):
-                        t = f"local.rc.t_{mode.split('-')[0]}"
+                    for mode, (write_mode, version) in MODES:
+                        t = f"{RC}.t_{mode.replace('-', '_').replace(' ', '_')}"
                         run(conn, f"DROP TABLE IF EXISTS {t}")
                         run(conn, f"CREATE TABLE {t} (id BIGINT, k BIGINT, v DOUBLE, s VARCHAR) WITH "
-                                  f"('write.update.mode' = '{mode}', 'write.delete.mode' = '{mode}')")
+                                  f"(sorted_by = ARRAY['id'], format_version = {version}, "
+                                  f"'write.update.mode' = '{write_mode}', "
+                                  f"'write.delete.mode' = '{write_mode}')")
                         run(conn, f"ALTER TABLE {t} SET TBLPROPERTIES "
                                   f"('write.target-file-size-bytes' = '{FILE_SIZE}')")
-                        run(conn, f"INSERT INTO {t} SELECT * FROM local.rc.base")
-                        seconds, out = timed(lambda: run(conn, template.format(t=t, where=cond)))
+                        run(conn, f"INSERT INTO {t} SELECT * FROM {RC}.base")
+                        seconds, changed = timed(
+                            lambda: run_update(conn, template.format(t=t, where=cond)))
                         samples[mode].append(seconds)
-                        changed = out[0][0]
                         name = t.split(".")[-1]
                         summary = run(conn, (
                             "SELECT summary['added-data-files'], summary['added-delete-files'], "
                             "summary['added-files-size'], summary['deleted-data-files'] "
-                            f"FROM local.rc.\"{name}$snapshots\" ORDER BY committed_at DESC LIMIT 1"))[0]
-                        files = run(conn, f"SELECT count(*) FROM local.rc.\"{name}$files\" "
+                            f"FROM {RC}.\"{name}$snapshots\" ORDER BY committed_at DESC LIMIT 1"))[0]
+                        files = run(conn, f"SELECT count(*) FROM {RC}.\"{name}$files\" "
                                           "WHERE content = 0")[0][0]
                         written[mode] = {
                             "added_data_files": summary[0], "added_delete_files": summary[1],

@@ -30,7 +30,9 @@ use iceberg::writer::file_writer::location_generator::{
 };
 use iceberg::writer::file_writer::{FileWriter, FileWriterBuilder, ParquetWriterBuilder};
 use parquet::arrow::PARQUET_FIELD_ID_META_KEY;
+use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::properties::WriterProperties;
+use parquet::schema::types::ColumnPath;
 use roaring::RoaringTreemap;
 
 use crate::model::data_file_error::write_error;
@@ -221,7 +223,14 @@ async fn write_parquet(
         with_id("file_path", DataType::Utf8, FILE_PATH_ID),
         with_id("pos", DataType::Int64, POS_ID),
     ]));
-    let builder = ParquetWriterBuilder::new(WriterProperties::builder().build(), Arc::new(schema));
+    // Positions ascend: delta-encoded they take a few bits each; the one path repeats and is a
+    // dictionary of one value. ZSTD as the data files.
+    let props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::default()))
+        .set_column_encoding(ColumnPath::from("pos"), Encoding::DELTA_BINARY_PACKED)
+        .set_column_dictionary_enabled(ColumnPath::from("pos"), false)
+        .build();
+    let builder = ParquetWriterBuilder::new(props, Arc::new(schema));
     let output = table.file_io().new_output(path).map_err(external)?;
     let mut writer = builder
         .build(output)
