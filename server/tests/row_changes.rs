@@ -18,6 +18,20 @@ fn oracle(dir: &Path, command: &str, table: &str) -> Vec<Vec<String>> {
     common::oracle_rows(&common::pyiceberg_rw(dir, &[command, table])[0])
 }
 
+/// A fresh embedded catalog with namespace `history` (`make_history.py`), an engine on it and
+/// a session in `history`.
+async fn history_session() -> (
+    tempfile::TempDir,
+    iceflight::session::Engine,
+    SessionContext,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    common::make_history(dir.path());
+    let engine = common::engine(dir.path(), 2).await;
+    let ctx = engine.session(None, Some("history"), &[]).unwrap();
+    (dir, engine, ctx)
+}
+
 /// The model: rows by id, `(part, v)`, `v` NULL as `None`.
 type Model = BTreeMap<i64, (String, Option<i64>)>;
 
@@ -60,10 +74,7 @@ async fn snapshot_count(ctx: &SessionContext, table: &str) -> Vec<Vec<String>> {
 /// while copy-on-write rewrites the files it hits.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn update_merge_and_delete_in_both_modes() {
-    let dir = tempfile::tempdir().unwrap();
-    common::make_history(dir.path());
-    let engine = common::engine(dir.path(), 2).await;
-    let ctx = engine.session(None, Some("history"), &[]).unwrap();
+    let (dir, _engine, ctx) = history_session().await;
     for (mode, version) in [
         ("copy-on-write", 2),
         ("merge-on-read", 2),
@@ -226,10 +237,7 @@ async fn update_merge_and_delete_in_both_modes() {
 /// reads the same.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_updates_of_one_row_lose_no_increment() {
-    let dir = tempfile::tempdir().unwrap();
-    common::make_history(dir.path());
-    let engine = common::engine(dir.path(), 2).await;
-    let ctx = engine.session(None, Some("history"), &[]).unwrap();
+    let (dir, engine, ctx) = history_session().await;
     for mode in ["copy-on-write", "merge-on-read"] {
         let t = format!("race_{}", mode.replace('-', "_"));
         ok(
@@ -287,10 +295,7 @@ async fn concurrent_updates_of_one_row_lose_no_increment() {
 /// and DuckDB read the same.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn insert_overwrite_replaces_the_partitions_it_writes() {
-    let dir = tempfile::tempdir().unwrap();
-    common::make_history(dir.path());
-    let engine = common::engine(dir.path(), 2).await;
-    let ctx = engine.session(None, Some("history"), &[]).unwrap();
+    let (dir, _engine, ctx) = history_session().await;
     let check = |t: &'static str, expected: Vec<Vec<&'static str>>| {
         let ctx = ctx.clone();
         let dir = dir.path().to_path_buf();
@@ -361,10 +366,7 @@ async fn insert_overwrite_replaces_the_partitions_it_writes() {
 /// rows we read. Bad values are one clear line.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn set_properties_switches_mode_and_upgrades_to_v3() {
-    let dir = tempfile::tempdir().unwrap();
-    common::make_history(dir.path());
-    let engine = common::engine(dir.path(), 2).await;
-    let ctx = engine.session(None, Some("history"), &[]).unwrap();
+    let (dir, _engine, ctx) = history_session().await;
     ok(&ctx, "CREATE TABLE p (id BIGINT, v BIGINT)").await;
     ok(&ctx, "INSERT INTO p VALUES (1, 1), (2, 2), (3, 3), (4, 4)").await;
     ok(
@@ -417,10 +419,7 @@ async fn set_properties_switches_mode_and_upgrades_to_v3() {
 /// writes it; pyiceberg reads the same.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn column_defaults_are_read_and_written() {
-    let dir = tempfile::tempdir().unwrap();
-    common::make_history(dir.path());
-    let engine = common::engine(dir.path(), 2).await;
-    let ctx = engine.session(None, Some("history"), &[]).unwrap();
+    let (dir, _engine, ctx) = history_session().await;
     ok(&ctx, "CREATE TABLE dv (id BIGINT)").await;
     ok(&ctx, "INSERT INTO dv VALUES (1), (2)").await;
     common::pyiceberg_rw(dir.path(), &["add-default", "history.dv", "w", "7"]);
@@ -452,10 +451,7 @@ async fn column_defaults_are_read_and_written() {
 /// convert for pruning: `scan/src/model/literal.rs`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timestamp_ns_columns_keep_nanoseconds() {
-    let dir = tempfile::tempdir().unwrap();
-    common::make_history(dir.path());
-    let engine = common::engine(dir.path(), 2).await;
-    let ctx = engine.session(None, Some("history"), &[]).unwrap();
+    let (dir, _engine, ctx) = history_session().await;
     ok(
         &ctx,
         "CREATE TABLE tns (id BIGINT, t TIMESTAMP(9)) WITH (format_version = 3, \
@@ -514,10 +510,7 @@ async fn timestamp_ns_columns_keep_nanoseconds() {
 /// clause; a MERGE whose source is a query runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unsupported_row_change_forms_are_one_line_and_commit_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    common::make_history(dir.path());
-    let engine = common::engine(dir.path(), 2).await;
-    let ctx = engine.session(None, Some("history"), &[]).unwrap();
+    let (_dir, _engine, ctx) = history_session().await;
     ok(&ctx, "CREATE TABLE r (id BIGINT, v BIGINT)").await;
     ok(&ctx, "INSERT INTO r VALUES (1, 1), (2, 2)").await;
     let snapshots = ok(&ctx, "SELECT count(*) FROM \"r$snapshots\"").await;
@@ -556,7 +549,10 @@ async fn unsupported_row_change_forms_are_one_line_and_commit_nothing() {
         assert!(status.message().contains(says), "{text}: {status}");
         assert!(!status.message().contains('\n'), "{text}: {status}");
     }
-    assert_eq!(ok(&ctx, "SELECT count(*) FROM \"r$snapshots\"").await, snapshots);
+    assert_eq!(
+        ok(&ctx, "SELECT count(*) FROM \"r$snapshots\"").await,
+        snapshots
+    );
     // A MERGE whose source is a query is fine.
     assert_eq!(
         ok(
@@ -567,5 +563,8 @@ async fn unsupported_row_change_forms_are_one_line_and_commit_nothing() {
         .await,
         [["1"]]
     );
-    assert_eq!(sorted(&ctx, "SELECT * FROM r").await, [["1", "1"], ["2", "200"]]);
+    assert_eq!(
+        sorted(&ctx, "SELECT * FROM r").await,
+        [["1", "1"], ["2", "200"]]
+    );
 }

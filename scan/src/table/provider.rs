@@ -41,7 +41,6 @@ use crate::plan::planned::{assemble, split_by_row_groups, spread_by_size};
 use crate::plan::planner::ScanPlanner;
 use crate::read::caches::ScanCaches;
 use crate::write::delete::DeleteSink;
-use crate::write::overwrite::OverwriteSink;
 use crate::write::sink::IcebergSink;
 
 /// A DataFusion table backed by an iceberg [`Table`] (at its current snapshot, loaded by the
@@ -249,7 +248,7 @@ impl TableProvider for IcebergTableProvider {
         };
         let order = self.write_order(&input.schema());
         if insert_op == InsertOp::Overwrite {
-            let sink = OverwriteSink::try_new(Arc::clone(catalog), self.table().clone())?;
+            let sink = IcebergSink::overwriting(Arc::clone(catalog), self.table().clone())?;
             return Ok(Arc::new(DataSinkExec::new(input, Arc::new(sink), order)));
         }
         let sink = IcebergSink::try_new(

@@ -60,8 +60,8 @@ use crate::model::iceberg_error::external;
 use crate::plan::planned::assemble;
 use crate::plan::planner::ScanPlanner;
 use crate::read::caches::ScanCaches;
+use crate::write::data_files::write_data_files;
 use crate::write::row_change::{RUNS, only_appended, without_empty};
-use crate::write::sink::write_data_files;
 use iceflight_iceberg::commit::{CommitCatalog, overwrite};
 
 /// Commits of one run's files on top of other writers' appends before the statement gives up.

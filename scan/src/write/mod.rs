@@ -1,6 +1,8 @@
-//! Writes: appends (`INSERT`, `CREATE TABLE AS`) and copy-on-write `DELETE`. Imports `model`,
+//! Writes: appends (`INSERT`, `CREATE TABLE AS`), `INSERT OVERWRITE`, copy-on-write `DELETE`,
+//! and the row changes of `UPDATE`, `MERGE` and merge-on-read `DELETE`. Imports `model`,
 //! `pushdown`, `plan`, `read`, `exec` (`README.md`).
 
+pub mod data_files;
 pub(crate) mod delete;
 pub mod delete_files;
 pub mod overwrite;

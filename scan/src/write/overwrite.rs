@@ -18,15 +18,9 @@
 //! drops its files.
 
 use std::collections::HashSet;
-use std::fmt;
-use std::sync::Arc;
 
-use arrow::datatypes::SchemaRef;
-use async_trait::async_trait;
 use datafusion::common::Result;
-use datafusion::datasource::sink::DataSink;
-use datafusion::execution::{SendableRecordBatchStream, TaskContext};
-use datafusion::physical_plan::{DisplayAs, DisplayFormatType};
+use datafusion::execution::SendableRecordBatchStream;
 use iceberg::ErrorKind;
 use iceberg::spec::Struct;
 use iceberg::table::Table;
@@ -35,102 +29,62 @@ use iceflight_iceberg::commit::{CommitCatalog, FileChanges, commit_changes};
 use crate::model::iceberg_error::external;
 use crate::model::write_conflict::WriteConflict;
 use crate::plan::metrics_index::FileMetricsIndex;
+use crate::write::data_files::write_data_files;
 use crate::write::row_change::{only_appended, without_empty};
-use crate::write::sink::write_data_files;
 
 /// Commits on top of other writers' appends before the statement gives up.
 const REBASES: usize = 32;
 
-/// DataFusion's sink for one `INSERT OVERWRITE` (module docs); returns the rows written.
-pub struct OverwriteSink {
-    catalog: Arc<dyn CommitCatalog>,
-    table: Table,
-    schema: SchemaRef,
-}
-
-impl fmt::Debug for OverwriteSink {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("OverwriteSink")
-            .field("table", &self.table.identifier().to_string())
-            .finish()
+/// Writes `data` as data files of `table` (as planned) and commits them replacing the
+/// partitions they fall in (module docs); returns the rows written.
+///
+/// Errors: a row that does not fit the table (sink.rs's writer); [`WriteConflict`] when
+/// another writer changed more than appending; the catalog's.
+pub async fn overwrite_partitions(
+    catalog: &dyn CommitCatalog,
+    table: &Table,
+    data: SendableRecordBatchStream,
+) -> Result<u64> {
+    let (written, rows) = write_data_files(table, data).await?;
+    let added = without_empty(table, written).await;
+    if added.is_empty() {
+        return Ok(0);
     }
-}
-
-impl OverwriteSink {
-    /// A sink overwriting the partitions of `table` (as planned) that its input writes,
-    /// committing through `catalog`.
-    ///
-    /// Errors: the table's schema has no Arrow form.
-    pub fn try_new(catalog: Arc<dyn CommitCatalog>, table: Table) -> Result<Self> {
-        let schema = iceberg::arrow::schema_to_arrow_schema(table.metadata().current_schema())
-            .map_err(external)?;
-        Ok(Self {
-            catalog,
-            table,
-            schema: Arc::new(schema),
-        })
-    }
-}
-
-impl DisplayAs for OverwriteSink {
-    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "IcebergOverwrite: table={}", self.table.identifier())
-    }
-}
-
-#[async_trait]
-impl DataSink for OverwriteSink {
-    fn schema(&self) -> &SchemaRef {
-        &self.schema
-    }
-
-    async fn write_all(
-        &self,
-        data: SendableRecordBatchStream,
-        _context: &Arc<TaskContext>,
-    ) -> Result<u64> {
-        let table = &self.table;
-        let (written, rows) = write_data_files(table, data).await?;
-        let added = without_empty(table, written).await;
-        if added.is_empty() {
-            return Ok(0);
-        }
-        let ident = table.identifier().clone();
-        // The files replaced are those of the snapshot the statement was planned on: files
-        // appended since stay (the statement is serialized before those appends).
-        let changes = FileChanges {
-            removed_data_files: replaced(table, &added).await?,
-            added_data_files: added.clone(),
-            ..FileChanges::default()
+    let ident = table.identifier().clone();
+    // The files replaced are those of the snapshot the statement was planned on: files
+    // appended since stay (the statement is serialized before those appends).
+    let changes = FileChanges {
+        removed_data_files: replaced(table, &added).await?,
+        added_data_files: added.clone(),
+        ..FileChanges::default()
+    };
+    let mut base = table.clone();
+    for _ in 0..REBASES {
+        let e = match commit_changes(catalog, &base, &changes).await {
+            Ok(()) => return Ok(rows),
+            Err(e) if e.kind() == ErrorKind::CatalogCommitConflicts => e,
+            // The outcome may be unknown (a timeout): the files stay.
+            Err(e) => return Err(external(e)),
         };
-        let mut base = table.clone();
-        for _ in 0..REBASES {
-            let e = match commit_changes(self.catalog.as_ref(), &base, &changes).await {
-                Ok(()) => return Ok(rows),
-                Err(e) if e.kind() == ErrorKind::CatalogCommitConflicts => e,
-                // The outcome may be unknown (a timeout): the files stay.
-                Err(e) => return Err(external(e)),
-            };
-            let now = self.catalog.load_table(&ident).await.map_err(external)?;
-            if !only_appended(&base, &now) {
-                drop_added(table, &added).await;
-                return Err(WriteConflict {
-                    statement: "INSERT OVERWRITE".to_string(),
-                    table: ident.to_string(),
-                    reason: format!("another writer changed the table first ({})", e.message()),
-                }
-                .into_error());
+        let now = catalog.load_table(&ident).await.map_err(external)?;
+        if !only_appended(&base, &now) {
+            drop_added(table, &added).await;
+            return Err(WriteConflict {
+                statement: "INSERT OVERWRITE".to_string(),
+                table: ident.to_string(),
+                reason: format!("another writer changed the table first ({})", e.message()),
             }
-            base = now;
+            .into_error());
         }
-        drop_added(table, &added).await;
-        Err(WriteConflict {
-            statement: "INSERT OVERWRITE".to_string(),
-            table: ident.to_string(),
-            reason: format!("other writers committed {REBASES} times in a row first"),
-        }
-        .into_error())
+        base = now;
     }
+    drop_added(table, &added).await;
+    Err(WriteConflict {
+        statement: "INSERT OVERWRITE".to_string(),
+        table: ident.to_string(),
+        reason: format!("other writers committed {REBASES} times in a row first"),
+    }
+    .into_error())
 }
 
 /// The live data files of `table`'s current snapshot that `added` replaces (module docs).

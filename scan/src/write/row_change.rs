@@ -60,8 +60,8 @@ use crate::model::write_conflict::WriteConflict;
 use crate::plan::planned::assemble;
 use crate::plan::planner::ScanPlanner;
 use crate::read::caches::ScanCaches;
+use crate::write::data_files::write_data_files;
 use crate::write::delete_files::{DeletedRows, write_delete_files};
-use crate::write::sink::write_data_files;
 use crate::write::write_mode::{RowOperation, WriteMode};
 
 /// Name of the change stream's kind column (module docs).
@@ -223,7 +223,7 @@ impl DataSink for RowChangeSink {
                 Applied::Conflict(now, reason) => {
                     let ident = planner.table().identifier().clone();
                     let rerun = self.rerun.is_some() && run < RUNS;
-                    let next = planner.at(now)?;
+                    let next = planner.at(*now)?;
                     if !rerun || next.plain_schema() != planner.plain_schema() {
                         let reason = match rerun {
                             true => "the table's columns changed under it".to_string(),
@@ -263,7 +263,7 @@ enum Applied {
     Committed(u64),
     /// Another writer changed what the statement read: the table now, and what happened. The
     /// run's files are dropped.
-    Conflict(Table, String),
+    Conflict(Box<Table>, String),
 }
 
 impl RowChangeSink {
@@ -321,7 +321,7 @@ impl RowChangeSink {
         }
         Ok(match self.commit(planner, changes).await? {
             None => Applied::Committed(collected.changed),
-            Some((now, reason)) => Applied::Conflict(now, reason),
+            Some((now, reason)) => Applied::Conflict(Box::new(now), reason),
         })
     }
 }
