@@ -557,11 +557,10 @@ def test_update_and_merge_answer_the_rows_changed(ingest_conn):
     got = query_all(ingest_conn, f"SELECT id, s FROM {table} WHERE id IN (0, 5000) ORDER BY id").to_pylist()
     assert got == [{"id": 0, "s": "zero"}, {"id": 5000, "s": "new"}]
     assert query_all(ingest_conn, f"SELECT count(*) AS n FROM {table}").to_pylist()[0]["n"] == 1001
-    # Parameters: execute, and executemany (a fresh cursor: after an execute on the same
-    # cursor, executemany of an UPDATE fails with an unbound placeholder; a known defect).
+    # Parameters: execute, then executemany on the same cursor (the statement prepared before
+    # the first commit: the second runs again on the new snapshot, with its own values).
     with ingest_conn.cursor() as cur:
         cur.execute(f"UPDATE {table} SET s = ? WHERE id = ?", ("p1", 1))
-    with ingest_conn.cursor() as cur:
         cur.executemany(f"UPDATE {table} SET s = ? WHERE id = ?", [("p2", 2), ("p3", 3)])
     got = query_all(ingest_conn, f"SELECT id, s FROM {table} WHERE id IN (1, 2, 3) ORDER BY id").to_pylist()
     assert got == [{"id": 1, "s": "p1"}, {"id": 2, "s": "p2"}, {"id": 3, "s": "p3"}], got

@@ -257,6 +257,7 @@ pub fn bind(
             )));
         }
     };
+    let bound = crate::sql::row_change::with_bound_input(bound).map_err(to_status)?;
     crate::sql::delete::plan_delete(bound).map_err(to_status)
 }
 

@@ -498,3 +498,25 @@ pub async fn plan_merge(ctx: &SessionContext, merge: &Merge) -> Result<LogicalPl
     let input = chosen.project(projection)?.build()?;
     target.into_statement(input, RowOperation::Merge)
 }
+
+/// `plan` with the change stream its [`RowChangeTarget`] plans again after a conflict replaced
+/// by the plan's own input: what a prepared statement's binding produced (`flight/binding.rs`),
+/// so that a rerun reads the bound values, not the placeholders. Any other plan unchanged.
+///
+/// Errors: the target cannot be rebuilt (not expected: it was built once already).
+pub fn with_bound_input(plan: LogicalPlan) -> Result<LogicalPlan> {
+    let LogicalPlan::Dml(dml) = &plan else {
+        return Ok(plan);
+    };
+    let provider = datafusion::catalog::default_table_source::source_as_provider(&dml.target)?;
+    let Some(target) = provider.downcast_ref::<RowChangeTarget>() else {
+        return Ok(plan);
+    };
+    let target = target.clone().with_input(dml.input.as_ref().clone());
+    Ok(LogicalPlan::Dml(DmlStatement::new(
+        dml.table_name.clone(),
+        provider_as_source(Arc::new(target)),
+        dml.op.clone(),
+        Arc::clone(&dml.input),
+    )))
+}
