@@ -215,6 +215,7 @@ async fn update_merge_and_delete_in_both_modes() {
             (format!("UPDATE {t} SET v = 1, v = 2"), "set twice"),
             (format!("UPDATE {t} SET id = NULL WHERE id = 2"), "id"),
             (format!("UPDATE {t} SET v = 'x' WHERE id = 2"), "x"),
+            (format!("UPDATE {t} SET v = 3.5 WHERE id = 2"), "fraction"),
         ] {
             let err = sql(&ctx, &text).await.unwrap_err();
             let status = iceflight::flight::status::to_status(err);

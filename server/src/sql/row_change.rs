@@ -15,7 +15,8 @@
 //! ```
 //!
 //! Values are cast to their column's type as written (`CAST` fails on a value that does not
-//! fit: the statement fails and commits nothing). A target row two source rows match is
+//! fit: the statement fails and commits nothing); a fractional value for an integer column is
+//! refused at planning, since the cast would drop its fraction. A target row two source rows match is
 //! refused by the sink ("one target row matched more than one source row", as Trino and the
 //! SQL standard say). Refused at planning, one clear line each: a column that does not exist
 //! or is set twice, `UPDATE … FROM`, `RETURNING`, `WHEN NOT MATCHED BY SOURCE`, `INSERT ROW`,
@@ -214,8 +215,22 @@ fn assigned_values(
 }
 
 /// `value` as `ty` (a cast only when the types differ).
+///
+/// Errors: a fractional value (a float, or a decimal with a scale) for an integer column, which
+/// a cast would truncate (`SET id = 3.5`); as Trino, the statement must say `CAST(… AS
+/// BIGINT)` itself.
 fn cast_to(value: Expr, ty: &DataType, schema: &DFSchema) -> Result<Expr> {
-    Ok(match value.get_type(schema)? == *ty {
+    let from = value.get_type(schema)?;
+    if ty.is_integer()
+        && (from.is_floating()
+            || matches!(from, DataType::Decimal128(_, s) | DataType::Decimal256(_, s) if s > 0))
+    {
+        return plan_err!(
+            "{value} is {from}, which {ty} holds only by dropping its fraction; write \
+             CAST(… AS {ty}) or round it"
+        );
+    }
+    Ok(match from == *ty {
         true => value,
         false => cast(value, ty.clone()),
     })
