@@ -564,6 +564,13 @@ def test_update_and_merge_answer_the_rows_changed(ingest_conn):
         cur.executemany(f"UPDATE {table} SET s = ? WHERE id = ?", [("p2", 2), ("p3", 3)])
     got = query_all(ingest_conn, f"SELECT id, s FROM {table} WHERE id IN (1, 2, 3) ORDER BY id").to_pylist()
     assert got == [{"id": 1, "s": "p1"}, {"id": 2, "s": "p2"}, {"id": 3, "s": "p3"}], got
+    # A prepared query run again on one cursor reads the table as it is now, not as prepared.
+    with ingest_conn.cursor() as cur:
+        cur.execute(f"SELECT s FROM {table} WHERE id = 1")
+        assert cur.fetchall() == [("p1",)]
+        update(f"UPDATE {table} SET s = 'after' WHERE id = 1")
+        cur.execute(f"SELECT s FROM {table} WHERE id = 1")
+        assert cur.fetchall() == [("after",)]
 
 
 def test_ingest_errors_are_clear_and_commit_nothing(ingest_conn):

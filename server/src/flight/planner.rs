@@ -47,15 +47,20 @@ pub async fn logical_plan(session: &Session, sql: &str) -> Result<LogicalPlan, S
 }
 
 /// A prepared statement with the parameter rows bound to this execution (`binding.rs`) as a
-/// [`Planned`] statement.
+/// [`Planned`] statement. The text is planned again for each execution, so that it reads the
+/// tables as they are now, as Trino and DuckDB do (a plan kept from the prepare would read the
+/// snapshots current then: a `SELECT` run again would miss the rows written since); the
+/// placeholders keep the types announced at the prepare.
 ///
-/// Errors: parameters missing or of the wrong shape; the optimizer's.
-pub fn plan_prepared(
+/// Errors: parameters missing or of the wrong shape; planning's (a table dropped since) and
+/// the optimizer's.
+pub async fn plan_prepared(
     session: &Session,
     prepared: &Prepared,
     rows: Option<&BoundRows>,
 ) -> Result<Planned, Status> {
-    let plan = binding::bind(&prepared.plan, &prepared.placeholders, rows)
+    let fresh = logical_plan(session, &number_placeholders(&prepared.sql)).await?;
+    let plan = binding::bind(&fresh, &prepared.placeholders, rows)
         .map_err(|s| failed(session, &prepared.sql, s))?;
     finish(session, prepared.sql.clone(), plan)
 }

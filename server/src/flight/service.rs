@@ -494,19 +494,20 @@ impl FlightSqlService for IceflightService {
         let caller = self.caller(&request)?;
         let (prepared, rows) =
             Self::prepared_for_execution(&caller.session, &cmd.prepared_statement_handle)?;
-        let planned = match planner::plan_prepared(&caller.session, &prepared, rows.as_ref())? {
-            // ADBC executes a prepared statement with GetFlightInfo alone (planner.rs); a
-            // client that fetches anyway gets the command back as its ticket, which DoGet
-            // answers with no rows (do_get_prepared_statement).
-            Planned::StateChange { sql, plan } => {
-                Execution::run_update(&caller.session, plan, &sql).await?;
-                let empty = Arc::new(Schema::empty());
-                let ticket = cmd.as_any().encode_to_vec();
-                let info = Self::flight_info(&empty, ticket, request.into_inner())?;
-                return Ok(Response::new(info));
-            }
-            query => query,
-        };
+        let planned =
+            match planner::plan_prepared(&caller.session, &prepared, rows.as_ref()).await? {
+                // ADBC executes a prepared statement with GetFlightInfo alone (planner.rs); a
+                // client that fetches anyway gets the command back as its ticket, which DoGet
+                // answers with no rows (do_get_prepared_statement).
+                Planned::StateChange { sql, plan } => {
+                    Execution::run_update(&caller.session, plan, &sql).await?;
+                    let empty = Arc::new(Schema::empty());
+                    let ticket = cmd.as_any().encode_to_vec();
+                    let info = Self::flight_info(&empty, ticket, request.into_inner())?;
+                    return Ok(Response::new(info));
+                }
+                query => query,
+            };
         Self::planned_info(&caller, planned, request.into_inner())
     }
 
@@ -527,7 +528,7 @@ impl FlightSqlService for IceflightService {
         }
         let (prepared, rows) =
             Self::prepared_for_execution(&caller.session, &cmd.prepared_statement_handle)?;
-        let planned = planner::plan_prepared(&caller.session, &prepared, rows.as_ref())?;
+        let planned = planner::plan_prepared(&caller.session, &prepared, rows.as_ref()).await?;
         let raw_ticket = request.get_ref().ticket.to_vec();
         self.execute(&caller, planned, raw_ticket).await
     }
@@ -570,7 +571,7 @@ impl FlightSqlService for IceflightService {
             true => pending,
             false => Some(sent),
         };
-        let plan = match planner::plan_prepared(&caller.session, &prepared, rows.as_ref())? {
+        let plan = match planner::plan_prepared(&caller.session, &prepared, rows.as_ref()).await? {
             Planned::StateChange { plan, .. } | Planned::Query { plan, .. } => plan,
         };
         Execution::run_update(&caller.session, plan, &prepared.sql).await
