@@ -32,6 +32,15 @@ async fn history_session() -> (
     (dir, engine, ctx)
 }
 
+/// Asserts that `text` fails with `code`, one line naming `says`.
+async fn refused(ctx: &SessionContext, text: &str, code: tonic::Code, says: &str) {
+    let err = sql(ctx, text).await.unwrap_err();
+    let status = iceflight::flight::status::to_status(err);
+    assert_eq!(status.code(), code, "{text}: {status}");
+    assert!(status.message().contains(says), "{text}: {status}");
+    assert!(!status.message().contains('\n'), "{text}: {status}");
+}
+
 /// The model: rows by id, `(part, v)`, `v` NULL as `None`.
 type Model = BTreeMap<i64, (String, Option<i64>)>;
 
@@ -217,15 +226,7 @@ async fn update_merge_and_delete_in_both_modes() {
             (format!("UPDATE {t} SET v = 'x' WHERE id = 2"), "x"),
             (format!("UPDATE {t} SET v = 3.5 WHERE id = 2"), "fraction"),
         ] {
-            let err = sql(&ctx, &text).await.unwrap_err();
-            let status = iceflight::flight::status::to_status(err);
-            assert_eq!(
-                status.code(),
-                tonic::Code::InvalidArgument,
-                "{text}: {status}"
-            );
-            assert!(status.message().contains(says), "{text}: {status}");
-            assert!(!status.message().contains('\n'), "{text}: {status}");
+            refused(&ctx, &text, tonic::Code::InvalidArgument, says).await;
         }
         assert_eq!(snapshot_count(&ctx, &t).await, before, "{t}");
         check(&model).await;
@@ -403,14 +404,7 @@ async fn set_properties_switches_mode_and_upgrades_to_v3() {
             "cannot go down",
         ),
     ] {
-        let err = sql(&ctx, text).await.unwrap_err();
-        let status = iceflight::flight::status::to_status(err);
-        assert_eq!(
-            status.code(),
-            tonic::Code::InvalidArgument,
-            "{text}: {status}"
-        );
-        assert!(status.message().contains(says), "{text}: {status}");
+        refused(&ctx, text, tonic::Code::InvalidArgument, says).await;
     }
 }
 
@@ -544,11 +538,7 @@ async fn unsupported_row_change_forms_are_one_line_and_commit_nothing() {
             "MERGE",
         ),
     ] {
-        let err = sql(&ctx, text).await.unwrap_err();
-        let status = iceflight::flight::status::to_status(err);
-        assert_eq!(status.code(), code, "{text}: {status}");
-        assert!(status.message().contains(says), "{text}: {status}");
-        assert!(!status.message().contains('\n'), "{text}: {status}");
+        refused(&ctx, text, code, says).await;
     }
     assert_eq!(
         ok(&ctx, "SELECT count(*) FROM \"r$snapshots\"").await,

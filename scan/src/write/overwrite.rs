@@ -30,7 +30,7 @@ use crate::model::iceberg_error::external;
 use crate::model::write_conflict::WriteConflict;
 use crate::plan::metrics_index::FileMetricsIndex;
 use crate::write::data_files::write_data_files;
-use crate::write::row_change::{only_appended, without_empty};
+use crate::write::row_change::{drop_files, only_appended, without_empty};
 
 /// Commits on top of other writers' appends before the statement gives up.
 const REBASES: usize = 32;
@@ -68,7 +68,7 @@ pub async fn overwrite_partitions(
         };
         let now = catalog.load_table(&ident).await.map_err(external)?;
         if !only_appended(&base, &now) {
-            drop_added(table, &added).await;
+            drop_files(table, &changes.written_paths()).await;
             return Err(WriteConflict {
                 statement: "INSERT OVERWRITE".to_string(),
                 table: ident.to_string(),
@@ -78,7 +78,7 @@ pub async fn overwrite_partitions(
         }
         base = now;
     }
-    drop_added(table, &added).await;
+    drop_files(table, &changes.written_paths()).await;
     Err(WriteConflict {
         statement: "INSERT OVERWRITE".to_string(),
         table: ident.to_string(),
@@ -105,11 +105,4 @@ async fn replaced(table: &Table, added: &[iceberg::spec::DataFile]) -> Result<Ha
         })
         .map(str::to_string)
         .collect())
-}
-
-/// Deletes the files a statement wrote and did not commit (best effort).
-async fn drop_added(table: &Table, added: &[iceberg::spec::DataFile]) {
-    for file in added {
-        let _ = table.file_io().delete(file.file_path()).await;
-    }
 }

@@ -469,12 +469,21 @@ async fn copy_on_write(
         let batch = batch?;
         let files = batch.column(columns).as_string::<i32>();
         let positions = batch.column(columns + 1).as_primitive::<Int64Type>();
+        // A batch holds the rows of one data file: its positions are looked up once per run
+        // of equal paths, not per row.
+        let mut at: Option<(&str, Option<&roaring::RoaringTreemap>)> = None;
         let keep: BooleanArray = (0..batch.num_rows())
             .map(|i| {
-                let gone = deleted
-                    .of(files.value(i))
-                    .is_some_and(|p| p.contains(positions.value(i) as u64));
-                Some(!gone)
+                let path = files.value(i);
+                let gone = match at {
+                    Some((p, of)) if p == path => of,
+                    _ => {
+                        let of = deleted.of(path);
+                        at = Some((path, of));
+                        of
+                    }
+                };
+                Some(!gone.is_some_and(|p| p.contains(positions.value(i) as u64)))
             })
             .collect();
         let kept = filter_record_batch(&batch, &keep)?;
@@ -551,7 +560,7 @@ pub async fn without_empty(
 
 /// Deletes the files at `paths` (written by a change that is not committed; best effort:
 /// a file left behind is referenced by nothing).
-async fn drop_files(table: &Table, paths: &HashSet<String>) {
+pub(crate) async fn drop_files(table: &Table, paths: &HashSet<String>) {
     for path in paths {
         let _ = table.file_io().delete(path).await;
     }
