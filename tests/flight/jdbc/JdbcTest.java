@@ -294,6 +294,27 @@ public class JdbcTest {
         require(left.equals(List.of("1", "3", "5", "6", "7")), "left " + left);
       });
 
+      check("PreparedStatement UPDATE with parameters, batched: each row its own values", () -> {
+        String table = "\"local\".ingest.jdbc_params";
+        try (PreparedStatement ps = conn.prepareStatement("UPDATE " + table + " SET name = ? WHERE id = ?")) {
+          ps.setString(1, "u1");
+          ps.setLong(2, 1);
+          require(ps.executeUpdate() == 1, "executeUpdate");
+          for (long id : new long[] {3, 5}) {
+            ps.setString(1, "u" + id);
+            ps.setLong(2, id);
+            ps.addBatch();
+          }
+          int[] counts = ps.executeBatch();
+          require(Arrays.stream(counts).sum() == 2, "executeBatch " + Arrays.toString(counts));
+        }
+        List<String> names;
+        try (Statement st = conn.createStatement()) {
+          names = column(st.executeQuery("SELECT name FROM " + table + " WHERE id IN (1, 3, 5) ORDER BY id"), "name");
+        }
+        require(names.equals(List.of("u1", "u3", "u5")), "names " + names);
+      });
+
       check("Connection.close ends its session", () -> {
         String plain = base + "&user=" + enc(user) + "&password=" + enc(password);
         long before = liveSessions(conn);
