@@ -43,6 +43,8 @@ use iceberg::spec::{
 use iceberg::table::Table;
 use iceberg::{Catalog, Error, ErrorKind, Result, TableIdent, TableRequirement, TableUpdate};
 
+use crate::row_lineage;
+
 /// A catalog that commits a list of updates under a list of requirements, as the Iceberg REST
 /// protocol's `CommitTableRequest` does: what `Catalog::update_table` does, for updates built
 /// outside iceberg's transactions (module docs).
@@ -206,8 +208,18 @@ pub async fn commit_changes(
             let spec = Arc::new(manifest.metadata().partition_spec().clone());
             let schema = Arc::clone(manifest.metadata().schema());
             let mut writer = files.manifest_writer(&schema, &spec, manifest_file.content)?;
-            for entry in manifest.entries().iter().filter(|e| e.is_alive()) {
-                let file = entry.data_file().clone();
+            // Rows keep their ids: an inherited first row id is written out (`row_lineage.rs`).
+            let first_row_ids = row_lineage::first_row_ids(&manifest_file, &manifest);
+            for (entry, first_row_id) in manifest.entries().iter().zip(first_row_ids) {
+                if !entry.is_alive() {
+                    continue;
+                }
+                let file = match first_row_id {
+                    Some(id) if entry.data_file().first_row_id().is_none() => {
+                        row_lineage::with_first_row_id(entry.data_file(), id)?
+                    }
+                    _ => entry.data_file().clone(),
+                };
                 let seq = entry.sequence_number.unwrap_or(0);
                 if removed(&file) {
                     match file.content_type() {

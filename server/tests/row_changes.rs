@@ -500,6 +500,96 @@ async fn timestamp_ns_columns_keep_nanoseconds() {
     assert!(duckdb[0][1].contains("00:00:00.000000002"), "{duckdb:?}");
 }
 
+/// Row lineage on a format version 3 table: `_row_id` numbers each commit's rows from the
+/// table's next row id (first row id inherited from the manifest), `_last_updated_sequence_number`
+/// is the data sequence number of the file; a row in a file no statement touched keeps both
+/// through a copy-on-write DELETE that rewrites its manifest and a merge-on-read DELETE. A query
+/// naming a metadata column may filter on it (no pruning by it: files lack such a column); a
+/// v2 table has none (NULL), `_file` and `_pos` name every row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn row_lineage_is_inherited_and_kept() {
+    let (_dir, _engine, ctx) = history_session().await;
+    ok(
+        &ctx,
+        "CREATE TABLE l (id BIGINT, part VARCHAR) WITH (format_version = 3, \
+         partitioning = ARRAY['part'])",
+    )
+    .await;
+    // One manifest of two data files (a: 2 rows, b: 1 row), then one of c.
+    ok(&ctx, "INSERT INTO l VALUES (1, 'a'), (2, 'a'), (3, 'b')").await;
+    ok(&ctx, "INSERT INTO l VALUES (4, 'c'), (5, 'c')").await;
+    let lineage = "SELECT id, _row_id, _last_updated_sequence_number FROM l ORDER BY id";
+    let before = ok(&ctx, lineage).await;
+    let ids = |rows: &[Vec<String>]| -> BTreeMap<String, (String, String)> {
+        rows.iter()
+            .map(|r| (r[0].clone(), (r[1].clone(), r[2].clone())))
+            .collect()
+    };
+    let before = ids(&before);
+    let mut row_ids: Vec<i64> = before.values().map(|(r, _)| r.parse().unwrap()).collect();
+    row_ids.sort();
+    assert_eq!(row_ids, [0, 1, 2, 3, 4], "{before:?}");
+    // Within a file, ids follow positions; the second commit's rows come after the first's.
+    assert_eq!(before["4"].0, "3", "{before:?}");
+    assert_eq!(before["5"].0, "4", "{before:?}");
+    let seqs: Vec<&str> = before.values().map(|(_, s)| s.as_str()).collect();
+    assert_eq!(seqs, ["1", "1", "1", "2", "2"], "{before:?}");
+
+    // Copy-on-write: file a rewritten, the manifest holding b written again.
+    ok(&ctx, "DELETE FROM l WHERE id = 1").await;
+    let after = ids(&ok(&ctx, lineage).await);
+    for id in ["3", "4", "5"] {
+        assert_eq!(after[id], before[id], "row {id}: {before:?} then {after:?}");
+    }
+    assert!(!after.contains_key("1"));
+    // Merge-on-read on v3: a deletion vector; the other row of c keeps its lineage.
+    ok(
+        &ctx,
+        "ALTER TABLE l SET TBLPROPERTIES ('write.delete.mode' = 'merge-on-read')",
+    )
+    .await;
+    ok(&ctx, "DELETE FROM l WHERE id = 4").await;
+    let after = ids(&ok(&ctx, lineage).await);
+    assert_eq!(after["5"], before["5"], "{after:?}");
+    assert_eq!(after.len(), 3, "{after:?}");
+
+    // Filters on metadata columns: exact, whatever the files' statistics.
+    let five = &before["5"].0;
+    assert_eq!(
+        ok(&ctx, &format!("SELECT id FROM l WHERE _row_id = {five}")).await,
+        [["5"]]
+    );
+    assert_eq!(
+        sorted(&ctx, "SELECT id FROM l WHERE _pos = 0").await,
+        [["2"], ["3"]],
+        "a's rewrite holds only id 2; c's first row (id 4) is deleted"
+    );
+    assert_eq!(
+        sorted(&ctx, "SELECT count(*) FROM l WHERE _row_id IS NULL").await,
+        [["0"]]
+    );
+    let files = sorted(&ctx, "SELECT count(DISTINCT _file) FROM l").await;
+    assert_eq!(files, [["3"]]);
+    let explain = ok(&ctx, "EXPLAIN SELECT _row_id FROM l").await;
+    assert!(format!("{explain:?}").contains("_row_id"), "{explain:?}");
+
+    // A v2 table: no row lineage; metadata columns only where named.
+    ok(&ctx, "CREATE TABLE l2 (id BIGINT)").await;
+    ok(&ctx, "INSERT INTO l2 VALUES (7), (8)").await;
+    assert_eq!(
+        sorted(
+            &ctx,
+            "SELECT id, _pos, _row_id, _last_updated_sequence_number FROM l2"
+        )
+        .await,
+        [["7", "0", "NULL", "1"], ["8", "1", "NULL", "1"]]
+    );
+    assert_eq!(
+        ok(&ctx, "SELECT * FROM l2 ORDER BY id").await,
+        [["7"], ["8"]]
+    );
+}
+
 /// Forms refused with one line and nothing committed: a subquery in UPDATE or MERGE
 /// expressions, `WHEN NOT MATCHED BY SOURCE`, `UPDATE … FROM`, a MERGE UPDATE in a NOT MATCHED
 /// clause; a MERGE whose source is a query runs.

@@ -561,11 +561,11 @@ struct DeleteNode {
     has_equality_ids: bool,
 }
 
-/// `schema` (a table's current columns) followed by the metadata columns `_file` and `_pos`: a
-/// projection's indices past the table's columns name them (a row change's scan,
+/// `schema` (a table's current columns) followed by the four metadata columns: a projection's
+/// indices past the table's columns name them (a row change's scan, a query naming `_row_id`;
 /// `model/metadata_columns.rs`).
 fn with_metadata_columns(schema: arrow::datatypes::Schema) -> arrow::datatypes::Schema {
     let mut fields: Vec<arrow::datatypes::FieldRef> = schema.fields().to_vec();
-    fields.extend(crate::model::metadata_columns::fields().map(Arc::new));
+    fields.extend(crate::model::metadata_columns::all_fields().map(Arc::new));
     arrow::datatypes::Schema::new_with_metadata(fields, schema.metadata().clone())
 }

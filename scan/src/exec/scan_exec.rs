@@ -911,6 +911,7 @@ impl ExecutionPlan for IcebergScanExec {
             .cloned();
         let opener = Arc::new(TaskOpener {
             table: self.table.clone(),
+            index: Arc::clone(&self.index),
             schema: Arc::clone(&self.schema),
             field_ids: self.field_ids.clone(),
             field_types: Arc::clone(&self.field_types),

@@ -31,6 +31,8 @@ use datafusion::physical_expr::expressions::{Column, Literal};
 use iceberg::spec::{PrimitiveType, Schema as IcebergSchema, Type};
 use parquet::arrow::PARQUET_FIELD_ID_META_KEY;
 
+use crate::model::metadata_columns::is_metadata_column;
+
 /// One column a domain can constrain.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ScanColumn {
@@ -166,8 +168,13 @@ impl ScanColumns {
 impl ColumnResolver for ScanColumns {
     fn resolve(&self, expr: &Arc<dyn PhysicalExpr>) -> Option<(usize, DataType)> {
         if let Some(c) = expr.downcast_ref::<Column>() {
-            // Only output columns: indices past them belong to nested leaves.
-            let col = self.columns.get(c.index()).filter(|c| !c.nested)?;
+            // Only output columns: indices past them belong to nested leaves. A metadata
+            // column (`_pos`, `_row_id`, …) is in no file's statistics and no domain may
+            // constrain it: a file without such a column would read as all NULL.
+            let col = self
+                .columns
+                .get(c.index())
+                .filter(|c| !c.nested && !is_metadata_column(c.field_id))?;
             return Some((c.index(), col.arrow_type.clone()));
         }
         let field = self.resolve_path(expr)?;

@@ -22,8 +22,11 @@ use iceberg::scan::FileScanTask;
 use iceberg::spec::{DataContentType, DataFile, Datum};
 use iceberg::table::Table;
 
+use iceflight_iceberg::row_lineage;
+
 use crate::model::layout::{ColumnLayout, judge};
 use crate::model::literal::datum_to_scalar;
+use crate::model::metadata_columns::FileLineage;
 use crate::pushdown::prune::ColumnBounds;
 
 /// Snapshots whose file index an [`IndexCache`] keeps.
@@ -90,6 +93,8 @@ pub struct FileMetricsIndex {
     files: HashMap<String, DataFile>,
     /// The partition spec id of each data file's manifest.
     spec_ids: HashMap<String, i32>,
+    /// The row lineage each data file's rows inherit (`model/metadata_columns.rs`).
+    lineage: HashMap<String, FileLineage>,
     /// Live position delete files (Parquet and deletion vectors) by path; a Puffin file holding
     /// the vectors of several data files has one entry per vector.
     position_deletes: HashMap<String, Vec<PositionDeleteEntry>>,
@@ -116,15 +121,25 @@ impl FileMetricsIndex {
         .await?;
         let mut files = HashMap::new();
         let mut spec_ids = HashMap::new();
+        let mut lineage = HashMap::new();
         let mut position_deletes: HashMap<String, Vec<PositionDeleteEntry>> = HashMap::new();
-        for manifest in manifests {
+        for (list_entry, manifest) in list.entries().iter().zip(manifests) {
             let spec_id = manifest.metadata().partition_spec().spec_id();
-            for entry in manifest.entries().iter().filter(|e| e.is_alive()) {
+            let first_row_ids = row_lineage::first_row_ids(list_entry, &manifest);
+            for (entry, first_row_id) in manifest.entries().iter().zip(first_row_ids) {
+                if !entry.is_alive() {
+                    continue;
+                }
                 let file = entry.data_file();
                 match entry.content_type() {
                     DataContentType::Data => {
                         files.insert(file.file_path().to_string(), file.clone());
                         spec_ids.insert(file.file_path().to_string(), spec_id);
+                        let file_lineage = FileLineage {
+                            first_row_id,
+                            sequence_number: entry.sequence_number(),
+                        };
+                        lineage.insert(file.file_path().to_string(), file_lineage);
                     }
                     DataContentType::PositionDeletes => {
                         let blob = match (file.content_offset(), file.content_size_in_bytes()) {
@@ -157,10 +172,17 @@ impl FileMetricsIndex {
         Ok(Self {
             files,
             spec_ids,
+            lineage,
             position_deletes,
             ndv,
             layouts: Default::default(),
         })
+    }
+
+    /// The row lineage the rows of the live data file at `path` inherit: its first row id
+    /// (own or inherited, `None` before v3) and data sequence number.
+    pub fn lineage(&self, path: &str) -> FileLineage {
+        self.lineage.get(path).copied().unwrap_or_default()
     }
 
     /// The partition spec id of the live data file at `path`.

@@ -24,7 +24,7 @@ use iceflight_options::ScanSettings;
 use parquet::arrow::PARQUET_FIELD_ID_META_KEY;
 
 use crate::model::iceberg_error::external;
-use crate::model::metadata_columns;
+use crate::model::metadata_columns::MetadataColumns;
 use crate::plan::metrics_index::{FileMetricsIndex, IndexCache};
 use crate::plan::planned::ScanInputs;
 use crate::pushdown::predicate::PredicateConverter;
@@ -39,8 +39,9 @@ pub struct ScanPlanner {
     schema: SchemaRef,
     /// `schema` without field metadata: what DataFusion sees (`model/output.rs`).
     plain: SchemaRef,
-    /// `schema` ends with the metadata columns `_file`, `_pos` ([`Self::with_row_positions`]).
-    row_positions: bool,
+    /// The metadata columns `schema` ends with ([`Self::with_row_positions`],
+    /// [`Self::with_metadata_columns`]).
+    metadata_columns: MetadataColumns,
 }
 
 impl ScanPlanner {
@@ -53,7 +54,7 @@ impl ScanPlanner {
             catalog: None,
             plain: Arc::new(crate::model::output::plain_schema(&schema)),
             schema: Arc::new(schema),
-            row_positions: false,
+            metadata_columns: MetadataColumns::None,
         })
     }
 
@@ -64,10 +65,7 @@ impl ScanPlanner {
     pub fn at(&self, table: Table) -> Result<Self> {
         let mut planner = Self::try_new(table)?;
         planner.catalog = self.catalog.clone();
-        Ok(match self.row_positions {
-            true => planner.with_row_positions(),
-            false => planner,
-        })
+        Ok(planner.appending(self.metadata_columns))
     }
 
     /// The configured catalog the table was loaded from, if named.
@@ -77,17 +75,38 @@ impl ScanPlanner {
 
     /// The same planner with the metadata columns `_file` and `_pos` after the table's columns
     /// (`model/metadata_columns.rs`): what a row-level change reads to name the rows it deletes.
-    pub fn with_row_positions(mut self) -> Self {
-        if self.row_positions {
+    pub fn with_row_positions(self) -> Self {
+        self.appending(MetadataColumns::RowPositions)
+    }
+
+    /// The same planner with all four metadata columns after the table's columns: `_file`,
+    /// `_pos`, `_row_id`, `_last_updated_sequence_number` (`model/metadata_columns.rs`), what
+    /// a query that names one of them reads.
+    pub fn with_metadata_columns(self) -> Self {
+        self.appending(MetadataColumns::All)
+    }
+
+    /// The metadata columns this planner's schema ends with.
+    pub fn metadata_columns(&self) -> MetadataColumns {
+        self.metadata_columns
+    }
+
+    /// The planner whose schema is the table's columns then `columns` (at least those it
+    /// has already).
+    fn appending(mut self, columns: MetadataColumns) -> Self {
+        let columns = columns.max(self.metadata_columns);
+        if columns == self.metadata_columns {
             return self;
         }
-        let mut fields: Vec<arrow::datatypes::FieldRef> = self.schema.fields().to_vec();
-        fields.extend(metadata_columns::fields().map(Arc::new));
+        let table_columns = self.schema.fields().len() - self.metadata_columns.fields().len();
+        let mut fields: Vec<arrow::datatypes::FieldRef> =
+            self.schema.fields()[..table_columns].to_vec();
+        fields.extend(columns.fields().into_iter().map(Arc::new));
         let schema =
             arrow::datatypes::Schema::new_with_metadata(fields, self.schema.metadata().clone());
         self.plain = Arc::new(crate::model::output::plain_schema(&schema));
         self.schema = Arc::new(schema);
-        self.row_positions = true;
+        self.metadata_columns = columns;
         self
     }
 

@@ -22,8 +22,10 @@ use std::sync::Arc;
 
 use std::time::Instant;
 
-use arrow::array::{ArrayRef, BooleanArray, RecordBatch, RecordBatchOptions, new_null_array};
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::array::{
+    ArrayRef, AsArray, BooleanArray, Int64Array, RecordBatch, RecordBatchOptions, new_null_array,
+};
+use arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef};
 use arrow::error::ArrowError;
 use bytes::Bytes;
 use datafusion::common::{Result, ScalarValue};
@@ -48,7 +50,7 @@ use parquet::errors::ParquetError;
 use parquet::file::metadata::ParquetMetaData;
 
 use crate::model::literal::literal_scalar;
-use crate::model::metadata_columns;
+use crate::model::metadata_columns::{self, FileLineage};
 use crate::pushdown::row_filter::{self, ConjunctKey, ScanRowFilter};
 use crate::read::struct_evolution::align;
 
@@ -99,6 +101,35 @@ enum Source {
     Null,
     /// `_pos`: the Parquet reader's row number, its last output column.
     RowPosition,
+    /// `_row_id`: the file's own value (reader output position) where not NULL, else the
+    /// file's first row id + `_pos` (NULL without one: no row lineage).
+    RowId {
+        column: Option<usize>,
+        first_row_id: Option<i64>,
+    },
+    /// `_last_updated_sequence_number`: the file's own value where not NULL, else its data
+    /// sequence number.
+    LastUpdated {
+        column: Option<usize>,
+        sequence_number: Option<i64>,
+    },
+}
+
+/// A lineage column: the file's own values where it stores them and they are not NULL,
+/// else `inherited` (`model/metadata_columns.rs`).
+fn own_or(own: Option<&ArrayRef>, inherited: ArrayRef) -> Result<ArrayRef> {
+    match own {
+        Some(own) if own.null_count() > 0 => {
+            let own = arrow::compute::cast(own, &DataType::Int64)?;
+            Ok(arrow::compute::kernels::zip::zip(
+                &arrow::compute::is_not_null(&own)?,
+                &own,
+                &inherited,
+            )?)
+        }
+        Some(own) => Ok(arrow::compute::cast(own, &DataType::Int64)?),
+        None => Ok(inherited),
+    }
 }
 
 /// How the native path reads one data file's columns.
@@ -122,11 +153,14 @@ pub(crate) fn string_dictionary() -> DataType {
 impl FilePlan {
     /// Plans reading the columns `read_ids` (field ids, with current types in `schema`, same
     /// order) of `task`'s file, whose footer is `arrow`. `Err(Fallback)` when this path cannot.
+    /// `lineage` is what the file's rows inherit for `_row_id` and
+    /// `_last_updated_sequence_number` (`model/metadata_columns.rs`).
     pub fn new(
         arrow: &ArrowReaderMetadata,
         read_ids: &[i32],
         schema: SchemaRef,
         task: &FileScanTask,
+        lineage: FileLineage,
     ) -> std::result::Result<Self, Fallback> {
         let descr = arrow.parquet_schema();
         let root_fields = descr.root_schema().get_fields();
@@ -165,6 +199,23 @@ impl FilePlan {
                 sources.push(Source::Constant(path));
                 continue;
             }
+            let column = at.map(|root| roots.binary_search(&root).expect("root projected"));
+            if *id == metadata_columns::ROW_ID_FIELD_ID {
+                let first_row_id = lineage.first_row_id;
+                sources.push(Source::RowId {
+                    column,
+                    first_row_id,
+                });
+                continue;
+            }
+            if *id == metadata_columns::LAST_UPDATED_SEQUENCE_NUMBER_FIELD_ID {
+                let sequence_number = lineage.sequence_number;
+                sources.push(Source::LastUpdated {
+                    column,
+                    sequence_number,
+                });
+                continue;
+            }
             sources.push(match at {
                 Some(root) => Source::Column(roots.binary_search(root).expect("root projected")),
                 None => match missing_value(task, *id) {
@@ -187,9 +238,16 @@ impl FilePlan {
     /// Whether the plan reads `_pos`: the file must then be read with
     /// [`row_position_options`].
     pub fn reads_row_positions(&self) -> bool {
-        self.sources
-            .iter()
-            .any(|s| matches!(s, Source::RowPosition))
+        self.sources.iter().any(|s| {
+            matches!(
+                s,
+                Source::RowPosition
+                    | Source::RowId {
+                        first_row_id: Some(_),
+                        ..
+                    }
+            )
+        })
     }
 
     /// Reads the string columns among `columns` (read-column positions) that every row group
@@ -283,6 +341,30 @@ impl FilePlan {
                 Source::Constant(v) => Ok(v.to_array_of_size(rows)?),
                 Source::Null => Ok(new_null_array(field.data_type(), rows)),
                 Source::RowPosition => Ok(Arc::clone(batch.column(batch.num_columns() - 1))),
+                Source::RowId {
+                    column,
+                    first_row_id,
+                } => {
+                    let inherited = match first_row_id {
+                        Some(first) => {
+                            let positions = batch.column(batch.num_columns() - 1);
+                            let positions = positions.as_primitive::<Int64Type>();
+                            Arc::new(arrow::compute::kernels::numeric::add(
+                                positions,
+                                &Int64Array::new_scalar(*first),
+                            )?) as ArrayRef
+                        }
+                        None => new_null_array(&DataType::Int64, rows),
+                    };
+                    own_or(column.map(|i| batch.column(i)), inherited)
+                }
+                Source::LastUpdated {
+                    column,
+                    sequence_number,
+                } => {
+                    let inherited = ScalarValue::Int64(*sequence_number).to_array_of_size(rows)?;
+                    own_or(column.map(|i| batch.column(i)), inherited)
+                }
             })
             .collect::<Result<Vec<ArrayRef>>>()?;
         let options = RecordBatchOptions::new().with_row_count(Some(rows));

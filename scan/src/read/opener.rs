@@ -32,6 +32,7 @@ use parquet::file::metadata::ParquetMetaData;
 
 use crate::model::iceberg_error::external;
 use crate::model::metadata_columns;
+use crate::plan::metrics_index::FileMetricsIndex;
 use crate::pushdown::domain::Domains;
 use crate::pushdown::domain_cache::DomainCache;
 use crate::pushdown::gate::Gate;
@@ -51,6 +52,8 @@ use iceflight_options::ScanReader;
 /// Opens one task at a time: the state shared by the tasks of one partition.
 pub(crate) struct TaskOpener {
     pub table: Table,
+    /// Manifest metrics of the scanned snapshot (row lineage of its data files).
+    pub index: Arc<FileMetricsIndex>,
     pub schema: SchemaRef,
     pub field_ids: Vec<i32>,
     pub field_types: Arc<Vec<(i32, DataType)>>,
@@ -351,12 +354,18 @@ impl TaskOpener {
             let present = struct_evolution::file_field_ids(&metadata);
             struct_evolution::schema_for_file(&task.schema, &read_ids, &present)?;
         }
-        let mut plan = match FilePlan::new(&arrow, &read_ids, self.read_schema(&read_ids), &task) {
+        let lineage = self.index.lineage(&task.data_file_path);
+        let read_schema = self.read_schema(&read_ids);
+        let mut plan = match FilePlan::new(&arrow, &read_ids, read_schema, &task, lineage) {
             Ok(plan) => plan,
-            Err(why) if read_ids.contains(&metadata_columns::ROW_POSITION_FIELD_ID) => {
-                // Only this reader numbers rows.
+            Err(why)
+                if read_ids
+                    .iter()
+                    .any(|id| metadata_columns::is_metadata_column(*id)) =>
+            {
+                // Only this reader fills metadata columns.
                 return exec_err!(
-                    "cannot read the row positions of {}: {why}",
+                    "cannot read the metadata columns (_file, _pos, _row_id, …) of {}: {why}",
                     task.data_file_path
                 );
             }
@@ -563,12 +572,15 @@ impl TaskOpener {
     async fn open_iceberg(&self, task: FileScanTask) -> Result<Batches> {
         if self
             .field_ids
-            .contains(&metadata_columns::ROW_POSITION_FIELD_ID)
+            .iter()
+            .any(|id| metadata_columns::is_metadata_column(*id))
         {
-            // Only the native reader numbers rows (UPDATE, MERGE, merge-on-read DELETE).
+            // Only the native reader fills metadata columns (UPDATE, MERGE, merge-on-read
+            // DELETE; a query naming `_row_id`).
             return exec_err!(
-                "cannot read the row positions of {} with iceberg's reader (its position \
-                 deletes are not Parquet, or iceflight.scan.reader is 'iceberg')",
+                "cannot read the metadata columns (_file, _pos, _row_id, …) of {} with \
+                 iceberg's reader (its position deletes are not Parquet, or \
+                 iceflight.scan.reader is 'iceberg')",
                 task.data_file_path
             );
         }

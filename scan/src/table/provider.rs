@@ -130,6 +130,19 @@ impl IcebergTableProvider {
         }
     }
 
+    /// A read-only view of the table with all four metadata columns after its own: `_file`,
+    /// `_pos`, `_row_id`, `_last_updated_sequence_number` (`model/metadata_columns.rs`), what a
+    /// query that names one of them reads.
+    pub fn with_metadata_columns(&self) -> Self {
+        Self {
+            planner: self.planner.clone().with_metadata_columns(),
+            statistics: None,
+            writes: None,
+            delete_condition: None,
+            write_defaults: Arc::clone(&self.write_defaults),
+        }
+    }
+
     /// The same provider over `table`, the same table at another snapshot (metadata columns,
     /// catalog and writes kept; statistics dropped).
     ///

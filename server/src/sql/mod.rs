@@ -5,6 +5,7 @@
 //!            ──► statement.rs: parse, plan (DataFusion's planner, or ours for ddl.rs), run
 //!                  DELETE ──► delete.rs (the condition as written, checked)
 //!                  UPDATE, MERGE, merge-on-read DELETE ──► row_change.rs (a change stream)
+//!                  a query naming _row_id, _pos, … ──► metadata_columns.rs
 //! ```
 //!
 //! Used by the Flight SQL service (`flight/planner.rs`, `flight/execution.rs`), the CLI and the
@@ -12,6 +13,7 @@
 
 pub mod ddl;
 pub mod delete;
+pub mod metadata_columns;
 pub mod row_change;
 pub mod statement;
 pub mod time_travel;

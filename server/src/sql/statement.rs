@@ -133,6 +133,10 @@ async fn missing_table(
 async fn plan_known_statement(ctx: &SessionContext, statement: Statement) -> Result<LogicalPlan> {
     use datafusion::sql::sqlparser::ast::{AlterTableOperation, ColumnOption, RenameTableNameKind};
     use datafusion::sql::sqlparser::ast::{CreateTableOptions, Statement as Sql};
+    if super::metadata_columns::names_metadata_column(&statement) {
+        let state = super::metadata_columns::with_metadata_columns(ctx.state());
+        return super::delete::plan_delete(state.statement_to_plan(statement).await?);
+    }
     let Statement::Statement(inner) = &statement else {
         // `EXPLAIN …` among them: a DELETE under it is readied as on its own.
         let plan = ctx.state().statement_to_plan(statement).await?;
