@@ -149,6 +149,7 @@ pub async fn append(
     table: &Table,
     data: SendableRecordBatchStream,
 ) -> Result<u64> {
+    iceflight_scan::plan::planner::ScanPlanner::try_new(table.clone())?.check_writable()?;
     let table_schema = Arc::new(
         iceberg::arrow::schema_to_arrow_schema(table.metadata().current_schema())
             .map_err(to_df_error)?,

@@ -79,3 +79,42 @@ pub fn with_first_row_id(file: &DataFile, id: i64) -> Result<DataFile> {
         )
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use iceberg::spec::{PrimitiveType, Schema, Type};
+
+    /// The vendored iceberg (`vendor/iceberg.patch`) loads a schema with format v3 types it
+    /// cannot serve as `PrimitiveType::Unsupported` and writes them back as they were.
+    #[test]
+    fn unsupported_types_load_and_round_trip() {
+        let json = serde_json::json!({
+            "type": "struct", "schema-id": 1, "fields": [
+                {"id": 1, "name": "id", "required": true, "type": "long"},
+                {"id": 2, "name": "v", "required": false, "type": "variant"},
+                {"id": 3, "name": "g", "required": false, "type": "geometry(srid:4326)"},
+                {"id": 4, "name": "h", "required": false, "type": "geography(srid:4326, karney)"},
+                {"id": 5, "name": "u", "required": false, "type": "unknown"},
+                {"id": 6, "name": "l", "required": false, "type": {
+                    "type": "list", "element-id": 7, "element-required": false,
+                    "element": "variant"}}
+            ]
+        });
+        let schema: Schema = serde_json::from_value(json.clone()).unwrap();
+        let unsupported = |id: i32| match schema.field_by_id(id).unwrap().field_type.as_ref() {
+            Type::Primitive(PrimitiveType::Unsupported(name)) => name.clone(),
+            other => panic!("field {id}: {other:?}"),
+        };
+        assert_eq!(unsupported(2), "variant");
+        assert_eq!(unsupported(3), "geometry(srid:4326)");
+        assert_eq!(unsupported(4), "geography(srid:4326, karney)");
+        assert_eq!(unsupported(5), "unknown");
+        assert_eq!(unsupported(7), "variant");
+        assert_eq!(serde_json::to_value(&schema).unwrap(), json);
+        let arrow = iceberg::arrow::schema_to_arrow_schema(&schema).unwrap();
+        assert_eq!(
+            arrow.field_with_name("v").unwrap().data_type(),
+            &arrow::datatypes::DataType::Null
+        );
+    }
+}

@@ -590,6 +590,65 @@ async fn row_lineage_is_inherited_and_kept() {
     );
 }
 
+/// Format v3 types iceflight cannot serve (`variant`, `geometry(…)`, a struct holding a
+/// `variant`), added by another writer: the table loads, the other columns and `count(*)`
+/// read, a query touching such a column fails in one line naming it and its type, writes are
+/// refused (nothing committed), and a schema change written back keeps the types as written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn columns_of_unsupported_types_fail_only_the_queries_touching_them() {
+    let (dir, _engine, ctx) = history_session().await;
+    ok(&ctx, "CREATE TABLE u (id BIGINT) WITH (format_version = 3)").await;
+    ok(&ctx, "INSERT INTO u VALUES (1), (2)").await;
+    common::pyiceberg_rw(dir.path(), &["add-unsupported", "history.u"]);
+    let snapshots = snapshot_count(&ctx, "u").await;
+    assert_eq!(sorted(&ctx, "SELECT id FROM u").await, [["1"], ["2"]]);
+    assert_eq!(ok(&ctx, "SELECT count(*) FROM u").await, [["2"]]);
+    assert_eq!(
+        ok(&ctx, "SELECT id FROM u WHERE id > 1 ORDER BY id").await,
+        [["2"]]
+    );
+    let unimplemented = tonic::Code::Unimplemented;
+    for (text, says) in [
+        (
+            "SELECT v FROM u",
+            "column v of table history.u has type variant",
+        ),
+        ("SELECT * FROM u", "has type variant"),
+        (
+            "SELECT id FROM u WHERE g IS NULL",
+            "column g of table history.u has type geometry(srid:4326)",
+        ),
+        (
+            "SELECT s FROM u",
+            "column s of table history.u has type variant",
+        ),
+        ("INSERT INTO u (id) VALUES (3)", "cannot write yet"),
+        ("DELETE FROM u WHERE id = 1", "cannot write yet"),
+        ("UPDATE u SET id = 5 WHERE id = 1", "cannot write yet"),
+    ] {
+        refused(&ctx, text, unimplemented, says).await;
+    }
+    assert_eq!(
+        snapshot_count(&ctx, "u").await,
+        snapshots,
+        "nothing committed"
+    );
+    // A schema change rewrites the metadata with every schema: the types stay as written.
+    ok(&ctx, "ALTER TABLE u ADD COLUMN z BIGINT").await;
+    assert_eq!(
+        sorted(&ctx, "SELECT id, z FROM u").await,
+        [["1", "NULL"], ["2", "NULL"]]
+    );
+    refused(
+        &ctx,
+        "SELECT g FROM u",
+        unimplemented,
+        "geometry(srid:4326)",
+    )
+    .await;
+    refused(&ctx, "SELECT s FROM u", unimplemented, "type variant").await;
+}
+
 /// Forms refused with one line and nothing committed: a subquery in UPDATE or MERGE
 /// expressions, `WHEN NOT MATCHED BY SOURCE`, `UPDATE … FROM`, a MERGE UPDATE in a NOT MATCHED
 /// clause; a MERGE whose source is a query runs.

@@ -13,12 +13,12 @@
 use std::sync::Arc;
 
 use arrow::datatypes::{DataType, SchemaRef};
-use datafusion::common::{Result, internal_datafusion_err};
+use datafusion::common::{Result, internal_datafusion_err, not_impl_err};
 use datafusion::logical_expr::Expr;
 use datafusion::prelude::SessionConfig;
 use futures::TryStreamExt;
 use iceberg::scan::FileScanTask;
-use iceberg::spec::{DataContentType, PartitionSpec};
+use iceberg::spec::{DataContentType, PartitionSpec, PrimitiveType, Type};
 use iceberg::table::Table;
 use iceflight_options::ScanSettings;
 use parquet::arrow::PARQUET_FIELD_ID_META_KEY;
@@ -143,6 +143,52 @@ impl ScanPlanner {
             })
     }
 
+    /// The table's columns whose type (or a type nested in it) iceflight cannot read or write
+    /// (`PrimitiveType::Unsupported`: format v3's `variant`, `geometry`, `geography`,
+    /// `unknown`, kept as written by `vendor/iceberg`): `(column index, name, type)`.
+    pub fn unsupported_columns(&self) -> Vec<(usize, String, String)> {
+        let current = self.table.metadata().current_schema();
+        let table_columns = self.schema.fields().len() - self.metadata_columns.fields().len();
+        (0..table_columns)
+            .filter_map(|i| {
+                let field = current.field_by_id(self.field_id(i).ok()?)?;
+                let name = unsupported_type(&field.field_type)?;
+                Some((i, field.name.clone(), name))
+            })
+            .collect()
+    }
+
+    /// Errors unless every column of `indices` can be read: one clear line naming the first
+    /// column of a type iceflight cannot read ([`Self::unsupported_columns`]). Only a query
+    /// reading such a column fails; `count(*)` and the other columns read.
+    pub fn check_readable(&self, indices: &[usize]) -> Result<()> {
+        match self
+            .unsupported_columns()
+            .into_iter()
+            .find(|(i, _, _)| indices.contains(i))
+        {
+            Some((_, name, ty)) => not_impl_err!(
+                "column {name} of table {} has type {ty}, which iceflight cannot read yet; \
+                 select the other columns",
+                self.table.identifier()
+            ),
+            None => Ok(()),
+        }
+    }
+
+    /// Errors if the table has a column of a type iceflight cannot write: a statement that
+    /// writes data or delete files would leave that column unwritten or its files unread.
+    pub fn check_writable(&self) -> Result<()> {
+        match self.unsupported_columns().into_iter().next() {
+            Some((_, name, ty)) => not_impl_err!(
+                "table {} has column {name} of type {ty}, which iceflight cannot write yet; \
+                 it is read-only here",
+                self.table.identifier()
+            ),
+            None => Ok(()),
+        }
+    }
+
     /// Converter for filters on this table: columns by name in the current schema, bound by field
     /// id to the current snapshot's schema (what `TableScanBuilder::build` binds to).
     pub(crate) fn predicate_converter(&self) -> PredicateConverter<'_> {
@@ -206,6 +252,7 @@ impl ScanPlanner {
         limit: Option<usize>,
         indexes: &IndexCache,
     ) -> Result<(ScanInputs, Arc<FileMetricsIndex>, Vec<FileScanTask>)> {
+        self.check_readable(indices)?;
         let metadata = self.table.metadata();
         let schema = Arc::new(self.schema.project(indices)?);
         let field_ids = indices
@@ -272,5 +319,21 @@ impl ScanPlanner {
             settings: ScanSettings::of(&options),
         };
         Ok((inputs, index, tasks))
+    }
+}
+
+/// The first type iceflight cannot read inside `ty` (itself, a struct field, a list element or
+/// a map key or value), as table metadata names it.
+fn unsupported_type(ty: &Type) -> Option<String> {
+    match ty {
+        Type::Primitive(PrimitiveType::Unsupported(name)) => Some(name.clone()),
+        Type::Primitive(_) => None,
+        Type::Struct(s) => s
+            .fields()
+            .iter()
+            .find_map(|f| unsupported_type(&f.field_type)),
+        Type::List(l) => unsupported_type(&l.element_field.field_type),
+        Type::Map(m) => unsupported_type(&m.key_field.field_type)
+            .or_else(|| unsupported_type(&m.value_field.field_type)),
     }
 }

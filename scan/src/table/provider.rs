@@ -259,6 +259,7 @@ impl TableProvider for IcebergTableProvider {
                  rows are inserted into the table itself"
             );
         };
+        self.planner.check_writable()?;
         let order = self.write_order(&input.schema());
         if insert_op == InsertOp::Overwrite {
             let sink = IcebergSink::overwriting(Arc::clone(catalog), self.table().clone())?;
@@ -291,6 +292,7 @@ impl TableProvider for IcebergTableProvider {
         let Some(condition) = &self.delete_condition else {
             return internal_err!("DELETE on {ident} was not planned by the session (for_delete)");
         };
+        self.planner.check_writable()?;
         let sink = DeleteSink::try_new(
             Arc::clone(catalog),
             self.planner.clone(),

@@ -50,6 +50,7 @@ impl RowChangeTarget {
                 table.table().identifier()
             );
         }
+        table.planner().check_writable()?;
         let schema = change_schema(table.planner().plain_schema());
         Ok(Self {
             table,

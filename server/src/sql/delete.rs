@@ -52,6 +52,7 @@ fn ready(node: LogicalPlan) -> Result<Transformed<LogicalPlan>> {
     let Some(iceberg) = provider.downcast_ref::<IcebergTableProvider>() else {
         return Ok(Transformed::no(node));
     };
+    iceberg.planner().check_writable()?;
     let mut conditions = vec![];
     let mut scans = 0;
     let mut limited = false;

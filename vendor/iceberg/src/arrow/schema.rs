@@ -613,6 +613,11 @@ impl SchemaVisitor for ToArrowSchemaConverter {
         p: &crate::spec::PrimitiveType,
     ) -> crate::Result<ArrowSchemaOrFieldOrType> {
         match p {
+            // No values are ever served: readers refuse the column (Arrow's Null type keeps its
+            // place in the schema).
+            crate::spec::PrimitiveType::Unsupported(_) => {
+                Ok(ArrowSchemaOrFieldOrType::Type(DataType::Null))
+            }
             crate::spec::PrimitiveType::Boolean => {
                 Ok(ArrowSchemaOrFieldOrType::Type(DataType::Boolean))
             }
@@ -1131,6 +1136,7 @@ pub fn datum_to_arrow_type_with_ree(datum: &Datum) -> DataType {
         PrimitiveType::Uuid => make_ree(DataType::Binary),
         PrimitiveType::Fixed(_) => make_ree(DataType::Binary),
         PrimitiveType::Binary => make_ree(DataType::Binary),
+        PrimitiveType::Unsupported(_) => make_ree(DataType::Null),
         PrimitiveType::Decimal { precision, scale } => {
             make_ree(DataType::Decimal128(*precision as u8, *scale as i8))
         }

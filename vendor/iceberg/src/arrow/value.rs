@@ -206,6 +206,10 @@ impl SchemaWithPartnerVisitor<ArrayRef> for ArrowArrayToIcebergStructConverter {
 
     fn primitive(&mut self, p: &PrimitiveType, partner: &ArrayRef) -> Result<Vec<Option<Literal>>> {
         match p {
+            PrimitiveType::Unsupported(name) => Err(Error::new(
+                ErrorKind::FeatureUnsupported,
+                format!("values of type {name} are not supported"),
+            )),
             PrimitiveType::Boolean => {
                 let array = partner
                     .as_any()

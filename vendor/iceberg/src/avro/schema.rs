@@ -222,6 +222,12 @@ impl SchemaVisitor for SchemaToAvroSchema {
 
     fn primitive(&mut self, p: &PrimitiveType) -> Result<AvroSchemaOrField> {
         let avro_schema = match p {
+            PrimitiveType::Unsupported(name) => {
+                return Err(Error::new(
+                    ErrorKind::FeatureUnsupported,
+                    format!("type {name} has no Avro form here"),
+                ));
+            }
             PrimitiveType::Boolean => AvroSchema::Boolean,
             PrimitiveType::Int => AvroSchema::Int,
             PrimitiveType::Long => AvroSchema::Long,

@@ -247,6 +247,20 @@ pub enum PrimitiveType {
     Fixed(u64),
     /// Arbitrary-length byte array.
     Binary,
+    /// A type of the table spec this crate cannot read or write (format v3's `variant`,
+    /// `geometry(…)`, `geography(…)`, `unknown`), kept as written so that metadata with such a
+    /// column loads and is written back unchanged; only reading or writing the column fails.
+    #[serde(skip)]
+    Unsupported(String),
+}
+
+impl PrimitiveType {
+    /// Whether `name` (a type as table metadata writes it) is a type of the table spec that this
+    /// crate keeps as [`PrimitiveType::Unsupported`].
+    pub fn is_unsupported_name(name: &str) -> bool {
+        let base = name.split('(').next().unwrap_or(name).trim();
+        matches!(base, "variant" | "geometry" | "geography" | "unknown")
+    }
 }
 
 impl PrimitiveType {
@@ -294,7 +308,9 @@ impl<'de> Deserialize<'de> for PrimitiveType {
     fn deserialize<D>(deserializer: D) -> std::result::Result<Self, D::Error>
     where D: Deserializer<'de> {
         let s = String::deserialize(deserializer)?;
-        if s.starts_with("decimal") {
+        if PrimitiveType::is_unsupported_name(&s) {
+            Ok(PrimitiveType::Unsupported(s))
+        } else if s.starts_with("decimal") {
             deserialize_decimal(s.into_deserializer())
         } else if s.starts_with("fixed") {
             deserialize_fixed(s.into_deserializer())
@@ -312,6 +328,7 @@ impl Serialize for PrimitiveType {
                 serialize_decimal(precision, scale, serializer)
             }
             PrimitiveType::Fixed(l) => serialize_fixed(l, serializer),
+            PrimitiveType::Unsupported(name) => serializer.serialize_str(name),
             _ => PrimitiveType::serialize(self, serializer),
         }
     }
@@ -382,6 +399,7 @@ impl fmt::Display for PrimitiveType {
             PrimitiveType::Uuid => write!(f, "uuid"),
             PrimitiveType::Fixed(size) => write!(f, "fixed({size})"),
             PrimitiveType::Binary => write!(f, "binary"),
+            PrimitiveType::Unsupported(name) => write!(f, "{name}"),
         }
     }
 }

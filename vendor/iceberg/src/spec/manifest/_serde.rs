@@ -21,7 +21,7 @@ use serde_derive::{Deserialize, Serialize};
 use serde_with::serde_as;
 
 use super::{Datum, ManifestEntry, Schema, Struct};
-use crate::spec::{FormatVersion, Literal, RawLiteral, StructType, Type};
+use crate::spec::{FormatVersion, Literal, PrimitiveType, RawLiteral, StructType, Type};
 use crate::{Error, ErrorKind, metadata_columns};
 
 #[derive(Serialize, Deserialize)]
@@ -250,6 +250,14 @@ fn parse_bytes_entry(v: Vec<BytesEntry>, schema: &Schema) -> Result<HashMap<i32,
             .field_by_id(entry.key)
             .or_else(|| metadata_columns::get_metadata_field(entry.key).ok());
 
+        // Bounds of a type this crate keeps unread (`PrimitiveType::Unsupported`) are skipped,
+        // as those of a field no longer in the schema.
+        let field = field.filter(|f| {
+            !matches!(
+                f.field_type.as_primitive_type(),
+                Some(PrimitiveType::Unsupported(_))
+            )
+        });
         if let Some(field) = field {
             let data_type = field
                 .field_type
