@@ -121,21 +121,21 @@ impl IcebergTableProvider {
     /// own (`model/metadata_columns.rs`): what `UPDATE` and `MERGE` scan to name the rows they
     /// change (`row_change_target.rs`).
     pub fn with_row_positions(&self) -> Self {
-        Self {
-            planner: self.planner.clone().with_row_positions(),
-            statistics: None,
-            writes: None,
-            delete_condition: None,
-            write_defaults: Arc::clone(&self.write_defaults),
-        }
+        self.read_only(self.planner.clone().with_row_positions())
     }
 
     /// A read-only view of the table with all four metadata columns after its own: `_file`,
     /// `_pos`, `_row_id`, `_last_updated_sequence_number` (`model/metadata_columns.rs`), what a
     /// query that names one of them reads.
     pub fn with_metadata_columns(&self) -> Self {
+        self.read_only(self.planner.clone().with_metadata_columns())
+    }
+
+    /// A read-only provider of `planner` (this table with other columns): no statistics (their
+    /// columns would not match), no writes.
+    fn read_only(&self, planner: ScanPlanner) -> Self {
         Self {
-            planner: self.planner.clone().with_metadata_columns(),
+            planner,
             statistics: None,
             writes: None,
             delete_condition: None,
