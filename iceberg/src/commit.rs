@@ -76,6 +76,9 @@ pub struct FileChanges {
     /// Deletion vectors it removes (replaced by one of `added_delete_files`): `(Puffin file
     /// path, referenced data file path)`.
     pub removed_deletion_vectors: HashSet<(String, String)>,
+    /// The changes rewrite files without changing the table's rows (compaction): the snapshot's
+    /// operation is `replace`.
+    pub rewrite: bool,
 }
 
 impl FileChanges {
@@ -87,9 +90,13 @@ impl FileChanges {
             && self.removed_deletion_vectors.is_empty()
     }
 
-    /// The snapshot operation that names these changes (table spec, "Snapshots"): `append`
-    /// when it only adds data, `delete` when it adds none, else `overwrite`.
+    /// The snapshot operation that names these changes (table spec, "Snapshots"): `replace`
+    /// for a rewrite, `append` when it only adds data, `delete` when it adds none, else
+    /// `overwrite`.
     pub fn operation(&self) -> Operation {
+        if self.rewrite {
+            return Operation::Replace;
+        }
         let adds_data = !self.added_data_files.is_empty();
         let deletes = !self.removed_data_files.is_empty() || !self.added_delete_files.is_empty();
         match (adds_data, deletes) {

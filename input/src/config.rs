@@ -38,6 +38,8 @@ pub struct Config {
     pub server: ServerConfig,
     /// Running on datafusion-distributed: this process's role and the coordinator's workers.
     pub distributed: DistributedConfig,
+    /// Table maintenance (`ALTER TABLE … EXECUTE`).
+    pub maintenance: MaintenanceConfig,
     /// Configured catalogs; none means the embedded catalog `local` in `data_dir`.
     #[serde(rename = "catalog")]
     pub catalogs: Vec<CatalogConfig>,
@@ -89,6 +91,25 @@ impl QueryConfig {
     /// `max_result_bytes` in bytes.
     pub fn max_result_bytes(&self) -> Option<u64> {
         self.max_result_bytes.map(ByteSize::bytes)
+    }
+}
+
+/// `[maintenance]`: limits of `ALTER TABLE … EXECUTE` (`server/src/sql/procedures.rs`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MaintenanceConfig {
+    /// The shortest `retention_threshold` `expire_snapshots` and `remove_orphan_files` accept,
+    /// e.g. `"7d"` (Trino's `iceberg.expire-snapshots.min-retention`, 7 days): a writer whose
+    /// snapshot is younger than it never loses a file it may still read.
+    #[serde(with = "crate::units::duration_text")]
+    pub min_retention: Duration,
+}
+
+impl Default for MaintenanceConfig {
+    fn default() -> Self {
+        Self {
+            min_retention: Duration::from_secs(7 * 86400),
+        }
     }
 }
 
@@ -408,6 +429,7 @@ impl Default for Config {
             cache: CacheConfig::default(),
             server: ServerConfig::default(),
             distributed: DistributedConfig::default(),
+            maintenance: MaintenanceConfig::default(),
             catalogs: vec![],
             deprecated_keys: vec![],
         }

@@ -130,14 +130,21 @@ impl<'de> serde::Deserialize<'de> for ByteSize {
     }
 }
 
-/// Parses a non-negative duration: `250ms`, `1s`, `1.5s`, `5m`, `1h`, or a plain number of
+/// Parses a non-negative duration: `250ms`, `1s`, `1.5s`, `5m`, `1h`, `7d`, or a plain number of
 /// milliseconds, rounded to whole milliseconds (what [`format_duration`] writes back; the
 /// `config` fuzz target found `11411411144` coming out a nanosecond off through `f64`
 /// seconds). `None` for anything else (negative, not finite, an unknown unit, more than a
 /// year).
 pub fn parse_duration(value: &str) -> Option<Duration> {
     let v = value.trim();
-    let (number, seconds_per_unit) = [("ms", 1e-3), ("s", 1.0), ("m", 60.0), ("h", 3600.0)]
+    let units = [
+        ("ms", 1e-3),
+        ("s", 1.0),
+        ("m", 60.0),
+        ("h", 3600.0),
+        ("d", 86400.0),
+    ];
+    let (number, seconds_per_unit) = units
         .into_iter()
         .find_map(|(unit, scale)| Some((v.strip_suffix(unit)?, scale)))
         .unwrap_or((v, 1e-3));

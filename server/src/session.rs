@@ -239,7 +239,10 @@ impl Engine {
             .hash_join_inlist_pushdown_max_distinct_values = INLIST_PUSHDOWN_MAX_DISTINCT_VALUES;
         let mut rules = engine_physical_optimizer_rules();
         let mut config = iceflight_scan::register(config, Arc::clone(&self.caches), &mut rules)
-            .with_extension(Arc::clone(&self.history));
+            .with_extension(Arc::clone(&self.history))
+            .with_extension(Arc::new(crate::sql::procedures::MaintenanceLimits {
+                min_retention: self.config.maintenance.min_retention,
+            }));
         if let Some(cluster) = &self.cluster {
             config = cluster.coordinator_config(config);
         } else {

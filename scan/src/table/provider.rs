@@ -177,7 +177,7 @@ impl IcebergTableProvider {
     /// The table's sort order as a requirement on the rows an `INSERT` writes (DataFusion sorts
     /// them before the sink, as Trino sorts on write); `None` when unsorted. Fields with a
     /// transform other than identity, or on a column not in `input`, end the requirement there.
-    fn write_order(&self, input: &SchemaRef) -> Option<LexRequirement> {
+    pub(crate) fn write_order(&self, input: &SchemaRef) -> Option<LexRequirement> {
         let metadata = self.table().metadata();
         let schema = metadata.current_schema();
         let mut requirements = vec![];

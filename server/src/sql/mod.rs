@@ -6,6 +6,7 @@
 //!                  DELETE ──► delete.rs (the condition as written, checked)
 //!                  UPDATE, MERGE, merge-on-read DELETE ──► row_change.rs (a change stream)
 //!                  a query naming _row_id, _pos, … ──► metadata_columns.rs
+//!                  ALTER TABLE … EXECUTE, CALL ──► procedures.rs (optimize, expire_snapshots, …)
 //! ```
 //!
 //! Used by the Flight SQL service (`flight/planner.rs`, `flight/execution.rs`), the CLI and the
@@ -14,6 +15,7 @@
 pub mod ddl;
 pub mod delete;
 pub mod metadata_columns;
+pub mod procedures;
 pub mod row_change;
 pub mod statement;
 pub mod time_travel;

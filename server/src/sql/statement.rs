@@ -20,11 +20,12 @@ use super::ddl::{Names, is_own_statement, plan_create_with, refused_option, run_
 
 /// Parses `sql`: one or more `;`-separated statements.
 ///
-/// Trino's time-travel clauses are rewritten first (`sql/time_travel.rs`).
+/// Trino's `ALTER TABLE … EXECUTE` (`sql/procedures.rs`) and time-travel clauses
+/// (`sql/time_travel.rs`) are rewritten first.
 ///
 /// Errors: a syntax error; a time-travel value iceflight cannot read; no statement at all.
 pub fn parse_statements(sql: &str) -> Result<Vec<Statement>> {
-    let sql = super::time_travel::rewrite(sql)?;
+    let sql = super::time_travel::rewrite(&super::procedures::rewrite(sql))?;
     let statements: Vec<Statement> = DFParser::parse_sql(&sql)?.into_iter().collect();
     if statements.is_empty() {
         return plan_err!("no SQL statement given");
@@ -146,6 +147,7 @@ async fn plan_known_statement(ctx: &SessionContext, statement: Statement) -> Res
         Sql::AlterTable(alter) => alter,
         Sql::Update(update) => return super::row_change::plan_update(ctx, update).await,
         Sql::Merge(merge) => return super::row_change::plan_merge(ctx, merge).await,
+        Sql::Call(function) => return super::procedures::plan_call(ctx, function).await,
         // DataFusion replaces a table by dropping it first: a replacement that then fails
         // would lose the table.
         Sql::CreateTable(create) if refused_option(create).is_some() => {

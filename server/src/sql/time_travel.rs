@@ -204,19 +204,19 @@ fn parse_instant(text: &str, date_only: bool) -> Option<i64> {
 }
 
 /// Byte offsets of the tokenizer's locations (1-based lines, 1-based columns in characters).
-struct Offsets<'a> {
+pub(crate) struct Offsets<'a> {
     sql: &'a str,
     lines: Vec<usize>,
 }
 
 impl<'a> Offsets<'a> {
-    fn new(sql: &'a str) -> Self {
+    pub(crate) fn new(sql: &'a str) -> Self {
         let mut lines = vec![0];
         lines.extend(sql.match_indices('\n').map(|(i, _)| i + 1));
         Self { sql, lines }
     }
 
-    fn at(&self, location: Location) -> usize {
+    pub(crate) fn at(&self, location: Location) -> usize {
         let Some(&start) = self.lines.get((location.line as usize).saturating_sub(1)) else {
             return self.sql.len();
         };

@@ -1,0 +1,245 @@
+//! `ALTER TABLE t EXECUTE optimize(file_size_threshold => '128MB') [WHERE …]`: compaction.
+//! Small data files, and data files with delete files, are read (their deletes applied) and
+//! written again as few files, in the table's sort order; the table's rows do not change.
+//!
+//! ```text
+//!   data files of the current snapshot (WHERE on identity-partition columns: manifest pruning)
+//!     candidates: file size < threshold, or any delete file applies to it
+//!     per partition: ≥ 2 candidates, or one with deletes ──► rewritten
+//!   rewritten files' live rows ──► sorted by the table's sort order ──► new data files
+//!     ──► one `replace` snapshot: the rewritten files removed (with their file-scoped
+//!         delete files and deletion vectors), the new ones added (`iceberg/src/commit.rs`)
+//!   another writer committed first ──► only appends: committed on top of them
+//!                                      otherwise: new files dropped, `WriteConflict` (Aborted)
+//! ```
+//!
+//! Equality delete files and partition-scoped position delete files stay: they apply to data
+//! files of a lower sequence number only, and the new files get this snapshot's, so nothing
+//! they delete comes back and nothing new is deleted. Trino's `optimize` picks its files the
+//! same way (size under the threshold; `WHERE` on partition columns only).
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+use datafusion::common::{Result, plan_err};
+use datafusion::execution::TaskContext;
+use datafusion::logical_expr::Expr;
+use datafusion::physical_expr::{LexOrdering, PhysicalSortExpr};
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::sorts::sort::SortExec;
+use datafusion::physical_plan::execute_stream;
+use iceberg::ErrorKind;
+use iceberg::scan::FileScanTask;
+use iceflight_iceberg::commit::{CommitCatalog, FileChanges, commit_changes};
+
+use crate::exec::scan_exec::IcebergScanExec;
+use crate::model::iceberg_error::external;
+use crate::model::write_conflict::WriteConflict;
+use crate::plan::planned::assemble;
+use crate::read::caches::ScanCaches;
+use crate::table::provider::IcebergTableProvider;
+use crate::write::data_files::write_data_files;
+use crate::write::row_change::{drop_files, only_appended, without_empty};
+
+/// Commits after other writers' appends before giving up (as `DELETE`, `delete.rs`).
+const REBASES: usize = 8;
+
+/// What one `optimize` did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OptimizeReport {
+    /// Data files read and removed.
+    pub rewritten_data_files: u64,
+    /// Delete files that applied to them (their deletes are now applied).
+    pub applied_delete_files: u64,
+    /// Data files written.
+    pub added_data_files: u64,
+    /// Rows written (the live rows of the rewritten files).
+    pub rows: u64,
+    /// Bytes of the rewritten data files.
+    pub rewritten_bytes: u64,
+    /// Bytes of the data files written.
+    pub added_bytes: u64,
+}
+
+/// Compacts `table` (module docs): files under `threshold` bytes, or with deletes, in the
+/// partitions `filters` select (conjuncts on identity-partition columns only).
+///
+/// Errors: a table read at a past snapshot or without writes; a filter on another column
+/// (`InvalidArgument`); [`WriteConflict`] when a writer other than an appender committed
+/// first; a read or write failure (nothing committed, new files dropped).
+pub async fn optimize(
+    table: &IcebergTableProvider,
+    filters: &[Expr],
+    threshold: u64,
+    context: &Arc<TaskContext>,
+) -> Result<OptimizeReport> {
+    let ident = table.table().identifier().clone();
+    let Some(catalog) = table.writes() else {
+        return plan_err!(
+            "optimize needs the table's current state; {ident} is read at a past snapshot"
+        );
+    };
+    let planner = table.planner();
+    planner.check_writable()?;
+    check_partition_filters(table, filters)?;
+    let columns: Vec<usize> = (0..planner.plain_schema().fields().len()).collect();
+    let config = context.session_config();
+    let caches = ScanCaches::of(config);
+    let (inputs, index, tasks) = planner
+        .plan_tasks(config, &columns, filters, None, &caches.indexes)
+        .await?;
+    let chosen = choose(tasks, threshold, |t| index.spec_id(&t.data_file_path));
+    if chosen.is_empty() {
+        return Ok(OptimizeReport::default());
+    }
+    let mut report = OptimizeReport {
+        rewritten_data_files: chosen.len() as u64,
+        rewritten_bytes: chosen.iter().map(|t| t.file_size_in_bytes).sum(),
+        ..OptimizeReport::default()
+    };
+    let deletes: HashSet<&str> = chosen
+        .iter()
+        .flat_map(|t| t.deletes.iter().map(|d| d.file_path.as_str()))
+        .collect();
+    report.applied_delete_files = deletes.len() as u64;
+    let removed: HashSet<String> = chosen.iter().map(|t| t.data_file_path.clone()).collect();
+
+    let mut inputs = inputs;
+    inputs.predicate = None;
+    let scan: Arc<dyn ExecutionPlan> = Arc::new(IcebergScanExec::new(assemble(
+        inputs,
+        Arc::clone(&index),
+        vec![chosen],
+    )));
+    let rows: Arc<dyn ExecutionPlan> = match table.write_order(&scan.schema()) {
+        Some(requirement) => {
+            let ordering: Vec<PhysicalSortExpr> =
+                requirement.into_iter().map(PhysicalSortExpr::from).collect();
+            match LexOrdering::new(ordering) {
+                Some(ordering) => Arc::new(SortExec::new(ordering, scan)),
+                None => scan,
+            }
+        }
+        None => scan,
+    };
+    let stream = execute_stream(rows, Arc::clone(context))?;
+    let (written, rows) = write_data_files(planner.table(), stream).await?;
+    let added = without_empty(planner.table(), written).await;
+    report.rows = rows;
+    report.added_data_files = added.len() as u64;
+    report.added_bytes = added.iter().map(|f| f.file_size_in_bytes()).sum();
+
+    let changes = FileChanges {
+        removed_data_files: removed,
+        added_data_files: added,
+        rewrite: true,
+        ..FileChanges::default()
+    };
+    commit(catalog.as_ref(), planner.table(), &changes).await?;
+    Ok(report)
+}
+
+/// Commits `changes` on `table`'s snapshot, or on top of appends committed since.
+async fn commit(
+    catalog: &dyn CommitCatalog,
+    table: &iceberg::table::Table,
+    changes: &FileChanges,
+) -> Result<()> {
+    let ident = table.identifier().clone();
+    let mut base = table.clone();
+    for _ in 0..REBASES {
+        let e = match commit_changes(catalog, &base, changes).await {
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind() == ErrorKind::CatalogCommitConflicts => e,
+            Err(e) => {
+                drop_files(table, &changes.written_paths()).await;
+                return Err(external(e));
+            }
+        };
+        let now = catalog.load_table(&ident).await.map_err(external)?;
+        if only_appended(&base, &now) {
+            base = now;
+            continue;
+        }
+        drop_files(table, &changes.written_paths()).await;
+        return Err(WriteConflict {
+            statement: "optimize".into(),
+            table: ident.to_string(),
+            reason: format!("another writer changed its files ({})", e.message()),
+        }
+        .into_error());
+    }
+    drop_files(table, &changes.written_paths()).await;
+    Err(WriteConflict {
+        statement: "optimize".into(),
+        table: ident.to_string(),
+        reason: format!("other writers committed {REBASES} times in a row before it could"),
+    }
+    .into_error())
+}
+
+/// The tasks to rewrite (module docs): per (partition spec, partition), the files under
+/// `threshold` bytes or with a delete file, when there are two of them or one has deletes.
+fn choose(
+    tasks: Vec<FileScanTask>,
+    threshold: u64,
+    spec_of: impl Fn(&FileScanTask) -> Option<i32>,
+) -> Vec<FileScanTask> {
+    let mut groups: BTreeMap<(Option<i32>, String), Vec<FileScanTask>> = BTreeMap::new();
+    for task in tasks {
+        if task.file_size_in_bytes >= threshold && task.deletes.is_empty() {
+            continue;
+        }
+        let partition = task
+            .partition
+            .as_ref()
+            .map(|p| format!("{p:?}"))
+            .unwrap_or_default();
+        groups
+            .entry((spec_of(&task), partition))
+            .or_default()
+            .push(task);
+    }
+    groups
+        .into_values()
+        .filter(|g| g.len() >= 2 || g.iter().any(|t| !t.deletes.is_empty()))
+        .flatten()
+        .collect()
+}
+
+/// Errors unless every column `filters` reference is the source of an identity field of the
+/// table's default partition spec (Trino's rule for `optimize … WHERE`).
+fn check_partition_filters(table: &IcebergTableProvider, filters: &[Expr]) -> Result<()> {
+    let metadata = table.table().metadata();
+    let schema = metadata.current_schema();
+    let partition_columns: HashSet<String> = metadata
+        .default_partition_spec()
+        .fields()
+        .iter()
+        .filter(|f| f.transform == iceberg::spec::Transform::Identity)
+        .filter_map(|f| schema.field_by_id(f.source_id).map(|c| c.name.clone()))
+        .collect();
+    for filter in filters {
+        for column in filter.column_refs() {
+            if !partition_columns.contains(&column.name) {
+                let mut names: Vec<&String> = partition_columns.iter().collect();
+                names.sort();
+                return plan_err!(
+                    "optimize's WHERE may name only identity-partition columns of {} ({}); \
+                     {} is not one",
+                    table.table().identifier(),
+                    match names.is_empty() {
+                        true => "it has none".to_string(),
+                        false => names
+                            .iter()
+                            .map(|n| n.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                    },
+                    column.name
+                );
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,530 @@
+//! Table procedures in Trino's syntax: `ALTER TABLE t EXECUTE name(arg => value, …) [WHERE …]`
+//! and `CALL system.rollback_to_snapshot('schema', 'table', id)`.
+//!
+//! ```text
+//!   ALTER TABLE t EXECUTE optimize(file_size_threshold => '128MB') WHERE part = 'a'
+//!     ──► rewrite (text, sqlparser's tokenizer)
+//!   CALL iceflight.execute(t, 'optimize', 'part = ''a''', file_size_threshold => '128MB')
+//!     ──► plan_call: a one-partition table whose scan runs the procedure when executed
+//!         and answers (metric_name, metric_value) rows
+//! ```
+//!
+//! | procedure | arguments | does |
+//! |---|---|---|
+//! | `optimize` | `file_size_threshold` (default `100MB`), `WHERE` on identity-partition columns | compaction (`scan/src/write/optimize.rs`) |
+//! | `expire_snapshots` | `retention_threshold` (default and floor: `[maintenance] min_retention`, 7 days) | snapshots older than it and the files only they reach (`iceberg/src/snapshots.rs`) |
+//! | `rollback_to_snapshot` | `snapshot_id` | `main` back to an ancestor |
+//!
+//! A procedure runs when its plan executes, not when it is planned (a prepared statement runs
+//! it at each execution). Its answer is one row per metric, as Trino's `expire_snapshots`.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use datafusion::arrow::array::{Int64Array, RecordBatch, StringArray};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::catalog::streaming::StreamingTable;
+use datafusion::common::{DataFusionError, Result, plan_err};
+use datafusion::datasource::provider_as_source;
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::logical_expr::{LogicalPlan, LogicalPlanBuilder};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::streaming::PartitionStream;
+use datafusion::prelude::SessionContext;
+use datafusion::sql::sqlparser::ast::{
+    Expr as SqlExpr, Function, FunctionArg, FunctionArgExpr, FunctionArguments, ObjectName,
+    Value,
+};
+use datafusion::sql::sqlparser::dialect::GenericDialect;
+use datafusion::sql::sqlparser::keywords::Keyword;
+use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
+use futures::future::BoxFuture;
+use iceflight_scan::IcebergTableProvider;
+use iceflight_scan::write::optimize::optimize;
+
+use super::ddl::Names;
+
+/// The name `ALTER TABLE … EXECUTE` is rewritten to call.
+const EXECUTE: &str = "iceflight.execute";
+
+/// Trino's default `file_size_threshold` of `optimize`.
+const DEFAULT_FILE_SIZE_THRESHOLD: u64 = 100 * 1000 * 1000;
+
+/// Limits of the procedures from the server's configuration (`[maintenance]`), a session
+/// config extension.
+#[derive(Debug, Clone)]
+pub struct MaintenanceLimits {
+    /// The shortest retention `expire_snapshots` accepts.
+    pub min_retention: Duration,
+}
+
+/// `sql` with every `ALTER TABLE <name> EXECUTE <procedure>[(<args>)] [WHERE <condition>]`
+/// statement replaced by the call [`plan_call`] plans (module docs); everything else is
+/// copied byte for byte. `sql` unchanged when it does not tokenize (the parser reports it).
+pub fn rewrite(sql: &str) -> String {
+    let Ok(tokens) = Tokenizer::new(&GenericDialect {}, sql).tokenize_with_location() else {
+        return sql.to_string();
+    };
+    let tokens: Vec<&TokenWithSpan> = tokens
+        .iter()
+        .filter(|t| !matches!(t.token, Token::Whitespace(_)))
+        .collect();
+    let offsets = super::time_travel::Offsets::new(sql);
+    let mut out = String::with_capacity(sql.len());
+    let mut copied = 0;
+    // Statement by statement.
+    for statement in tokens.split(|t| t.token == Token::SemiColon) {
+        let Some(parts) = execute_parts(statement) else {
+            continue;
+        };
+        let start = offsets.at(statement[0].span.start);
+        let end = offsets.at(statement[statement.len() - 1].span.end);
+        let text = |range: std::ops::Range<usize>| -> &str {
+            if range.is_empty() {
+                return "";
+            }
+            let from = offsets.at(statement[range.start].span.start);
+            let to = offsets.at(statement[range.end - 1].span.end);
+            &sql[from..to]
+        };
+        let name = text(parts.name.clone());
+        let condition = text(parts.condition.clone()).replace('\'', "''");
+        let args = text(parts.args.clone());
+        out.push_str(&sql[copied..start]);
+        out.push_str(&format!(
+            "CALL {EXECUTE}({name}, '{}', '{condition}'{}{args})",
+            parts.procedure,
+            if args.is_empty() { "" } else { ", " }
+        ));
+        copied = end;
+    }
+    out.push_str(&sql[copied..]);
+    out
+}
+
+/// Where the parts of one `ALTER TABLE … EXECUTE` statement are, as token ranges.
+struct ExecuteParts {
+    name: std::ops::Range<usize>,
+    procedure: String,
+    args: std::ops::Range<usize>,
+    condition: std::ops::Range<usize>,
+}
+
+/// The parts of `statement` when it is `ALTER TABLE <name> EXECUTE <procedure> [(…)] [WHERE …]`.
+fn execute_parts(statement: &[&TokenWithSpan]) -> Option<ExecuteParts> {
+    let keyword = |i: usize| match statement.get(i).map(|t| &t.token) {
+        Some(Token::Word(w)) if w.quote_style.is_none() => Some(w.keyword),
+        _ => None,
+    };
+    if keyword(0) != Some(Keyword::ALTER) || keyword(1) != Some(Keyword::TABLE) {
+        return None;
+    }
+    // The name: words joined by periods.
+    let mut at = 2;
+    while matches!(statement.get(at).map(|t| &t.token), Some(Token::Word(_)))
+        && matches!(statement.get(at + 1).map(|t| &t.token), Some(Token::Period))
+    {
+        at += 2;
+    }
+    if !matches!(statement.get(at).map(|t| &t.token), Some(Token::Word(_))) {
+        return None;
+    }
+    let name = 2..at + 1;
+    if keyword(at + 1) != Some(Keyword::EXECUTE) {
+        return None;
+    }
+    let Some(Token::Word(procedure)) = statement.get(at + 2).map(|t| &t.token) else {
+        return None;
+    };
+    let procedure = procedure.value.to_lowercase();
+    let mut next = at + 3;
+    let mut args = next..next;
+    if statement.get(next).map(|t| &t.token) == Some(&Token::LParen) {
+        let mut depth = 0;
+        let mut close = None;
+        for (i, t) in statement.iter().enumerate().skip(next) {
+            match t.token {
+                Token::LParen => depth += 1,
+                Token::RParen => {
+                    depth -= 1;
+                    if depth == 0 {
+                        close = Some(i);
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        let close = close?;
+        args = next + 1..close;
+        next = close + 1;
+    }
+    let condition = match keyword(next) {
+        Some(Keyword::WHERE) => next + 1..statement.len(),
+        _ if next == statement.len() => next..next,
+        _ => return None,
+    };
+    Some(ExecuteParts {
+        name,
+        procedure,
+        args,
+        condition,
+    })
+}
+
+/// The plan of `CALL function(…)`: [`EXECUTE`] (from [`rewrite`]) or Trino's
+/// `system.rollback_to_snapshot(schema, table, snapshot_id)`.
+///
+/// Errors (`InvalidArgument` at the edge): an unknown procedure or argument, an argument of the
+/// wrong kind, a `WHERE` on a procedure that takes none, a retention under the floor; a table
+/// that is not an Iceberg table of a configured catalog (`NotFound` when missing).
+pub async fn plan_call(ctx: &SessionContext, function: &Function) -> Result<LogicalPlan> {
+    let name = function.name.to_string().to_lowercase();
+    let args = arguments(function)?;
+    let names = Names::of(ctx);
+    let (table, procedure, condition, args) = match name.as_str() {
+        EXECUTE => {
+            let [table, procedure, condition, rest @ ..] = args.as_slice() else {
+                return plan_err!("{EXECUTE} takes a table, a procedure and a condition");
+            };
+            let table = table_name(&table.1)?;
+            let procedure = string(&procedure.1, "procedure")?;
+            let condition = string(&condition.1, "condition")?;
+            (table, procedure, condition, rest.to_vec())
+        }
+        "system.rollback_to_snapshot" => {
+            let [schema, table, snapshot] = args.as_slice() else {
+                return plan_err!(
+                    "system.rollback_to_snapshot takes a schema, a table and a snapshot id"
+                );
+            };
+            let schema = string(&schema.1, "schema")?;
+            let table = string(&table.1, "table")?;
+            let name = ObjectName::from(vec![
+                datafusion::sql::sqlparser::ast::Ident::new(schema),
+                datafusion::sql::sqlparser::ast::Ident::new(table),
+            ]);
+            let id = (Some("snapshot_id".to_string()), snapshot.1.clone());
+            (name, "rollback_to_snapshot".to_string(), String::new(), vec![id])
+        }
+        other => {
+            return plan_err!(
+                "unknown procedure {other}; there are ALTER TABLE … EXECUTE optimize, \
+                 expire_snapshots, rollback_to_snapshot and CALL system.rollback_to_snapshot"
+            );
+        }
+    };
+    let reference = names.reference(&table)?;
+    let provider = ctx.table_provider(reference.clone()).await?;
+    let Some(iceberg) = provider.downcast_ref::<IcebergTableProvider>() else {
+        return plan_err!("{reference} is not an Iceberg table: it has no procedures");
+    };
+    let iceberg = iceberg.clone();
+    let job: Job = match procedure.as_str() {
+        "optimize" => {
+            let [threshold] = take(&procedure, args, &["file_size_threshold"])?;
+            let threshold = match threshold {
+                None => DEFAULT_FILE_SIZE_THRESHOLD,
+                Some(v) => size(&string(&v, "file_size_threshold")?)?,
+            };
+            let filters = match condition.trim() {
+                "" => vec![],
+                text => {
+                    let arrow = datafusion::catalog::TableProvider::schema(&iceberg);
+                    let schema = datafusion::common::DFSchema::try_from(arrow)?;
+                    vec![ctx.parse_sql_expr(text, &schema)?]
+                }
+            };
+            Arc::new(move |context| {
+                let (iceberg, filters) = (iceberg.clone(), filters.clone());
+                Box::pin(async move {
+                    let r = optimize(&iceberg, &filters, threshold, &context).await?;
+                    Ok(vec![
+                        ("rewritten_data_files_count", r.rewritten_data_files),
+                        ("applied_delete_files_count", r.applied_delete_files),
+                        ("added_data_files_count", r.added_data_files),
+                        ("rewritten_rows_count", r.rows),
+                        ("rewritten_bytes", r.rewritten_bytes),
+                        ("added_bytes", r.added_bytes),
+                    ])
+                })
+            })
+        }
+        "expire_snapshots" => {
+            no_condition(&procedure, &condition)?;
+            let [retention] = take(&procedure, args, &["retention_threshold"])?;
+            let floor = ctx
+                .state()
+                .config()
+                .get_extension::<MaintenanceLimits>()
+                .map(|l| l.min_retention)
+                .unwrap_or(Duration::from_secs(7 * 86400));
+            let retention = match retention {
+                None => floor,
+                Some(v) => duration(&string(&v, "retention_threshold")?)?,
+            };
+            if retention < floor {
+                return plan_err!(
+                    "retention_threshold {} is shorter than the minimum retention {} \
+                     ([maintenance] min_retention): a writer may still read those files",
+                    iceflight_input::units::format_duration(retention),
+                    iceflight_input::units::format_duration(floor)
+                );
+            }
+            let catalog = writes(&iceberg)?;
+            Arc::new(move |_| {
+                let (iceberg, catalog) = (iceberg.clone(), Arc::clone(&catalog));
+                Box::pin(async move {
+                    let now = SystemTime::now()
+                        .duration_since(UNIX_EPOCH)
+                        .map_err(|e| DataFusionError::External(Box::new(e)))?;
+                    let older_than = (now - retention).as_millis() as i64;
+                    let r = iceflight_iceberg::snapshots::expire(
+                        catalog.as_ref(),
+                        iceberg.table(),
+                        older_than,
+                    )
+                    .await
+                    .map_err(to_df)?;
+                    Ok(vec![
+                        ("deleted_snapshots_count", r.snapshots),
+                        ("deleted_data_files_count", r.data_files),
+                        ("deleted_position_delete_files_count", r.position_delete_files),
+                        ("deleted_equality_delete_files_count", r.equality_delete_files),
+                        ("deleted_manifest_files_count", r.manifests),
+                        ("deleted_manifest_lists_count", r.manifest_lists),
+                        ("files_not_deleted_count", r.not_deleted),
+                    ])
+                })
+            })
+        }
+        "rollback_to_snapshot" => {
+            no_condition(&procedure, &condition)?;
+            let [id] = take(&procedure, args, &["snapshot_id"])?;
+            let Some(id) = id else {
+                return plan_err!("rollback_to_snapshot needs snapshot_id");
+            };
+            let id = integer(&id, "snapshot_id")?;
+            let catalog = writes(&iceberg)?;
+            Arc::new(move |_| {
+                let (iceberg, catalog) = (iceberg.clone(), Arc::clone(&catalog));
+                Box::pin(async move {
+                    iceflight_iceberg::snapshots::rollback_to(catalog.as_ref(), iceberg.table(), id)
+                        .await
+                        .map_err(to_df)?;
+                    Ok(vec![("snapshot_id", id as u64)])
+                })
+            })
+        }
+        other => {
+            return plan_err!(
+                "unknown procedure {other} of ALTER TABLE … EXECUTE; there are optimize, \
+                 expire_snapshots and rollback_to_snapshot"
+            );
+        }
+    };
+    let table = StreamingTable::try_new(
+        metrics_schema(),
+        vec![Arc::new(Procedure {
+            schema: metrics_schema(),
+            job,
+        })],
+    )?;
+    LogicalPlanBuilder::scan(procedure, provider_as_source(Arc::new(table)), None)?.build()
+}
+
+/// A procedure's work: run when the plan executes, answering `(metric, value)` pairs.
+type Job = Arc<
+    dyn Fn(Arc<TaskContext>) -> BoxFuture<'static, Result<Vec<(&'static str, u64)>>>
+        + Send
+        + Sync,
+>;
+
+/// The one partition of a procedure's table: runs its job when executed.
+struct Procedure {
+    schema: SchemaRef,
+    job: Job,
+}
+
+impl std::fmt::Debug for Procedure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Procedure").finish_non_exhaustive()
+    }
+}
+
+impl PartitionStream for Procedure {
+    fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    fn execute(&self, context: Arc<TaskContext>) -> SendableRecordBatchStream {
+        let schema = Arc::clone(&self.schema);
+        let run = (self.job)(context);
+        let batch = async move {
+            let metrics = run.await?;
+            let names: StringArray = metrics.iter().map(|(n, _)| Some(*n)).collect();
+            let values: Int64Array = metrics.iter().map(|(_, v)| Some(*v as i64)).collect();
+            Ok(RecordBatch::try_new(
+                schema,
+                vec![Arc::new(names), Arc::new(values)],
+            )?)
+        };
+        Box::pin(RecordBatchStreamAdapter::new(
+            Arc::clone(&self.schema),
+            futures::stream::once(batch),
+        ))
+    }
+}
+
+/// `(metric_name VARCHAR, metric_value BIGINT)`.
+fn metrics_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("metric_name", DataType::Utf8, false),
+        Field::new("metric_value", DataType::Int64, false),
+    ]))
+}
+
+/// The table's catalog for commits. Errors: a table read at a past snapshot.
+fn writes(table: &IcebergTableProvider) -> Result<Arc<dyn iceflight_iceberg::commit::CommitCatalog>> {
+    match table.writes() {
+        Some(catalog) => Ok(Arc::clone(catalog)),
+        None => plan_err!(
+            "procedures change the table's current state; {} is read at a past snapshot",
+            table.table().identifier()
+        ),
+    }
+}
+
+fn to_df(e: iceberg::Error) -> DataFusionError {
+    match e.kind() {
+        iceberg::ErrorKind::DataInvalid => DataFusionError::Plan(e.message().to_string()),
+        _ => DataFusionError::External(Box::new(e)),
+    }
+}
+
+/// The call's arguments as `(name, expression)`, positional ones unnamed.
+fn arguments(function: &Function) -> Result<Vec<(Option<String>, SqlExpr)>> {
+    let FunctionArguments::List(list) = &function.args else {
+        return Ok(vec![]);
+    };
+    list.args
+        .iter()
+        .map(|arg| match arg {
+            FunctionArg::Named {
+                name,
+                arg: FunctionArgExpr::Expr(e),
+                ..
+            } => Ok((Some(name.value.to_lowercase()), e.clone())),
+            FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => Ok((None, e.clone())),
+            other => plan_err!("procedure argument {other} is not a value"),
+        })
+        .collect()
+}
+
+/// The values of `args` for the parameters `known` (in order), named or positional.
+///
+/// Errors: an argument of another name, or more than `known` arguments.
+fn take<const N: usize>(
+    procedure: &str,
+    args: Vec<(Option<String>, SqlExpr)>,
+    known: &[&str; N],
+) -> Result<[Option<SqlExpr>; N]> {
+    let mut out: [Option<SqlExpr>; N] = std::array::from_fn(|_| None);
+    for (i, (name, value)) in args.into_iter().enumerate() {
+        let at = match &name {
+            Some(name) => known.iter().position(|k| k == name),
+            None => (i < N).then_some(i),
+        };
+        let Some(at) = at else {
+            return plan_err!(
+                "procedure {procedure} has no argument {}; it takes {}",
+                name.unwrap_or_else(|| format!("number {}", i + 1)),
+                known.join(", ")
+            );
+        };
+        out[at] = Some(value);
+    }
+    Ok(out)
+}
+
+fn no_condition(procedure: &str, condition: &str) -> Result<()> {
+    match condition.trim().is_empty() {
+        true => Ok(()),
+        false => plan_err!("procedure {procedure} takes no WHERE clause"),
+    }
+}
+
+fn table_name(expr: &SqlExpr) -> Result<ObjectName> {
+    match expr {
+        SqlExpr::Identifier(ident) => Ok(ObjectName::from(vec![ident.clone()])),
+        SqlExpr::CompoundIdentifier(parts) => Ok(ObjectName::from(parts.clone())),
+        other => plan_err!("{other} is not a table name"),
+    }
+}
+
+fn string(expr: &SqlExpr, what: &str) -> Result<String> {
+    match expr {
+        SqlExpr::Value(v) => match &v.value {
+            Value::SingleQuotedString(s) => Ok(s.clone()),
+            other => plan_err!("{what} takes a string such as '7d', not {other}"),
+        },
+        other => plan_err!("{what} takes a string such as '7d', not {other}"),
+    }
+}
+
+fn integer(expr: &SqlExpr, what: &str) -> Result<i64> {
+    let text = match expr {
+        SqlExpr::Value(v) => v.value.to_string(),
+        SqlExpr::UnaryOp { op, expr } => format!("{op}{expr}"),
+        other => other.to_string(),
+    };
+    match text.parse() {
+        Ok(n) => Ok(n),
+        Err(_) => plan_err!("{what} takes an integer, not {text}"),
+    }
+}
+
+fn size(text: &str) -> Result<u64> {
+    match iceflight_input::units::parse_size(text) {
+        Ok(n) => Ok(n as u64),
+        Err(e) => plan_err!("file_size_threshold: {e} (a size such as '128MB')"),
+    }
+}
+
+fn duration(text: &str) -> Result<Duration> {
+    match iceflight_input::units::parse_duration(text) {
+        Some(d) => Ok(d),
+        None => plan_err!(
+            "retention_threshold: {text} is not a duration (such as '7d', '12h', '30m')"
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rewrite;
+
+    /// `ALTER TABLE … EXECUTE` becomes the call; other statements stay as they are.
+    #[test]
+    fn execute_becomes_a_call() {
+        assert_eq!(
+            rewrite("ALTER TABLE tpch.orders EXECUTE optimize(file_size_threshold => '1MB')"),
+            "CALL iceflight.execute(tpch.orders, 'optimize', '', file_size_threshold => '1MB')"
+        );
+        assert_eq!(
+            rewrite("alter table o execute optimize where part = 'a' ; SELECT 1"),
+            "CALL iceflight.execute(o, 'optimize', 'part = ''a''') ; SELECT 1"
+        );
+        assert_eq!(
+            rewrite("ALTER TABLE \"o@x\" EXECUTE expire_snapshots"),
+            "CALL iceflight.execute(\"o@x\", 'expire_snapshots', '')"
+        );
+        for same in [
+            "ALTER TABLE o ADD COLUMN c INT",
+            "SELECT 'ALTER TABLE o EXECUTE optimize'",
+            "ALTER TABLE o EXECUTE optimize(",
+        ] {
+            assert_eq!(rewrite(same), same);
+        }
+    }
+}
