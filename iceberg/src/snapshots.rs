@@ -40,7 +40,10 @@ pub async fn rollback_to(
     let Some(current) = metadata.current_snapshot() else {
         return Err(Error::new(
             ErrorKind::DataInvalid,
-            format!("table {} has no snapshot to roll back from", table.identifier()),
+            format!(
+                "table {} has no snapshot to roll back from",
+                table.identifier()
+            ),
         ));
     };
     if metadata.snapshot_by_id(snapshot_id).is_none() {
@@ -149,8 +152,8 @@ pub async fn expire(
         .filter(|id| !expired.contains(id))
         .collect();
     // Read both sides before committing: a failure leaves everything as it was.
-    let kept_files = reachable(table, &kept).await?;
-    let expired_files = reachable(table, &expired).await?;
+    let kept_files = reachable(table, &kept, true).await?;
+    let expired_files = reachable(table, &expired, false).await?;
 
     let mut requirements = vec![TableRequirement::UuidMatch {
         uuid: metadata.uuid(),
@@ -217,10 +220,11 @@ impl Reachable {
     }
 }
 
-/// The manifest lists, manifests, data and delete files of the snapshots `ids` of `table`
-/// (every entry of a manifest, deleted ones too: a deleted entry names a file an older
-/// snapshot still reads).
-async fn reachable(table: &Table, ids: &[i64]) -> Result<Reachable> {
+/// The manifest lists, manifests, data and delete files of the snapshots `ids` of `table`.
+/// `live_only`: only the files the snapshots read (a manifest's added and existing entries; a
+/// deleted entry names a file they no longer read), for the snapshots kept; else every entry
+/// (a file an expired snapshot removed was read by an older one), for the expired.
+async fn reachable(table: &Table, ids: &[i64], live_only: bool) -> Result<Reachable> {
     let metadata = table.metadata();
     let mut out = Reachable {
         files: vec![],
@@ -242,6 +246,9 @@ async fn reachable(table: &Table, ids: &[i64]) -> Result<Reachable> {
     let loaded = try_join_all(manifests.iter().map(|m| m.load_manifest(table.file_io()))).await?;
     for (file, manifest) in manifests.iter().zip(loaded) {
         for entry in manifest.entries() {
+            if live_only && !entry.is_alive() {
+                continue;
+            }
             let data_file = entry.data_file();
             let kind = match (file.content, data_file.content_type()) {
                 (ManifestContentType::Data, _) => FileKind::Data,

@@ -26,8 +26,8 @@ use datafusion::execution::TaskContext;
 use datafusion::logical_expr::Expr;
 use datafusion::physical_expr::{LexOrdering, PhysicalSortExpr};
 use datafusion::physical_plan::ExecutionPlan;
-use datafusion::physical_plan::sorts::sort::SortExec;
 use datafusion::physical_plan::execute_stream;
+use datafusion::physical_plan::sorts::sort::SortExec;
 use iceberg::ErrorKind;
 use iceberg::scan::FileScanTask;
 use iceflight_iceberg::commit::{CommitCatalog, FileChanges, commit_changes};
@@ -41,8 +41,10 @@ use crate::table::provider::IcebergTableProvider;
 use crate::write::data_files::write_data_files;
 use crate::write::row_change::{drop_files, only_appended, without_empty};
 
-/// Commits after other writers' appends before giving up (as `DELETE`, `delete.rs`).
-const REBASES: usize = 8;
+/// Commits after other writers' appends before giving up. More than a statement's
+/// (`delete.rs`: 8): a compaction of a table under a stream of appends is what it is for, and
+/// a retry costs only metadata writes.
+const REBASES: usize = 32;
 
 /// What one `optimize` did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -113,8 +115,10 @@ pub async fn optimize(
     )));
     let rows: Arc<dyn ExecutionPlan> = match table.write_order(&scan.schema()) {
         Some(requirement) => {
-            let ordering: Vec<PhysicalSortExpr> =
-                requirement.into_iter().map(PhysicalSortExpr::from).collect();
+            let ordering: Vec<PhysicalSortExpr> = requirement
+                .into_iter()
+                .map(PhysicalSortExpr::from)
+                .collect();
             match LexOrdering::new(ordering) {
                 Some(ordering) => Arc::new(SortExec::new(ordering, scan)),
                 None => scan,
@@ -147,7 +151,7 @@ async fn commit(
 ) -> Result<()> {
     let ident = table.identifier().clone();
     let mut base = table.clone();
-    for _ in 0..REBASES {
+    for attempt in 1..=REBASES {
         let e = match commit_changes(catalog, &base, changes).await {
             Ok(()) => return Ok(()),
             Err(e) if e.kind() == ErrorKind::CatalogCommitConflicts => e,
@@ -159,6 +163,8 @@ async fn commit(
         let now = catalog.load_table(&ident).await.map_err(external)?;
         if only_appended(&base, &now) {
             base = now;
+            // Let a burst of appends pass.
+            tokio::time::sleep(std::time::Duration::from_millis(20 * attempt as u64)).await;
             continue;
         }
         drop_files(table, &changes.written_paths()).await;

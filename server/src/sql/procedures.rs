@@ -32,8 +32,7 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::streaming::PartitionStream;
 use datafusion::prelude::SessionContext;
 use datafusion::sql::sqlparser::ast::{
-    Expr as SqlExpr, Function, FunctionArg, FunctionArgExpr, FunctionArguments, ObjectName,
-    Value,
+    Expr as SqlExpr, Function, FunctionArg, FunctionArgExpr, FunctionArguments, ObjectName, Value,
 };
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::keywords::Keyword;
@@ -205,7 +204,12 @@ pub async fn plan_call(ctx: &SessionContext, function: &Function) -> Result<Logi
                 datafusion::sql::sqlparser::ast::Ident::new(table),
             ]);
             let id = (Some("snapshot_id".to_string()), snapshot.1.clone());
-            (name, "rollback_to_snapshot".to_string(), String::new(), vec![id])
+            (
+                name,
+                "rollback_to_snapshot".to_string(),
+                String::new(),
+                vec![id],
+            )
         }
         other => {
             return plan_err!(
@@ -215,7 +219,18 @@ pub async fn plan_call(ctx: &SessionContext, function: &Function) -> Result<Logi
         }
     };
     let reference = names.reference(&table)?;
-    let provider = ctx.table_provider(reference.clone()).await?;
+    let provider = match ctx.table_provider(reference.clone()).await {
+        Ok(provider) => provider,
+        Err(e) => {
+            let missing = super::statement::missing_table(ctx, vec![reference.clone()]).await;
+            return Err(match missing {
+                Some(missing) => DataFusionError::External(Box::new(
+                    iceflight_catalog::CatalogError::NotFound(missing),
+                )),
+                None => e,
+            });
+        }
+    };
     let Some(iceberg) = provider.downcast_ref::<IcebergTableProvider>() else {
         return plan_err!("{reference} is not an Iceberg table: it has no procedures");
     };
@@ -289,8 +304,14 @@ pub async fn plan_call(ctx: &SessionContext, function: &Function) -> Result<Logi
                     Ok(vec![
                         ("deleted_snapshots_count", r.snapshots),
                         ("deleted_data_files_count", r.data_files),
-                        ("deleted_position_delete_files_count", r.position_delete_files),
-                        ("deleted_equality_delete_files_count", r.equality_delete_files),
+                        (
+                            "deleted_position_delete_files_count",
+                            r.position_delete_files,
+                        ),
+                        (
+                            "deleted_equality_delete_files_count",
+                            r.equality_delete_files,
+                        ),
                         ("deleted_manifest_files_count", r.manifests),
                         ("deleted_manifest_lists_count", r.manifest_lists),
                         ("files_not_deleted_count", r.not_deleted),
@@ -309,9 +330,13 @@ pub async fn plan_call(ctx: &SessionContext, function: &Function) -> Result<Logi
             Arc::new(move |_| {
                 let (iceberg, catalog) = (iceberg.clone(), Arc::clone(&catalog));
                 Box::pin(async move {
-                    iceflight_iceberg::snapshots::rollback_to(catalog.as_ref(), iceberg.table(), id)
-                        .await
-                        .map_err(to_df)?;
+                    iceflight_iceberg::snapshots::rollback_to(
+                        catalog.as_ref(),
+                        iceberg.table(),
+                        id,
+                    )
+                    .await
+                    .map_err(to_df)?;
                     Ok(vec![("snapshot_id", id as u64)])
                 })
             })
@@ -335,9 +360,7 @@ pub async fn plan_call(ctx: &SessionContext, function: &Function) -> Result<Logi
 
 /// A procedure's work: run when the plan executes, answering `(metric, value)` pairs.
 type Job = Arc<
-    dyn Fn(Arc<TaskContext>) -> BoxFuture<'static, Result<Vec<(&'static str, u64)>>>
-        + Send
-        + Sync,
+    dyn Fn(Arc<TaskContext>) -> BoxFuture<'static, Result<Vec<(&'static str, u64)>>> + Send + Sync,
 >;
 
 /// The one partition of a procedure's table: runs its job when executed.
@@ -385,7 +408,9 @@ fn metrics_schema() -> SchemaRef {
 }
 
 /// The table's catalog for commits. Errors: a table read at a past snapshot.
-fn writes(table: &IcebergTableProvider) -> Result<Arc<dyn iceflight_iceberg::commit::CommitCatalog>> {
+fn writes(
+    table: &IcebergTableProvider,
+) -> Result<Arc<dyn iceflight_iceberg::commit::CommitCatalog>> {
     match table.writes() {
         Some(catalog) => Ok(Arc::clone(catalog)),
         None => plan_err!(
@@ -494,9 +519,9 @@ fn size(text: &str) -> Result<u64> {
 fn duration(text: &str) -> Result<Duration> {
     match iceflight_input::units::parse_duration(text) {
         Some(d) => Ok(d),
-        None => plan_err!(
-            "retention_threshold: {text} is not a duration (such as '7d', '12h', '30m')"
-        ),
+        None => {
+            plan_err!("retention_threshold: {text} is not a duration (such as '7d', '12h', '30m')")
+        }
     }
 }
 

@@ -97,7 +97,7 @@ fn reads_tables(statement: &Statement) -> bool {
 
 /// The first of `references` whose catalog, schema or table does not exist, described
 /// (`table local.tpch.nope does not exist`).
-async fn missing_table(
+pub(crate) async fn missing_table(
     ctx: &SessionContext,
     references: Vec<datafusion::sql::TableReference>,
 ) -> Option<String> {

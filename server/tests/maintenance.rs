@@ -1,0 +1,387 @@
+//! Table maintenance from SQL (`ALTER TABLE … EXECUTE`, `server/src/sql/procedures.rs`):
+//! `optimize` on tables written by iceflight (with position delete files and deletion vectors)
+//! and by pyiceberg, read back identically by iceflight, pyiceberg and DuckDB;
+//! `expire_snapshots` deleting exactly the files no kept snapshot reaches;
+//! `rollback_to_snapshot`; concurrent INSERTs losing nothing; bad input in one line.
+
+mod common;
+
+use common::{statement_ok as ok, statement_rows as sql, statement_sorted as sorted};
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use datafusion::prelude::SessionContext;
+
+/// An engine on a fresh embedded catalog with namespace `history`, whose `expire_snapshots`
+/// floor is `min_retention`, and a session in `history`.
+async fn session(
+    min_retention: std::time::Duration,
+) -> (
+    tempfile::TempDir,
+    iceflight::session::Engine,
+    SessionContext,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    common::make_history(dir.path());
+    let mut config = iceflight::config::Config {
+        data_dir: dir.path().to_path_buf(),
+        ..Default::default()
+    };
+    config.query.target_partitions = 2;
+    config.maintenance.min_retention = min_retention;
+    let engine = iceflight::session::Engine::connect(config).await.unwrap();
+    let ctx = engine.session(None, Some("history"), &[]).unwrap();
+    (dir, engine, ctx)
+}
+
+/// pyiceberg's (`read`) or DuckDB's (`duckdb`) rows of `table`, sorted as text.
+fn oracle(dir: &Path, command: &str, table: &str) -> Vec<Vec<String>> {
+    common::oracle_rows(&common::pyiceberg_rw(dir, &[command, table])[0])
+}
+
+/// Asserts that `text` fails with `code`, one line naming `says`.
+async fn refused(ctx: &SessionContext, text: &str, code: tonic::Code, says: &str) {
+    let err = sql(ctx, text).await.unwrap_err();
+    let status = iceflight::flight::status::to_status(err);
+    assert_eq!(status.code(), code, "{text}: {status}");
+    assert!(status.message().contains(says), "{text}: {status}");
+    assert!(!status.message().contains('\n'), "{text}: {status}");
+}
+
+/// A procedure's answer as metric → value.
+async fn metrics(ctx: &SessionContext, text: &str) -> BTreeMap<String, i64> {
+    ok(ctx, text)
+        .await
+        .into_iter()
+        .map(|r| (r[0].clone(), r[1].parse().unwrap()))
+        .collect()
+}
+
+/// Live data files (content 0) and delete files (content 1, 2) of `table`.
+async fn file_counts(ctx: &SessionContext, table: &str) -> (i64, i64) {
+    let rows = ok(
+        ctx,
+        &format!(
+            "SELECT count(*) FILTER (WHERE content = 0), count(*) FILTER (WHERE content > 0) \
+             FROM \"{table}$files\""
+        ),
+    )
+    .await;
+    (rows[0][0].parse().unwrap(), rows[0][1].parse().unwrap())
+}
+
+/// Every snapshot's operation, oldest first.
+async fn operations(ctx: &SessionContext, table: &str) -> Vec<String> {
+    ok(
+        ctx,
+        &format!("SELECT operation FROM \"{table}$snapshots\" ORDER BY committed_at"),
+    )
+    .await
+    .into_iter()
+    .map(|r| r[0].clone())
+    .collect()
+}
+
+/// optimize on a partitioned v2 table with merge-on-read position delete files and on a v3
+/// table with deletion vectors: the rows stay (three readers), small files become one per
+/// partition, the delete files are applied and gone from the snapshot, the snapshot is a
+/// `replace`; `WHERE` on the partition column compacts only that partition.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn optimize_compacts_and_applies_deletes() {
+    let (dir, _engine, ctx) = session(std::time::Duration::from_secs(7 * 86400)).await;
+    for (table, version) in [("c2", 2), ("c3", 3)] {
+        ok(
+            &ctx,
+            &format!(
+                "CREATE TABLE {table} (id BIGINT, part VARCHAR, v BIGINT) WITH (format_version \
+                 = {version}, partitioning = ARRAY['part'], sorted_by = ARRAY['id'], \
+                 'write.delete.mode' = 'merge-on-read')"
+            ),
+        )
+        .await;
+        for k in 0..4 {
+            ok(
+                &ctx,
+                &format!(
+                    "INSERT INTO {table} VALUES ({a}, 'a', {k}), ({b}, 'b', {k}), ({c}, 'a', {k})",
+                    a = 100 - k * 2,
+                    b = 200 - k,
+                    c = 101 - k * 2
+                ),
+            )
+            .await;
+        }
+        ok(
+            &ctx,
+            &format!("DELETE FROM {table} WHERE v = 1 AND part = 'a'"),
+        )
+        .await;
+        let before = sorted(&ctx, &format!("SELECT * FROM {table}")).await;
+        assert_eq!(before.len(), 10);
+        let (data, deletes) = file_counts(&ctx, table).await;
+        assert_eq!((data, deletes), (8, 1), "{table}");
+
+        // Only partition b: its 4 files become 1; a keeps its files and delete file.
+        let m = metrics(
+            &ctx,
+            &format!("ALTER TABLE {table} EXECUTE optimize WHERE part = 'b'"),
+        )
+        .await;
+        assert_eq!(m["rewritten_data_files_count"], 4, "{m:?}");
+        assert_eq!(m["added_data_files_count"], 1, "{m:?}");
+        assert_eq!(file_counts(&ctx, table).await, (5, 1), "{table}");
+        assert_eq!(
+            sorted(&ctx, &format!("SELECT * FROM {table}")).await,
+            before
+        );
+
+        let m = metrics(
+            &ctx,
+            &format!("ALTER TABLE {table} EXECUTE optimize(file_size_threshold => '10MB')"),
+        )
+        .await;
+        assert_eq!(m["rewritten_data_files_count"], 4, "{m:?}");
+        assert_eq!(m["applied_delete_files_count"], 1, "{m:?}");
+        assert_eq!(m["rewritten_rows_count"], 6, "{m:?}");
+        assert_eq!(file_counts(&ctx, table).await, (2, 0), "{table}");
+        assert_eq!(
+            sorted(&ctx, &format!("SELECT * FROM {table}")).await,
+            before
+        );
+        let name = format!("history.{table}");
+        let expected: Vec<Vec<String>> = before.clone();
+        assert_eq!(oracle(dir.path(), "read", &name), expected, "pyiceberg");
+        assert_eq!(oracle(dir.path(), "duckdb", &name), expected, "duckdb");
+        // Written in the sort order: ids ascend within the new file of a.
+        let ids = ok(
+            &ctx,
+            &format!("SELECT id FROM {table} WHERE part = 'a' ORDER BY _pos"),
+        )
+        .await;
+        let mut sorted_ids = ids.clone();
+        sorted_ids.sort_by_key(|r| r[0].parse::<i64>().unwrap());
+        assert_eq!(ids, sorted_ids);
+        let ops = operations(&ctx, table).await;
+        assert_eq!(&ops[ops.len() - 2..], ["replace", "replace"], "{ops:?}");
+        // Nothing left to do: no snapshot.
+        let m = metrics(&ctx, &format!("ALTER TABLE {table} EXECUTE optimize")).await;
+        assert_eq!(m["rewritten_data_files_count"], 0, "{m:?}");
+        assert_eq!(operations(&ctx, table).await.len(), ops.len());
+    }
+
+    // A table pyiceberg wrote, five commits of one row.
+    ok(&ctx, "CREATE TABLE pw (id BIGINT, who VARCHAR)").await;
+    common::pyiceberg_rw(dir.path(), &["append", "history.pw", "1", "5"]);
+    assert_eq!(file_counts(&ctx, "pw").await, (5, 0));
+    let before = oracle(dir.path(), "read", "history.pw");
+    let m = metrics(&ctx, "ALTER TABLE pw EXECUTE optimize").await;
+    assert_eq!(m["rewritten_data_files_count"], 5, "{m:?}");
+    assert_eq!(file_counts(&ctx, "pw").await, (1, 0));
+    assert_eq!(oracle(dir.path(), "read", "history.pw"), before);
+    assert_eq!(oracle(dir.path(), "duckdb", "history.pw"), before);
+    assert_eq!(sorted(&ctx, "SELECT * FROM pw").await, before);
+}
+
+/// expire_snapshots with the floor lowered to 0 for the test: every snapshot but the current
+/// goes, the files only they reached (the data files a copy-on-write DELETE replaced, their
+/// manifests and manifest lists) are gone from storage, every file the current snapshot reads
+/// is still there, and pyiceberg reads the same rows. Then rollback_to_snapshot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expire_snapshots_deletes_only_unreachable_files() {
+    let (dir, _engine, ctx) = session(std::time::Duration::ZERO).await;
+    ok(&ctx, "CREATE TABLE e (id BIGINT, v BIGINT)").await;
+    for k in 0..3 {
+        ok(
+            &ctx,
+            &format!("INSERT INTO e VALUES ({k}, {k}), ({}, 0)", k + 10),
+        )
+        .await;
+    }
+    let old_files: Vec<String> = ok(&ctx, "SELECT file_path FROM \"e$files\"")
+        .await
+        .into_iter()
+        .map(|r| r[0].clone())
+        .collect();
+    ok(&ctx, "DELETE FROM e WHERE id = 1").await;
+    let live: Vec<String> = ok(&ctx, "SELECT file_path FROM \"e$files\"")
+        .await
+        .into_iter()
+        .map(|r| r[0].clone())
+        .collect();
+    let exists = |p: &str| Path::new(p.strip_prefix("file://").unwrap_or(p)).exists();
+    let replaced: Vec<&String> = old_files.iter().filter(|p| !live.contains(p)).collect();
+    assert_eq!(replaced.len(), 1, "{old_files:?} {live:?}");
+    assert!(exists(replaced[0]));
+    let rows = sorted(&ctx, "SELECT * FROM e").await;
+    assert_eq!(
+        ok(&ctx, "SELECT count(*) FROM \"e$snapshots\"").await,
+        [["4"]]
+    );
+
+    let m = metrics(
+        &ctx,
+        "ALTER TABLE e EXECUTE expire_snapshots(retention_threshold => '0s')",
+    )
+    .await;
+    assert_eq!(m["deleted_snapshots_count"], 3, "{m:?}");
+    assert_eq!(m["deleted_data_files_count"], 1, "{m:?}");
+    assert_eq!(m["deleted_manifest_lists_count"], 3, "{m:?}");
+    assert_eq!(m["files_not_deleted_count"], 0, "{m:?}");
+    assert!(!exists(replaced[0]), "the replaced data file is gone");
+    for path in &live {
+        assert!(exists(path), "{path} is read by the current snapshot");
+    }
+    assert_eq!(
+        ok(&ctx, "SELECT count(*) FROM \"e$snapshots\"").await,
+        [["1"]]
+    );
+    assert_eq!(sorted(&ctx, "SELECT * FROM e").await, rows);
+    assert_eq!(oracle(dir.path(), "read", "history.e"), rows);
+    let again = metrics(
+        &ctx,
+        "ALTER TABLE e EXECUTE expire_snapshots(retention_threshold => '0s')",
+    )
+    .await;
+    assert_eq!(again["deleted_snapshots_count"], 0, "{again:?}");
+
+    // Rollback: two more inserts, back to the first of them.
+    ok(&ctx, "INSERT INTO e VALUES (50, 5)").await;
+    let first: String = ok(
+        &ctx,
+        "SELECT snapshot_id FROM \"e$snapshots\" ORDER BY committed_at DESC LIMIT 1",
+    )
+    .await[0][0]
+        .clone();
+    ok(&ctx, "INSERT INTO e VALUES (60, 6)").await;
+    ok(
+        &ctx,
+        &format!("ALTER TABLE e EXECUTE rollback_to_snapshot(snapshot_id => {first})"),
+    )
+    .await;
+    assert_eq!(
+        ok(&ctx, "SELECT count(*) FROM e WHERE id >= 50").await,
+        [["1"]]
+    );
+    assert_eq!(
+        oracle(dir.path(), "read", "history.e").len(),
+        rows.len() + 1
+    );
+    // Trino's older form; the snapshot after it is no ancestor now.
+    let later: String = ok(
+        &ctx,
+        "SELECT snapshot_id FROM \"e$snapshots\" ORDER BY committed_at DESC LIMIT 1",
+    )
+    .await[0][0]
+        .clone();
+    refused(
+        &ctx,
+        &format!("CALL system.rollback_to_snapshot('history', 'e', {later})"),
+        tonic::Code::InvalidArgument,
+        "is not an ancestor",
+    )
+    .await;
+}
+
+/// optimize and expire_snapshots while another session inserts: every inserted row is there
+/// afterwards (a procedure commits on top of appends). The retention (4 s, floor 1 s for the
+/// test) is longer than an INSERT takes: no snapshot an INSERT started from is expired under it
+/// (what the 7-day floor guarantees in earnest).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_inserts_lose_nothing() {
+    let (_dir, engine, ctx) = session(std::time::Duration::from_secs(1)).await;
+    ok(&ctx, "CREATE TABLE ci (id BIGINT)").await;
+    for k in 0..6 {
+        ok(&ctx, &format!("INSERT INTO ci VALUES ({k})")).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    ok(&ctx, "INSERT INTO ci VALUES (6)").await;
+    let writer = engine.session(None, Some("history"), &[]).unwrap();
+    let inserts = tokio::spawn(async move {
+        for k in 100..112 {
+            ok(&writer, &format!("INSERT INTO ci VALUES ({k})")).await;
+        }
+    });
+    let mut expired = 0;
+    for _ in 0..3 {
+        ok(&ctx, "ALTER TABLE ci EXECUTE optimize").await;
+        let m = metrics(
+            &ctx,
+            "ALTER TABLE ci EXECUTE expire_snapshots(retention_threshold => '4s')",
+        )
+        .await;
+        expired += m["deleted_snapshots_count"];
+    }
+    inserts.await.unwrap();
+    assert!(
+        expired >= 6,
+        "the first inserts' snapshots expired: {expired}"
+    );
+    assert_eq!(
+        ok(&ctx, "SELECT count(*), count(DISTINCT id) FROM ci").await,
+        [["19", "19"]]
+    );
+}
+
+/// Bad input: one line, nothing committed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_procedure_calls_are_one_line() {
+    let (_dir, _engine, ctx) = session(std::time::Duration::from_secs(7 * 86400)).await;
+    ok(
+        &ctx,
+        "CREATE TABLE b (id BIGINT, part VARCHAR) WITH (partitioning = ARRAY['part'])",
+    )
+    .await;
+    ok(&ctx, "INSERT INTO b VALUES (1, 'a')").await;
+    ok(&ctx, "INSERT INTO b VALUES (2, 'a')").await;
+    let snapshots = ok(&ctx, "SELECT count(*) FROM \"b$snapshots\"").await;
+    let invalid = tonic::Code::InvalidArgument;
+    for (text, says) in [
+        ("ALTER TABLE b EXECUTE vacuum", "unknown procedure vacuum"),
+        (
+            "ALTER TABLE b EXECUTE optimize(threshold => '1MB')",
+            "has no argument threshold; it takes file_size_threshold",
+        ),
+        (
+            "ALTER TABLE b EXECUTE optimize(file_size_threshold => 'big')",
+            "file_size_threshold",
+        ),
+        (
+            "ALTER TABLE b EXECUTE optimize WHERE id = 1",
+            "only identity-partition columns of history.b (part); id is not one",
+        ),
+        (
+            "ALTER TABLE b EXECUTE expire_snapshots(retention_threshold => '1h')",
+            "shorter than the minimum retention 604800s",
+        ),
+        (
+            "ALTER TABLE b EXECUTE expire_snapshots(retention_threshold => 'soon')",
+            "not a duration",
+        ),
+        (
+            "ALTER TABLE b EXECUTE expire_snapshots WHERE part = 'a'",
+            "takes no WHERE clause",
+        ),
+        (
+            "ALTER TABLE b EXECUTE rollback_to_snapshot(snapshot_id => 42)",
+            "has no snapshot 42",
+        ),
+        (
+            "CALL system.vacuum('history', 'b')",
+            "unknown procedure system.vacuum",
+        ),
+    ] {
+        refused(&ctx, text, invalid, says).await;
+    }
+    refused(
+        &ctx,
+        "ALTER TABLE nope EXECUTE optimize",
+        tonic::Code::NotFound,
+        "nope",
+    )
+    .await;
+    assert_eq!(
+        ok(&ctx, "SELECT count(*) FROM \"b$snapshots\"").await,
+        snapshots
+    );
+}
