@@ -112,6 +112,7 @@ impl Engine {
             footers: FooterCache::new(config.cache.metadata_memory_bytes()),
             indexes: Default::default(),
             manifest_reads: Arc::clone(&manifest_reads),
+            access: Default::default(),
         });
         // Always given, so manifest reads are counted also without a block cache.
         let storage_cache = StorageCache {

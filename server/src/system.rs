@@ -25,6 +25,16 @@
 //!     prepared_statements
 //! ```
 //!
+//!   system.runtime.table_access ──► one row per executed scan of an Iceberg table, the last
+//!     10 000 (`scan/src/exec/table_access.rs`)
+//!     ended (UTC), table, filters ('column shape [static|dynamic] share', '; '-separated),
+//!     snapshot_files, snapshot_bytes, files_pruned, files_read, row_groups_pruned,
+//!     row_groups_read, pages_pruned, pages_read, bytes_read
+//!
+//!   system.runtime.layout_advice ──► per table those scans read, the sort column that would
+//!     let their filters skip the most bytes: table, sort_by, scans, scans_filtering,
+//!     read_share_now, read_share_sorted (estimated), statement (the optimize that applies it)
+//!
 //! A configured catalog called `system` wins: the engine then registers none.
 
 use std::sync::Arc;
@@ -88,6 +98,7 @@ pub fn register(
     sessions: LiveSessions,
 ) {
     let runtime = MemorySchemaProvider::new();
+    let access = Arc::clone(&caches.access);
     // A fresh schema provider has no table of these names, so registering cannot fail.
     let cache = SystemTable(CacheTable { caches, catalogs });
     let _ = runtime.register_table("cache".into(), Arc::new(cache));
@@ -98,6 +109,16 @@ pub fn register(
     let _ = runtime.register_table(
         "sessions".into(),
         Arc::new(SystemTable(SessionsTable { sessions })),
+    );
+    let _ = runtime.register_table(
+        "table_access".into(),
+        Arc::new(SystemTable(TableAccessTable {
+            log: Arc::clone(&access),
+        })),
+    );
+    let _ = runtime.register_table(
+        "layout_advice".into(),
+        Arc::new(SystemTable(LayoutAdviceTable { log: access })),
     );
     let catalog = MemoryCatalogProvider::new();
     let _ = catalog.register_schema("runtime", Arc::new(runtime));
@@ -373,5 +394,130 @@ impl<T: Rows> TableProvider for SystemTable<T> {
             T::schema(),
             projection.cloned(),
         )?)
+    }
+}
+
+/// `system.runtime.table_access` (module docs).
+#[derive(Debug)]
+struct TableAccessTable {
+    log: Arc<iceflight_scan::exec::table_access::TableAccessLog>,
+}
+
+fn table_access_schema() -> SchemaRef {
+    let n = |name: &str| Field::new(name, DataType::UInt64, false);
+    Arc::new(Schema::new(vec![
+        Field::new("ended", utc(), false),
+        Field::new("table", DataType::Utf8, false),
+        Field::new("filters", DataType::Utf8, false),
+        n("snapshot_files"),
+        n("snapshot_bytes"),
+        n("files_pruned"),
+        n("files_read"),
+        n("row_groups_pruned"),
+        n("row_groups_read"),
+        n("pages_pruned"),
+        n("pages_read"),
+        n("bytes_read"),
+    ]))
+}
+
+impl Rows for TableAccessTable {
+    fn schema() -> SchemaRef {
+        table_access_schema()
+    }
+
+    fn batch(&self, _viewer: Option<&str>) -> Result<RecordBatch> {
+        use iceflight_scan::exec::table_access::ScanAccess;
+        let scans = self.log.recent();
+        let number = |f: &dyn Fn(&ScanAccess) -> u64| -> ArrayRef {
+            Arc::new(UInt64Array::from(scans.iter().map(f).collect::<Vec<_>>()))
+        };
+        let filters = scans.iter().map(|s| {
+            s.filters
+                .iter()
+                .map(|f| {
+                    let origin = if f.dynamic { "dynamic" } else { "static" };
+                    match f.share {
+                        Some(share) => format!("{} {} {origin} {share:.3}", f.column, f.shape),
+                        None => format!("{} {} {origin}", f.column, f.shape),
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("; ")
+        });
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(utc_millis(scans.iter().map(|s| s.at))),
+            Arc::new(StringArray::from(
+                scans.iter().map(|s| s.table.clone()).collect::<Vec<_>>(),
+            )),
+            Arc::new(StringArray::from(filters.collect::<Vec<_>>())),
+            number(&|s| s.snapshot_files),
+            number(&|s| s.snapshot_bytes),
+            number(&|s| s.files_pruned),
+            number(&|s| s.files_read),
+            number(&|s| s.row_groups_pruned),
+            number(&|s| s.row_groups_read),
+            number(&|s| s.pages_pruned),
+            number(&|s| s.pages_read),
+            number(&|s| s.bytes_read),
+        ];
+        Ok(RecordBatch::try_new(table_access_schema(), columns)?)
+    }
+}
+
+/// `system.runtime.layout_advice` (module docs).
+#[derive(Debug)]
+struct LayoutAdviceTable {
+    log: Arc<iceflight_scan::exec::table_access::TableAccessLog>,
+}
+
+fn layout_advice_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("table", DataType::Utf8, false),
+        Field::new("sort_by", DataType::Utf8, false),
+        Field::new("scans", DataType::UInt64, false),
+        Field::new("scans_filtering", DataType::UInt64, false),
+        Field::new("read_share_now", DataType::Float64, false),
+        Field::new("read_share_sorted", DataType::Float64, false),
+        Field::new("statement", DataType::Utf8, false),
+    ]))
+}
+
+impl Rows for LayoutAdviceTable {
+    fn schema() -> SchemaRef {
+        layout_advice_schema()
+    }
+
+    fn batch(&self, _viewer: Option<&str>) -> Result<RecordBatch> {
+        let advice = iceflight_scan::exec::table_access::layout_advice(&self.log.recent());
+        let text = |f: &dyn Fn(&iceflight_scan::exec::table_access::LayoutAdvice) -> String| {
+            Arc::new(StringArray::from(advice.iter().map(f).collect::<Vec<_>>())) as ArrayRef
+        };
+        let columns: Vec<ArrayRef> = vec![
+            text(&|a| a.table.clone()),
+            text(&|a| a.sort_by.clone()),
+            Arc::new(UInt64Array::from(
+                advice.iter().map(|a| a.scans).collect::<Vec<_>>(),
+            )),
+            Arc::new(UInt64Array::from(
+                advice.iter().map(|a| a.scans_filtering).collect::<Vec<_>>(),
+            )),
+            Arc::new(datafusion::arrow::array::Float64Array::from(
+                advice.iter().map(|a| a.read_share_now).collect::<Vec<_>>(),
+            )),
+            Arc::new(datafusion::arrow::array::Float64Array::from(
+                advice
+                    .iter()
+                    .map(|a| a.read_share_sorted)
+                    .collect::<Vec<_>>(),
+            )),
+            text(&|a| {
+                format!(
+                    "ALTER TABLE {} EXECUTE optimize(sort_by => '{}')",
+                    a.table, a.sort_by
+                )
+            }),
+        ];
+        Ok(RecordBatch::try_new(layout_advice_schema(), columns)?)
     }
 }

@@ -385,3 +385,129 @@ async fn bad_procedure_calls_are_one_line() {
         snapshots
     );
 }
+
+/// The workload test: SSB's 13 queries on a lineorder in TPC-H's order (dates shuffled); the
+/// layout advice names a sort column from what the scans recorded; a copy of lineorder
+/// optimized with that column (small files, so files can be pruned) answers the same 13
+/// queries identically while reading a fraction of the bytes, both in one run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn layout_advice_from_the_ssb_workload() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = common::engine(dir.path(), 2).await;
+    let catalog = std::sync::Arc::clone(engine.catalogs().get("local").unwrap());
+    let options = iceflight_datagen::load::LoadOptions {
+        scale: 0.02,
+        target_file_size: 256 * 1024,
+        row_group_rows: 8192,
+        progress: false,
+        ..Default::default()
+    };
+    let namespace = iceberg::NamespaceIdent::new("ssb".into());
+    iceflight_datagen::load::load_ssb(&catalog, &namespace, &options, false)
+        .await
+        .unwrap();
+    let ctx = engine.session(None, Some("ssb"), &[]).unwrap();
+    let queries: Vec<(String, String)> = {
+        let folder = common::repo_root().join("bench/queries/ssb");
+        let mut names: Vec<_> = std::fs::read_dir(&folder)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        names.sort();
+        names
+            .into_iter()
+            .map(|p| {
+                let name = p.file_stem().unwrap().to_string_lossy().to_string();
+                (name, std::fs::read_to_string(p).unwrap())
+            })
+            .collect()
+    };
+    assert_eq!(queries.len(), 13);
+    let mut answers = vec![];
+    for (name, text) in &queries {
+        answers.push((name.clone(), ok(&ctx, text).await));
+    }
+    let advice = ok(
+        &ctx,
+        "SELECT sort_by, scans, scans_filtering, read_share_now, read_share_sorted, statement \
+         FROM system.runtime.layout_advice WHERE \"table\" = 'ssb.lineorder'",
+    )
+    .await;
+    assert_eq!(advice.len(), 1, "{advice:?}");
+    let column = advice[0][0].clone();
+    assert!(column.starts_with("lo_"), "{advice:?}");
+    let scans: u64 = advice[0][1].parse().unwrap();
+    assert!(
+        (10..=13).contains(&scans),
+        "the scans that read rows: {advice:?}"
+    );
+    let now: f64 = advice[0][3].parse().unwrap();
+    let sorted_share: f64 = advice[0][4].parse().unwrap();
+    assert!(sorted_share < now, "{advice:?}");
+    println!("advice: {advice:?}");
+
+    // The copy, rewritten as advised.
+    ok(
+        &ctx,
+        "CREATE TABLE lineorder_sorted AS SELECT * FROM lineorder",
+    )
+    .await;
+    ok(
+        &ctx,
+        "ALTER TABLE lineorder_sorted SET TBLPROPERTIES ('write.target-file-size-bytes' = '262144')",
+    )
+    .await;
+    let statement = advice[0][5].replace("ssb.lineorder", "lineorder_sorted");
+    let m = metrics(&ctx, &statement).await;
+    assert!(m["added_data_files_count"] > 1, "{m:?}");
+
+    let bytes = |table: &'static str| {
+        let ctx = ctx.clone();
+        async move {
+            ok(
+                &ctx,
+                &format!(
+                    "SELECT coalesce(sum(bytes_read), 0), count(*) FROM system.runtime.table_access \
+                     WHERE \"table\" = 'ssb.{table}'"
+                ),
+            )
+            .await[0]
+                .iter()
+                .map(|v| v.parse::<u64>().unwrap())
+                .collect::<Vec<_>>()
+        }
+    };
+    let before = bytes("lineorder").await;
+    for (name, text) in &queries {
+        ok(&ctx, text).await;
+        let sorted = ok(&ctx, &text.replace("lineorder", "lineorder_sorted")).await;
+        let expected = &answers.iter().find(|(n, _)| n == name).unwrap().1;
+        assert_eq!(&sorted, expected, "{name}");
+    }
+    let after = bytes("lineorder").await;
+    let untouched = after[0] - before[0];
+    let optimized = bytes("lineorder_sorted").await;
+    assert_eq!(after[1] - before[1], 13);
+    assert_eq!(
+        optimized[1],
+        13 + 1,
+        "13 queries and the optimize's own read"
+    );
+    // The optimize's own read of every file is in there too: count the queries' reads only.
+    let rows = ok(
+        &ctx,
+        "SELECT bytes_read FROM system.runtime.table_access \
+         WHERE \"table\" = 'ssb.lineorder_sorted' ORDER BY ended",
+    )
+    .await;
+    let queries_read: u64 = rows[1..].iter().map(|r| r[0].parse::<u64>().unwrap()).sum();
+    println!(
+        "13 SSB queries read {untouched} bytes of lineorder and {queries_read} of lineorder \
+         sorted by {column} ({:.3})",
+        queries_read as f64 / untouched as f64
+    );
+    assert!(
+        queries_read * 10 < untouched * 9,
+        "sorted by {column}: {queries_read} of {untouched} bytes"
+    );
+}

@@ -42,6 +42,7 @@ use iceberg::expr::Predicate;
 use iceberg::scan::FileScanTask;
 use iceberg::table::Table;
 
+use crate::exec::table_access::{AccessRecorder, LazyRecorder};
 use crate::model::columns::{ColumnResolver, ScanColumns};
 use crate::plan::metrics_index::FileMetricsIndex;
 use crate::plan::planned::{PlannedScan, ScanInputs};
@@ -123,6 +124,9 @@ pub struct IcebergScanExec {
     /// ([`Self::with_dictionary_columns`]); empty: every column has its table type.
     dictionary_columns: Arc<Vec<usize>>,
     metrics: ExecutionPlanMetricsSet,
+    /// Records the scan in the engine's workload log once executed (`table_access.rs`); fresh
+    /// for each built scan.
+    recorder: LazyRecorder,
     cache: Arc<PlanProperties>,
 }
 
@@ -545,6 +549,7 @@ impl IcebergScanExecBuilder {
             columns: Arc::new(plan.columns),
             dictionary_columns: Arc::new(vec![]),
             metrics: ExecutionPlanMetricsSet::new(),
+            recorder: LazyRecorder::default(),
             cache,
         };
         scan.manifest_planned_files = scan.planned_files();
@@ -739,6 +744,7 @@ impl IcebergScanExecBuilder {
         let partitions = scan.file_groups.len().max(1);
         scan.cache = Arc::new(IcebergScanExec::compute_properties(plain, partitions));
         scan.metrics = ExecutionPlanMetricsSet::new();
+        scan.recorder = LazyRecorder::default();
         scan
     }
 }
@@ -860,6 +866,19 @@ impl ExecutionPlan for IcebergScanExec {
             return internal_err!("IcebergScanExec: invalid partition {partition}");
         };
         let metrics = ScanMetrics::new(&self.metrics, partition);
+        let recorder = Arc::clone(self.recorder.get_or_init(|| {
+            Arc::new(AccessRecorder::new(
+                Arc::clone(&ScanCaches::of(context.session_config()).access),
+                self.table.identifier().to_string(),
+                Arc::clone(&self.index),
+                Arc::clone(&self.columns),
+                Arc::clone(&self.static_domains),
+                self.dynamic_domains.clone(),
+                self.metrics.clone(),
+                self.snapshot_files as u64,
+            ))
+        }));
+        recorder.executed();
         let mut row_filters = vec![];
         if self.settings.static_row_filter && !self.static_filters.is_empty() {
             // One filter: DataFusion pushes a WHERE's conjuncts one by one, and two bounds of
@@ -949,7 +968,11 @@ impl ExecutionPlan for IcebergScanExec {
         let limited = limit_stream(batches.boxed(), self.limit);
         let output_rows = metrics.output_rows.clone();
         let plain = self.schema();
-        let counted = limited.inspect_ok(move |b| output_rows.add(b.num_rows()));
+        // The stream keeps the recorder: the scan is recorded when the last of them ends.
+        let counted = limited.inspect_ok(move |b| {
+            let _ = &recorder;
+            output_rows.add(b.num_rows())
+        });
         let output = {
             let plain = Arc::clone(&plain);
             counted.and_then(move |b| {

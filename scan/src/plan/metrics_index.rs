@@ -214,6 +214,40 @@ impl FileMetricsIndex {
             .blob
     }
 
+    /// Rows of the live data files of the snapshot (their manifests' record counts).
+    pub fn total_rows(&self) -> u64 {
+        self.files.values().map(|f| f.record_count()).sum()
+    }
+
+    /// Bytes of the live data files of the snapshot.
+    pub fn total_bytes(&self) -> u64 {
+        self.files.values().map(|f| f.file_size_in_bytes()).sum()
+    }
+
+    /// The smallest lower and largest upper bound of field `id` over the live data files that
+    /// have them, as scalars of `data_type`; `None` when no file has both.
+    pub fn column_range(
+        &self,
+        id: i32,
+        data_type: &DataType,
+    ) -> Option<(ScalarValue, ScalarValue)> {
+        let mut range: Option<(ScalarValue, ScalarValue)> = None;
+        for file in self.files.values() {
+            let b = Self::bounds(file, id, data_type);
+            let (Some(lo), Some(hi)) = (b.min, b.max) else {
+                continue;
+            };
+            range = Some(match range {
+                None => (lo, hi),
+                Some((min, max)) => (
+                    if lo < min { lo } else { min },
+                    if hi > max { hi } else { max },
+                ),
+            });
+        }
+        range
+    }
+
     /// Number of live data files in the snapshot.
     pub fn len(&self) -> usize {
         self.files.len()

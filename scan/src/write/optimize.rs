@@ -5,6 +5,7 @@
 //! ```text
 //!   data files of the current snapshot (WHERE on identity-partition columns: manifest pruning)
 //!     candidates: file size < threshold, or any delete file applies to it
+//!                 (`sort_by`: every file)
 //!     per partition: ≥ 2 candidates, or one with deletes ──► rewritten
 //!   rewritten files' live rows ──► sorted by the table's sort order ──► new data files
 //!     ──► one `replace` snapshot: the rewritten files removed (with their file-scoped
@@ -69,10 +70,15 @@ pub struct OptimizeReport {
 /// Errors: a table read at a past snapshot or without writes; a filter on another column
 /// (`InvalidArgument`); [`WriteConflict`] when a writer other than an appender committed
 /// first; a read or write failure (nothing committed, new files dropped).
+///
+/// `sort_by`: rewrite every data file of those partitions (not only the small ones) with the
+/// rows sorted by these columns, ascending, NULLs last (the layout advice's order,
+/// `exec/table_access.rs`); `None`: the table's own sort order.
 pub async fn optimize(
     table: &IcebergTableProvider,
     filters: &[Expr],
     threshold: u64,
+    sort_by: Option<&[String]>,
     context: &Arc<TaskContext>,
 ) -> Result<OptimizeReport> {
     let ident = table.table().identifier().clone();
@@ -90,7 +96,17 @@ pub async fn optimize(
     let (inputs, index, tasks) = planner
         .plan_tasks(config, &columns, filters, None, &caches.indexes)
         .await?;
-    let chosen = choose(tasks, threshold, |t| index.spec_id(&t.data_file_path));
+    if let Some(columns) = sort_by
+        && let Some(missing) = columns
+            .iter()
+            .find(|c| planner.plain_schema().index_of(c).is_err())
+    {
+        return plan_err!("optimize's sort_by: {ident} has no column {missing}");
+    }
+    let chosen = match sort_by {
+        Some(_) => tasks,
+        None => choose(tasks, threshold, |t| index.spec_id(&t.data_file_path)),
+    };
     if chosen.is_empty() {
         return Ok(OptimizeReport::default());
     }
@@ -113,7 +129,11 @@ pub async fn optimize(
         Arc::clone(&index),
         vec![chosen],
     )));
-    let rows: Arc<dyn ExecutionPlan> = match table.write_order(&scan.schema()) {
+    let order = match sort_by {
+        Some(columns) => by_columns(columns, &scan.schema())?,
+        None => table.write_order(&scan.schema()),
+    };
+    let rows: Arc<dyn ExecutionPlan> = match order {
         Some(requirement) => {
             let ordering: Vec<PhysicalSortExpr> = requirement
                 .into_iter()
@@ -211,6 +231,29 @@ fn choose(
         .filter(|g| g.len() >= 2 || g.iter().any(|t| !t.deletes.is_empty()))
         .flatten()
         .collect()
+}
+
+/// `columns` ascending, NULLs last, as a sort requirement over `schema`.
+fn by_columns(
+    columns: &[String],
+    schema: &arrow::datatypes::SchemaRef,
+) -> Result<Option<datafusion::physical_expr::LexRequirement>> {
+    let requirements = columns
+        .iter()
+        .map(|name| {
+            Ok(datafusion::physical_expr::PhysicalSortRequirement::new(
+                Arc::new(datafusion::physical_expr::expressions::Column::new(
+                    name,
+                    schema.index_of(name)?,
+                )),
+                Some(arrow::compute::SortOptions {
+                    descending: false,
+                    nulls_first: false,
+                }),
+            ))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(datafusion::physical_expr::LexRequirement::new(requirements))
 }
 
 /// Errors unless every column `filters` reference is the source of an identity field of the

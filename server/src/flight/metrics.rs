@@ -139,7 +139,38 @@ impl Collector for Now {
             "Bytes read from the lake's storage",
             None,
             c.metric_type(),
-        )?)
+        )?)?;
+
+        // The workload record's totals per table (`scan/src/exec/table_access.rs`).
+        let totals = caches.access.totals();
+        for (name, help, value) in [
+            (
+                "table_scans",
+                "Executed scans by table",
+                (|t| t.scans) as fn(&iceflight_scan::exec::table_access::AccessTotals) -> u64,
+            ),
+            ("table_files_pruned", "Data files pruned by table", |t| {
+                t.files_pruned
+            }),
+            ("table_files_read", "Data files opened by table", |t| {
+                t.files_read
+            }),
+            ("table_read_bytes", "Bytes scans read by table", |t| {
+                t.bytes_read
+            }),
+        ] {
+            let mut family = encoder.encode_descriptor(
+                name,
+                help,
+                None,
+                prometheus_client::metrics::MetricType::Counter,
+            )?;
+            for (table, t) in &totals {
+                let labels = [("table", table.as_str())];
+                ConstCounter::new(value(t)).encode(family.encode_family(&labels)?)?;
+            }
+        }
+        Ok(())
     }
 }
 

@@ -11,7 +11,7 @@
 //!
 //! | procedure | arguments | does |
 //! |---|---|---|
-//! | `optimize` | `file_size_threshold` (default `100MB`), `WHERE` on identity-partition columns | compaction (`scan/src/write/optimize.rs`) |
+//! | `optimize` | `file_size_threshold` (default `100MB`), `sort_by` (`'c1, c2'`: every file rewritten in that order), `WHERE` on identity-partition columns | compaction (`scan/src/write/optimize.rs`) |
 //! | `expire_snapshots` | `retention_threshold` (default and floor: `[maintenance] min_retention`, 7 days) | snapshots older than it and the files only they reach (`iceberg/src/snapshots.rs`) |
 //! | `rollback_to_snapshot` | `snapshot_id` | `main` back to an ancestor |
 //!
@@ -237,7 +237,17 @@ pub async fn plan_call(ctx: &SessionContext, function: &Function) -> Result<Logi
     let iceberg = iceberg.clone();
     let job: Job = match procedure.as_str() {
         "optimize" => {
-            let [threshold] = take(&procedure, args, &["file_size_threshold"])?;
+            let [threshold, sort_by] = take(&procedure, args, &["file_size_threshold", "sort_by"])?;
+            let sort_by: Option<Vec<String>> = match sort_by {
+                None => None,
+                Some(v) => Some(
+                    string(&v, "sort_by")?
+                        .split(',')
+                        .map(|c| c.trim().to_string())
+                        .filter(|c| !c.is_empty())
+                        .collect(),
+                ),
+            };
             let threshold = match threshold {
                 None => DEFAULT_FILE_SIZE_THRESHOLD,
                 Some(v) => size(&string(&v, "file_size_threshold")?)?,
@@ -252,8 +262,10 @@ pub async fn plan_call(ctx: &SessionContext, function: &Function) -> Result<Logi
             };
             Arc::new(move |context| {
                 let (iceberg, filters) = (iceberg.clone(), filters.clone());
+                let sort_by = sort_by.clone();
                 Box::pin(async move {
-                    let r = optimize(&iceberg, &filters, threshold, &context).await?;
+                    let r = optimize(&iceberg, &filters, threshold, sort_by.as_deref(), &context)
+                        .await?;
                     Ok(vec![
                         ("rewritten_data_files_count", r.rewritten_data_files),
                         ("applied_delete_files_count", r.applied_delete_files),
