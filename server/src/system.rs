@@ -26,7 +26,7 @@
 //! ```
 //!
 //!   system.runtime.table_access ──► one row per executed scan of an Iceberg table, the last
-//!     10 000 (`scan/src/exec/table_access.rs`)
+//!     10 000 (`scan/src/read/table_access.rs`)
 //!     ended (UTC), table, filters ('column shape [static|dynamic] share', '; '-separated),
 //!     snapshot_files, snapshot_bytes, files_pruned, files_read, row_groups_pruned,
 //!     row_groups_read, pages_pruned, pages_read, bytes_read
@@ -400,7 +400,7 @@ impl<T: Rows> TableProvider for SystemTable<T> {
 /// `system.runtime.table_access` (module docs).
 #[derive(Debug)]
 struct TableAccessTable {
-    log: Arc<iceflight_scan::exec::table_access::TableAccessLog>,
+    log: Arc<iceflight_scan::read::table_access::TableAccessLog>,
 }
 
 fn table_access_schema() -> SchemaRef {
@@ -427,7 +427,7 @@ impl Rows for TableAccessTable {
     }
 
     fn batch(&self, _viewer: Option<&str>) -> Result<RecordBatch> {
-        use iceflight_scan::exec::table_access::ScanAccess;
+        use iceflight_scan::read::table_access::ScanAccess;
         let scans = self.log.recent();
         let number = |f: &dyn Fn(&ScanAccess) -> u64| -> ArrayRef {
             Arc::new(UInt64Array::from(scans.iter().map(f).collect::<Vec<_>>()))
@@ -468,7 +468,7 @@ impl Rows for TableAccessTable {
 /// `system.runtime.layout_advice` (module docs).
 #[derive(Debug)]
 struct LayoutAdviceTable {
-    log: Arc<iceflight_scan::exec::table_access::TableAccessLog>,
+    log: Arc<iceflight_scan::read::table_access::TableAccessLog>,
 }
 
 fn layout_advice_schema() -> SchemaRef {
@@ -489,8 +489,8 @@ impl Rows for LayoutAdviceTable {
     }
 
     fn batch(&self, _viewer: Option<&str>) -> Result<RecordBatch> {
-        let advice = iceflight_scan::exec::table_access::layout_advice(&self.log.recent());
-        let text = |f: &dyn Fn(&iceflight_scan::exec::table_access::LayoutAdvice) -> String| {
+        let advice = iceflight_scan::read::table_access::layout_advice(&self.log.recent());
+        let text = |f: &dyn Fn(&iceflight_scan::read::table_access::LayoutAdvice) -> String| {
             Arc::new(StringArray::from(advice.iter().map(f).collect::<Vec<_>>())) as ArrayRef
         };
         let columns: Vec<ArrayRef> = vec![

@@ -446,6 +446,18 @@ async fn layout_advice_from_the_ssb_workload() {
     assert!(sorted_share < now, "{advice:?}");
     println!("advice: {advice:?}");
 
+    // EXPLAIN VERBOSE of a query on the table shows the advice.
+    let explain = ok(
+        &ctx,
+        "EXPLAIN VERBOSE SELECT count(*) FROM lineorder WHERE lo_quantity < 5",
+    )
+    .await;
+    let text = format!("{explain:?}");
+    assert!(
+        text.contains(&format!("layout_advice=[sort by {column}")),
+        "{text}"
+    );
+
     // The copy, rewritten as advised.
     ok(
         &ctx,

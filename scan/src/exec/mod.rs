@@ -5,4 +5,3 @@ pub mod dictionary_group_by;
 pub(crate) mod dynamic_filter_rule;
 pub mod scan_exec;
 pub mod shared_subplan;
-pub mod table_access;

@@ -42,7 +42,6 @@ use iceberg::expr::Predicate;
 use iceberg::scan::FileScanTask;
 use iceberg::table::Table;
 
-use crate::exec::table_access::{AccessRecorder, LazyRecorder};
 use crate::model::columns::{ColumnResolver, ScanColumns};
 use crate::plan::metrics_index::FileMetricsIndex;
 use crate::plan::planned::{PlannedScan, ScanInputs};
@@ -56,6 +55,7 @@ use crate::read::deletes::equality_deletes::DeleteKeysCache;
 use crate::read::deletes::positional_deletes::PositionalDeletes;
 use crate::read::metrics::ScanMetrics;
 use crate::read::opener::TaskOpener;
+use crate::read::table_access::{AccessRecorder, LazyRecorder, TableAccessLog, layout_advice};
 use iceflight_cache::block_cache::store_prefix;
 use iceflight_cache::io_scope::Scoped;
 use iceflight_options::ScanSettings;
@@ -127,6 +127,8 @@ pub struct IcebergScanExec {
     /// Records the scan in the engine's workload log once executed (`table_access.rs`); fresh
     /// for each built scan.
     recorder: LazyRecorder,
+    /// The engine's workload log, for the layout advice `EXPLAIN VERBOSE` shows.
+    access: Option<Arc<TableAccessLog>>,
     cache: Arc<PlanProperties>,
 }
 
@@ -550,10 +552,18 @@ impl IcebergScanExecBuilder {
             dictionary_columns: Arc::new(vec![]),
             metrics: ExecutionPlanMetricsSet::new(),
             recorder: LazyRecorder::default(),
+            access: None,
             cache,
         };
         scan.manifest_planned_files = scan.planned_files();
         Self { scan }
+    }
+
+    /// The engine's workload log: `EXPLAIN VERBOSE` then shows the table's layout advice
+    /// (`read/table_access.rs`) when the recorded scans would read less in another order.
+    pub fn with_access_log(mut self, log: Arc<TableAccessLog>) -> Self {
+        self.scan.access = Some(log);
+        self
     }
 
     /// Rows per partition at most (`None`: all).
@@ -818,6 +828,21 @@ impl DisplayAs for IcebergScanExec {
                             ", dynamic_domains=[{}], dynamic_gate=[{}]",
                             d.describe(self.columns.as_ref()),
                             self.describe_gate(&d)
+                        )?;
+                    }
+                }
+                if t == DisplayFormatType::Verbose
+                    && let Some(log) = &self.access
+                {
+                    let table = self.table.identifier().to_string();
+                    let advice = layout_advice(&log.recent());
+                    if let Some(a) = advice.iter().find(|a| a.table == table) {
+                        write!(
+                            f,
+                            ", layout_advice=[sort by {}: the {} recorded scans would read {:.2} \
+                             of their bytes instead of {:.2}; ALTER TABLE {table} EXECUTE \
+                             optimize(sort_by => '{}')]",
+                            a.sort_by, a.scans, a.read_share_sorted, a.read_share_now, a.sort_by
                         )?;
                     }
                 }

@@ -31,8 +31,8 @@ pub struct ScanCaches {
     pub indexes: IndexCache,
     /// Manifest and manifest-list files the catalogs' storage read (counted there).
     pub manifest_reads: Arc<std::sync::atomic::AtomicU64>,
-    /// The workload record (`exec/table_access.rs`).
-    pub access: Arc<crate::exec::table_access::TableAccessLog>,
+    /// The workload record (`read/table_access.rs`).
+    pub access: Arc<crate::read::table_access::TableAccessLog>,
 }
 
 impl ScanCaches {

@@ -1,5 +1,5 @@
 //! Reading one task: footers, the native Parquet reader, struct evolution, the opener, delete
-//! files, the engine's caches and the scan's counters. Imports `model`, `pushdown`, `plan`
+//! files, the engine's caches, the scan's counters and the workload record. Imports `model`, `pushdown`, `plan`
 //! (`README.md`).
 
 pub(crate) mod access_plan;
@@ -10,3 +10,4 @@ pub(crate) mod metrics;
 pub mod native_reader;
 pub(crate) mod opener;
 pub(crate) mod struct_evolution;
+pub mod table_access;

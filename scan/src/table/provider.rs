@@ -34,7 +34,7 @@ use iceberg::table::Table;
 
 use iceflight_iceberg::commit::CommitCatalog;
 
-use crate::exec::scan_exec::IcebergScanExec;
+use crate::exec::scan_exec::IcebergScanExecBuilder;
 use crate::model::literal::literal_scalar;
 use crate::plan::metrics_index::FileMetricsIndex;
 use crate::plan::planned::{assemble, split_by_row_groups, spread_by_size};
@@ -164,6 +164,37 @@ impl IcebergTableProvider {
         self.writes.as_ref()
     }
 
+    /// `ALTER TABLE … EXECUTE optimize` on this table (`write/optimize.rs`): compaction under
+    /// `filters` (identity-partition columns only) of files under `threshold` bytes or with
+    /// deletes, or of every file sorted by `sort_by`.
+    ///
+    /// Errors: the table is read at a past snapshot; those of `write::optimize::optimize`.
+    pub async fn optimize(
+        &self,
+        filters: &[Expr],
+        threshold: u64,
+        sort_by: Option<&[String]>,
+        context: &Arc<datafusion::execution::TaskContext>,
+    ) -> Result<crate::write::optimize::OptimizeReport> {
+        let Some(catalog) = &self.writes else {
+            return plan_err!(
+                "optimize changes the table's current state; {} is read at a past snapshot",
+                self.table().identifier()
+            );
+        };
+        let order = self.write_order(self.planner.plain_schema());
+        crate::write::optimize::optimize(
+            catalog,
+            &self.planner,
+            order,
+            filters,
+            threshold,
+            sort_by,
+            context,
+        )
+        .await
+    }
+
     /// The planner of the table's scans (its snapshot, schema and catalog).
     pub fn planner(&self) -> &ScanPlanner {
         &self.planner
@@ -177,7 +208,7 @@ impl IcebergTableProvider {
     /// The table's sort order as a requirement on the rows an `INSERT` writes (DataFusion sorts
     /// them before the sink, as Trino sorts on write); `None` when unsorted. Fields with a
     /// transform other than identity, or on a column not in `input`, end the requirement there.
-    pub(crate) fn write_order(&self, input: &SchemaRef) -> Option<LexRequirement> {
+    fn write_order(&self, input: &SchemaRef) -> Option<LexRequirement> {
         let metadata = self.table().metadata();
         let schema = metadata.current_schema();
         let mut requirements = vec![];
@@ -337,11 +368,12 @@ impl TableProvider for IcebergTableProvider {
         let target_partitions = config.target_partitions().max(1);
         let tasks = split_by_row_groups(tasks, &index, target_partitions);
         let file_groups = spread_by_size(tasks, target_partitions);
-        Ok(Arc::new(IcebergScanExec::new(assemble(
-            inputs,
-            index,
-            file_groups,
-        ))))
+        let planned = assemble(inputs, index, file_groups);
+        Ok(Arc::new(
+            IcebergScanExecBuilder::new(planned)
+                .with_access_log(Arc::clone(&caches.access))
+                .build(),
+        ))
     }
 }
 

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use datafusion::common::{Result, plan_err};
 use datafusion::execution::TaskContext;
 use datafusion::logical_expr::Expr;
-use datafusion::physical_expr::{LexOrdering, PhysicalSortExpr};
+use datafusion::physical_expr::{LexOrdering, LexRequirement, PhysicalSortExpr};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::execute_stream;
 use datafusion::physical_plan::sorts::sort::SortExec;
@@ -37,8 +37,8 @@ use crate::exec::scan_exec::IcebergScanExec;
 use crate::model::iceberg_error::external;
 use crate::model::write_conflict::WriteConflict;
 use crate::plan::planned::assemble;
+use crate::plan::planner::ScanPlanner;
 use crate::read::caches::ScanCaches;
-use crate::table::provider::IcebergTableProvider;
 use crate::write::data_files::write_data_files;
 use crate::write::row_change::{drop_files, only_appended, without_empty};
 
@@ -67,29 +67,28 @@ pub struct OptimizeReport {
 /// Compacts `table` (module docs): files under `threshold` bytes, or with deletes, in the
 /// partitions `filters` select (conjuncts on identity-partition columns only).
 ///
-/// Errors: a table read at a past snapshot or without writes; a filter on another column
+/// `table_order` is the table's sort order over the scan's columns (the provider's
+/// `write_order`).
+///
+/// Errors: a table with a column iceflight cannot write; a filter on another column
 /// (`InvalidArgument`); [`WriteConflict`] when a writer other than an appender committed
 /// first; a read or write failure (nothing committed, new files dropped).
 ///
 /// `sort_by`: rewrite every data file of those partitions (not only the small ones) with the
 /// rows sorted by these columns, ascending, NULLs last (the layout advice's order,
-/// `exec/table_access.rs`); `None`: the table's own sort order.
+/// `read/table_access.rs`); `None`: the table's own sort order.
 pub async fn optimize(
-    table: &IcebergTableProvider,
+    catalog: &Arc<dyn CommitCatalog>,
+    planner: &ScanPlanner,
+    table_order: Option<LexRequirement>,
     filters: &[Expr],
     threshold: u64,
     sort_by: Option<&[String]>,
     context: &Arc<TaskContext>,
 ) -> Result<OptimizeReport> {
-    let ident = table.table().identifier().clone();
-    let Some(catalog) = table.writes() else {
-        return plan_err!(
-            "optimize needs the table's current state; {ident} is read at a past snapshot"
-        );
-    };
-    let planner = table.planner();
+    let ident = planner.table().identifier().clone();
     planner.check_writable()?;
-    check_partition_filters(table, filters)?;
+    check_partition_filters(planner.table(), filters)?;
     let columns: Vec<usize> = (0..planner.plain_schema().fields().len()).collect();
     let config = context.session_config();
     let caches = ScanCaches::of(config);
@@ -131,7 +130,7 @@ pub async fn optimize(
     )));
     let order = match sort_by {
         Some(columns) => by_columns(columns, &scan.schema())?,
-        None => table.write_order(&scan.schema()),
+        None => table_order,
     };
     let rows: Arc<dyn ExecutionPlan> = match order {
         Some(requirement) => {
@@ -258,8 +257,8 @@ fn by_columns(
 
 /// Errors unless every column `filters` reference is the source of an identity field of the
 /// table's default partition spec (Trino's rule for `optimize … WHERE`).
-fn check_partition_filters(table: &IcebergTableProvider, filters: &[Expr]) -> Result<()> {
-    let metadata = table.table().metadata();
+fn check_partition_filters(table: &iceberg::table::Table, filters: &[Expr]) -> Result<()> {
+    let metadata = table.metadata();
     let schema = metadata.current_schema();
     let partition_columns: HashSet<String> = metadata
         .default_partition_spec()
@@ -276,7 +275,7 @@ fn check_partition_filters(table: &IcebergTableProvider, filters: &[Expr]) -> Re
                 return plan_err!(
                     "optimize's WHERE may name only identity-partition columns of {} ({}); \
                      {} is not one",
-                    table.table().identifier(),
+                    table.identifier(),
                     match names.is_empty() {
                         true => "it has none".to_string(),
                         false => names

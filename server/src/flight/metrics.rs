@@ -141,13 +141,13 @@ impl Collector for Now {
             c.metric_type(),
         )?)?;
 
-        // The workload record's totals per table (`scan/src/exec/table_access.rs`).
+        // The workload record's totals per table (`scan/src/read/table_access.rs`).
         let totals = caches.access.totals();
         for (name, help, value) in [
             (
                 "table_scans",
                 "Executed scans by table",
-                (|t| t.scans) as fn(&iceflight_scan::exec::table_access::AccessTotals) -> u64,
+                (|t| t.scans) as fn(&iceflight_scan::read::table_access::AccessTotals) -> u64,
             ),
             ("table_files_pruned", "Data files pruned by table", |t| {
                 t.files_pruned

@@ -39,7 +39,6 @@ use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
 use futures::future::BoxFuture;
 use iceflight_scan::IcebergTableProvider;
-use iceflight_scan::write::optimize::optimize;
 
 use super::ddl::Names;
 
@@ -222,7 +221,7 @@ pub async fn plan_call(ctx: &SessionContext, function: &Function) -> Result<Logi
     let provider = match ctx.table_provider(reference.clone()).await {
         Ok(provider) => provider,
         Err(e) => {
-            let missing = super::statement::missing_table(ctx, vec![reference.clone()]).await;
+            let missing = super::ddl::missing_table(ctx, vec![reference.clone()]).await;
             return Err(match missing {
                 Some(missing) => DataFusionError::External(Box::new(
                     iceflight_catalog::CatalogError::NotFound(missing),
@@ -264,7 +263,8 @@ pub async fn plan_call(ctx: &SessionContext, function: &Function) -> Result<Logi
                 let (iceberg, filters) = (iceberg.clone(), filters.clone());
                 let sort_by = sort_by.clone();
                 Box::pin(async move {
-                    let r = optimize(&iceberg, &filters, threshold, sort_by.as_deref(), &context)
+                    let r = iceberg
+                        .optimize(&filters, threshold, sort_by.as_deref(), &context)
                         .await?;
                     Ok(vec![
                         ("rewritten_data_files_count", r.rewritten_data_files),

@@ -16,7 +16,9 @@ use datafusion::sql::parser::{DFParser, Statement};
 use iceflight_catalog::CatalogError;
 use iceflight_catalog::alter::{AlterOp, AlterTable};
 
-use super::ddl::{Names, is_own_statement, plan_create_with, refused_option, run_own_statement};
+use super::ddl::{
+    Names, is_own_statement, missing_table, plan_create_with, refused_option, run_own_statement,
+};
 
 /// Parses `sql`: one or more `;`-separated statements.
 ///
@@ -93,36 +95,6 @@ fn reads_tables(statement: &Statement) -> bool {
         Statement::Explain(explain) => reads_tables(&explain.statement),
         _ => false,
     }
-}
-
-/// The first of `references` whose catalog, schema or table does not exist, described
-/// (`table local.tpch.nope does not exist`).
-pub(crate) async fn missing_table(
-    ctx: &SessionContext,
-    references: Vec<datafusion::sql::TableReference>,
-) -> Option<String> {
-    let state = ctx.state();
-    let defaults = &state.config_options().catalog;
-    for reference in references {
-        let name = reference.resolve(&defaults.default_catalog, &defaults.default_schema);
-        // DataFusion answers information_schema itself, outside the catalogs' schemas.
-        if name.schema.as_ref() == datafusion::catalog::information_schema::INFORMATION_SCHEMA {
-            continue;
-        }
-        let Some(catalog) = ctx.catalog(&name.catalog) else {
-            return Some(format!("catalog {} does not exist", name.catalog));
-        };
-        let Some(schema) = catalog.schema(&name.schema) else {
-            return Some(format!(
-                "schema {}.{} does not exist",
-                name.catalog, name.schema
-            ));
-        };
-        if !schema.table_exist(&name.table) && schema.table(&name.table).await.ok()?.is_none() {
-            return Some(format!("table {name} does not exist"));
-        }
-    }
-    None
 }
 
 /// The logical plan of one parsed statement: DataFusion's (a `DELETE` readied with its condition
