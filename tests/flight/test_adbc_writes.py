@@ -120,6 +120,22 @@ def test_executemany_delete_removes_the_rows_of_every_parameter_row(conn):
     assert snapshots(conn, table) == 3
 
 
+def test_table_procedures_run_through_adbc(conn):
+    """ALTER TABLE … EXECUTE over Flight SQL (ADBC prepares every statement): optimize
+    compacts three one-row files into one and answers its metrics; the rows stay."""
+    table = fresh_table(conn, "compacted")
+    for i in range(3):
+        run(conn, f"INSERT INTO {table} VALUES (?, ?, ?)", row(i))
+    before = stored(conn, table)
+    metrics = dict(run(conn, f"ALTER TABLE {table} EXECUTE optimize"))
+    assert metrics["rewritten_data_files_count"] == 3
+    assert metrics["added_data_files_count"] == 1
+    assert stored(conn, table) == before
+    assert run(conn, f'SELECT count(*) FROM "{table}$files"')[0][0] == 1
+    err = status(lambda: run(conn, f"ALTER TABLE {table} EXECUTE vacuum"))
+    assert "unknown procedure vacuum" in str(err)
+
+
 def test_parameters_of_the_wrong_count_or_type_are_refused_and_write_nothing(conn):
     table = fresh_table(conn, "refused")
     insert = f"INSERT INTO {table} VALUES (?, ?, ?)"

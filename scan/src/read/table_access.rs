@@ -13,9 +13,10 @@
 //!
 //! **Advice.** A table sorted by column `c` (files written in `c` order, `optimize(sort_by =>
 //! 'c')`) holds disjoint ranges of `c` per file, so a scan whose domain on `c` spans a share `s`
-//! of `c`'s range reads about `s` of its columns' bytes, plus a file at the edge (files are
-//! pruned by their bounds; uniform values assumed); a domain of `k` known values reads at most
-//! the files `k` spread values hit, `1 - (1 - 1/files)^k`. What a scan would read unpruned is
+//! of `c`'s range reads about `s` of its columns' bytes, plus a piece at the edge (files and row
+//! groups are pruned by their bounds; uniform values assumed; the pieces are the table's files
+//! or, when more, the row groups the scan saw); a domain of `k` known values reads at most the
+//! pieces `k` spread values hit, `1 - (1 - 1/pieces)^k`. What a scan would read unpruned is
 //! estimated from its bytes read and the share of the table's rows it decoded. For each column,
 //! the recorded scans' estimated bytes under that order are summed (a scan without a domain on
 //! `c`: its unpruned bytes, as sorting by `c` undoes any other clustering) and set against what
@@ -284,8 +285,9 @@ impl AccessRecorder {
         self.executed.store(true, Ordering::Relaxed);
     }
 
-    /// The uses of `domains` (each constrained column).
-    fn uses(&self, domains: &Domains, dynamic: bool) -> Vec<FilterUse> {
+    /// The uses of `domains` (each constrained column); `units` is how many pieces (files or
+    /// row groups) the table is pruned in.
+    fn uses(&self, domains: &Domains, dynamic: bool, units: u64) -> Vec<FilterUse> {
         let Some(columns) = &domains.columns else {
             return vec![];
         };
@@ -299,12 +301,11 @@ impl AccessRecorder {
                     (None, Some(_)) => "range",
                 };
                 let bounds = self.index.column_range(column.field_id, &column.arrow_type);
-                let files = self.snapshot_files;
                 Some(FilterUse {
                     column: column.name.clone(),
                     shape,
                     dynamic,
-                    share: bounds.and_then(|(lo, hi)| share(domain, &lo, &hi, files)),
+                    share: bounds.and_then(|(lo, hi)| share(domain, &lo, &hi, units)),
                 })
             })
             .collect()
@@ -323,9 +324,14 @@ impl Drop for AccessRecorder {
                 .map(|v| v.as_usize() as u64)
                 .unwrap_or(0)
         };
-        let mut filters = self.uses(&self.static_domains, false);
+        // Pieces the table is pruned in: its files, or the row groups the scan saw when the
+        // files hold several (a single large file still prunes by row group).
+        let units = self
+            .snapshot_files
+            .max(sum("row_groups_pruned") + sum("row_groups_matched"));
+        let mut filters = self.uses(&self.static_domains, false, units);
         if let Some(dynamic) = &self.dynamic {
-            filters.extend(self.uses(&dynamic.current(), true));
+            filters.extend(self.uses(&dynamic.current(), true, units));
         }
         self.log.record(ScanAccess {
             at: SystemTime::now(),
@@ -348,10 +354,10 @@ impl Drop for AccessRecorder {
     }
 }
 
-/// The share of a table of `files` data files sorted by the column (values in `[lo, hi]`) that
-/// a scan under `domain` reads, in `[0, 1]` (module docs): the share of the range the domain
-/// spans plus one file at its edge; for a known set of `k` values, at most the files a spread
-/// set hits, `1 - (1 - 1/files)^k`.
+/// The share of a table of `files` pieces (data files, or row groups) sorted by the column
+/// (values in `[lo, hi]`) that a scan under `domain` reads, in `[0, 1]` (module docs): the share
+/// of the range the domain spans plus one piece at its edge; for a known set of `k` values, at
+/// most the pieces a spread set hits, `1 - (1 - 1/files)^k`.
 fn share(domain: &ColumnDomain, lo: &ScalarValue, hi: &ScalarValue, files: u64) -> Option<f64> {
     let (lo, hi) = (numeric(lo)?, numeric(hi)?);
     let width = hi - lo;

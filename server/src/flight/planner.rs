@@ -33,11 +33,11 @@ pub async fn plan_sql(session: &Session, sql: &str) -> Result<Planned, Status> {
 }
 
 /// The logical plan of SQL text (placeholders unbound), not optimized.
-/// Trino's time-travel clauses are rewritten first (`sql/time_travel.rs`); `ALTER TABLE` is
-/// planned by iceflight (`sql::plan_statement`).
+/// Trino's `ALTER TABLE … EXECUTE` and time-travel clauses are rewritten first
+/// (`sql::rewrite`); `ALTER TABLE` is planned by iceflight (`sql::plan_statement`).
 pub async fn logical_plan(session: &Session, sql: &str) -> Result<LogicalPlan, Status> {
     let plan = async {
-        let text = crate::sql::time_travel::rewrite(sql)?;
+        let text = crate::sql::rewrite(sql)?;
         let state = session.ctx.state();
         let statement =
             state.sql_to_statement(&text, &state.config().options().sql_parser.dialect)?;

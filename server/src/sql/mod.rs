@@ -21,4 +21,6 @@ pub mod statement;
 pub mod time_travel;
 
 pub use ddl::{is_own_statement, run_own_statement};
-pub use statement::{execute_statement, is_state_change, parse_statements, plan_statement};
+pub use statement::{
+    execute_statement, is_state_change, parse_statements, plan_statement, rewrite,
+};

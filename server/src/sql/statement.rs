@@ -27,12 +27,21 @@ use super::ddl::{
 ///
 /// Errors: a syntax error; a time-travel value iceflight cannot read; no statement at all.
 pub fn parse_statements(sql: &str) -> Result<Vec<Statement>> {
-    let sql = super::time_travel::rewrite(&super::procedures::rewrite(sql))?;
+    let sql = rewrite(sql)?;
     let statements: Vec<Statement> = DFParser::parse_sql(&sql)?.into_iter().collect();
     if statements.is_empty() {
         return plan_err!("no SQL statement given");
     }
     Ok(statements)
+}
+
+/// `sql` with what DataFusion's parser does not know rewritten into what it does: Trino's
+/// `ALTER TABLE … EXECUTE` (`sql/procedures.rs`) and time-travel clauses
+/// (`sql/time_travel.rs`). Every path from SQL text to a statement goes through it.
+///
+/// Errors: a time-travel value iceflight cannot read.
+pub fn rewrite(sql: &str) -> Result<String> {
+    super::time_travel::rewrite(&super::procedures::rewrite(sql))
 }
 
 /// Plans and starts one statement; DDL and `SET` take effect here. Returns its output stream
