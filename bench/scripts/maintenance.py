@@ -24,31 +24,16 @@ import statistics
 import sys
 import time
 
-import adbc_driver_flightsql.dbapi as flight_sql
-import adbc_driver_manager
+
+from flight_client import connect, run, timed
 
 QUERIES = pathlib.Path(__file__).resolve().parent.parent / "queries"
 LINEITEM_QUERIES = ["q01", "q06", "q14"]
 
 
-def connect(url: str, user: str, password: str):
-    kwargs = {
-        adbc_driver_manager.DatabaseOptions.USERNAME.value: user,
-        adbc_driver_manager.DatabaseOptions.PASSWORD.value: password,
-    }
-    return flight_sql.connect(url, db_kwargs=kwargs, autocommit=True)
-
-
-def run(conn, sql: str):
-    with conn.cursor() as cur:
-        cur.execute(sql)
-        return cur.fetchall()
-
-
-def timed(conn, sql: str) -> float:
-    start = time.perf_counter()
-    run(conn, sql)
-    return time.perf_counter() - start
+def seconds(conn, sql: str) -> float:
+    """`sql`'s wall time."""
+    return timed(lambda: run(conn, sql))[0]
 
 
 def bytes_read(conn, table: str) -> tuple[int, int]:
@@ -84,22 +69,22 @@ def main() -> None:
     lineitem = {q: (QUERIES / "tpch" / f"{q}.sql").read_text()
                 .replace("lineitem", f"{args.tpch}.lineitem").replace("part\n", f"{args.tpch}.part\n")
                 for q in LINEITEM_QUERIES}
-    before = {q: statistics.median(timed(conn, sql) for _ in range(args.rounds))
+    before = {q: statistics.median(seconds(conn, sql) for _ in range(args.rounds))
               for q, sql in lineitem.items()}
     files_before = files(conn, f"{args.tpch}.lineitem")
     start = time.perf_counter()
     metrics = dict(run(conn, f"ALTER TABLE {args.tpch}.lineitem EXECUTE "
                              "optimize(file_size_threshold => '128MB')"))
-    seconds = time.perf_counter() - start
-    after = {q: statistics.median(timed(conn, sql) for _ in range(args.rounds))
+    elapsed = time.perf_counter() - start
+    after = {q: statistics.median(seconds(conn, sql) for _ in range(args.rounds))
              for q, sql in lineitem.items()}
     report["optimize"] = {
         "files_before": files_before,
         "files_after": files(conn, f"{args.tpch}.lineitem"),
-        "seconds": seconds,
+        "seconds": elapsed,
         "metrics": {k: int(v) for k, v in metrics.items()},
-        "rows_per_second": int(metrics["rewritten_rows_count"]) / seconds,
-        "bytes_per_second": int(metrics["rewritten_bytes"]) / seconds,
+        "rows_per_second": int(metrics["rewritten_rows_count"]) / elapsed,
+        "bytes_per_second": int(metrics["rewritten_bytes"]) / elapsed,
         "query_seconds_before": before,
         "query_seconds_after": after,
     }
@@ -133,7 +118,7 @@ def main() -> None:
             for name, sql in ssb.items():
                 for table in times:
                     text = sql.replace("lineorder", table)
-                    times[table].setdefault(name, []).append(timed(conn, text))
+                    times[table].setdefault(name, []).append(seconds(conn, text))
         for table, name in recorded.items():
             b, n = bytes_read(conn, name)
             read[table] = {"bytes": b - read[table][0], "scans": n - read[table][1]}

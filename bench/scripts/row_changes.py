@@ -28,9 +28,10 @@ import statistics
 import sys
 import time
 
-import adbc_driver_flightsql.dbapi as flight_sql
 import adbc_driver_manager
 import duckdb
+
+from flight_client import connect, run, timed
 
 FRACTIONS = [(1000, "0.1%"), (100, "1%"), (10, "10%")]
 # Label ─► (write mode, format version): v2 merge-on-read writes Parquet position delete
@@ -50,20 +51,6 @@ FILE_SIZE = 2 * 1024 * 1024
 RC = '"local".rc'
 
 
-def connect(url: str, user: str, password: str):
-    kwargs = {
-        adbc_driver_manager.DatabaseOptions.USERNAME.value: user,
-        adbc_driver_manager.DatabaseOptions.PASSWORD.value: password,
-    }
-    return flight_sql.connect(url, db_kwargs=kwargs, autocommit=True)
-
-
-def run(conn, sql: str):
-    with conn.cursor() as cur:
-        cur.execute(sql)
-        return cur.fetchall()
-
-
 def run_update(conn, sql: str) -> int:
     """A statement that changes rows; the rows changed (ADBC's `execute_update` count)."""
     stmt = adbc_driver_manager.AdbcStatement(conn.adbc_connection)
@@ -72,12 +59,6 @@ def run_update(conn, sql: str) -> int:
         return stmt.execute_update()
     finally:
         stmt.close()
-
-
-def timed(fn) -> tuple[float, object]:
-    start = time.perf_counter()
-    out = fn()
-    return time.perf_counter() - start, out
 
 
 def where(layout: str, n: int, rows: int) -> str:

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{statement_ok as ok, statement_rows as sql, statement_sorted as sorted};
+use common::{refused, statement_ok as ok, statement_sorted as sorted};
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -38,15 +38,6 @@ async fn session(
 /// pyiceberg's (`read`) or DuckDB's (`duckdb`) rows of `table`, sorted as text.
 fn oracle(dir: &Path, command: &str, table: &str) -> Vec<Vec<String>> {
     common::oracle_rows(&common::pyiceberg_rw(dir, &[command, table])[0])
-}
-
-/// Asserts that `text` fails with `code`, one line naming `says`.
-async fn refused(ctx: &SessionContext, text: &str, code: tonic::Code, says: &str) {
-    let err = sql(ctx, text).await.unwrap_err();
-    let status = iceflight::flight::status::to_status(err);
-    assert_eq!(status.code(), code, "{text}: {status}");
-    assert!(status.message().contains(says), "{text}: {status}");
-    assert!(!status.message().contains('\n'), "{text}: {status}");
 }
 
 /// A procedure's answer as metric → value.

@@ -176,6 +176,18 @@ async fn metrics_count_queries_rows_sessions_and_refused_logins() {
         body.contains("iceflight_cache_hits_total{cache=\"footer\"}"),
         "{body}"
     );
+    // The workload record's per-table families (no Iceberg table was scanned here: no sample).
+    for family in [
+        "table_scans",
+        "table_files_pruned",
+        "table_files_read",
+        "table_read_bytes",
+    ] {
+        assert!(
+            body.contains(&format!("# TYPE iceflight_{family} counter")),
+            "{body}"
+        );
+    }
     let (status, _) = get(server.metrics_port, "/other");
     assert!(status.contains("404"), "{status}");
 }

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{statement_ok as ok, statement_rows as sql, statement_sorted as sorted};
+use common::{refused, statement_ok as ok, statement_rows as sql, statement_sorted as sorted};
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -30,15 +30,6 @@ async fn history_session() -> (
     let engine = common::engine(dir.path(), 2).await;
     let ctx = engine.session(None, Some("history"), &[]).unwrap();
     (dir, engine, ctx)
-}
-
-/// Asserts that `text` fails with `code`, one line naming `says`.
-async fn refused(ctx: &SessionContext, text: &str, code: tonic::Code, says: &str) {
-    let err = sql(ctx, text).await.unwrap_err();
-    let status = iceflight::flight::status::to_status(err);
-    assert_eq!(status.code(), code, "{text}: {status}");
-    assert!(status.message().contains(says), "{text}: {status}");
-    assert!(!status.message().contains('\n'), "{text}: {status}");
 }
 
 /// The model: rows by id, `(part, v)`, `v` NULL as `None`.

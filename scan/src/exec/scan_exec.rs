@@ -892,16 +892,17 @@ impl ExecutionPlan for IcebergScanExec {
         };
         let metrics = ScanMetrics::new(&self.metrics, partition);
         let recorder = Arc::clone(self.recorder.get_or_init(|| {
-            Arc::new(AccessRecorder::new(
-                Arc::clone(&ScanCaches::of(context.session_config()).access),
-                self.table.identifier().to_string(),
-                Arc::clone(&self.index),
-                Arc::clone(&self.columns),
-                Arc::clone(&self.static_domains),
-                self.dynamic_domains.clone(),
-                self.metrics.clone(),
-                self.snapshot_files as u64,
-            ))
+            Arc::new(AccessRecorder {
+                log: Arc::clone(&ScanCaches::of(context.session_config()).access),
+                table: self.table.identifier().to_string(),
+                index: Arc::clone(&self.index),
+                columns: Arc::clone(&self.columns),
+                static_domains: Arc::clone(&self.static_domains),
+                dynamic: self.dynamic_domains.clone(),
+                metrics: self.metrics.clone(),
+                snapshot_files: self.snapshot_files as u64,
+                executed: Default::default(),
+            })
         }));
         recorder.executed();
         let mut row_filters = vec![];

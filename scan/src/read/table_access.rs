@@ -241,45 +241,30 @@ pub fn layout_advice(scans: &[ScanAccess]) -> Vec<LayoutAdvice> {
 /// streams are dropped (the query ended, however it ended).
 #[derive(Debug)]
 pub(crate) struct AccessRecorder {
-    log: Arc<TableAccessLog>,
-    table: String,
-    index: Arc<FileMetricsIndex>,
-    columns: Arc<ScanColumns>,
-    static_domains: Arc<Domains>,
-    dynamic: Option<Arc<DomainCache>>,
-    metrics: ExecutionPlanMetricsSet,
-    snapshot_files: u64,
-    executed: AtomicBool,
+    /// Where the scan is recorded.
+    pub log: Arc<TableAccessLog>,
+    /// `namespace.table`.
+    pub table: String,
+    /// Manifest metrics of the scanned snapshot (column bounds, sizes, rows).
+    pub index: Arc<FileMetricsIndex>,
+    /// The scan's constrainable columns (names and field ids of domain columns).
+    pub columns: Arc<ScanColumns>,
+    /// The scan's static domains.
+    pub static_domains: Arc<Domains>,
+    /// Its dynamic domains, read when the scan ends.
+    pub dynamic: Option<Arc<DomainCache>>,
+    /// Its metrics, summed over partitions when it ends.
+    pub metrics: ExecutionPlanMetricsSet,
+    /// Live data files of the snapshot.
+    pub snapshot_files: u64,
+    /// Set by the first partition executed: only an executed scan is recorded.
+    pub executed: AtomicBool,
 }
 
 /// An [`AccessRecorder`] made when the scan first executes (one per built scan).
 pub(crate) type LazyRecorder = Arc<OnceLock<Arc<AccessRecorder>>>;
 
 impl AccessRecorder {
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn new(
-        log: Arc<TableAccessLog>,
-        table: String,
-        index: Arc<FileMetricsIndex>,
-        columns: Arc<ScanColumns>,
-        static_domains: Arc<Domains>,
-        dynamic: Option<Arc<DomainCache>>,
-        metrics: ExecutionPlanMetricsSet,
-        snapshot_files: u64,
-    ) -> Self {
-        Self {
-            log,
-            table,
-            index,
-            columns,
-            static_domains,
-            dynamic,
-            metrics,
-            snapshot_files,
-            executed: AtomicBool::new(false),
-        }
-    }
-
     /// Marks the scan executed: it is recorded when dropped.
     pub(crate) fn executed(&self) {
         self.executed.store(true, Ordering::Relaxed);

@@ -112,16 +112,7 @@ impl Collector for Now {
             ("cache_hits", "Cache hits by cache", &hits),
             ("cache_misses", "Cache misses by cache", &misses),
         ] {
-            let mut family = encoder.encode_descriptor(
-                name,
-                help,
-                None,
-                prometheus_client::metrics::MetricType::Counter,
-            )?;
-            for (cache, v) in values {
-                let labels = [("cache", *cache)];
-                ConstCounter::new(*v).encode(family.encode_family(&labels)?)?;
-            }
+            counters(&mut encoder, name, help, "cache", values)?;
         }
         let mut family = encoder.encode_descriptor(
             "cache_bytes",
@@ -159,19 +150,36 @@ impl Collector for Now {
                 t.bytes_read
             }),
         ] {
-            let mut family = encoder.encode_descriptor(
-                name,
-                help,
-                None,
-                prometheus_client::metrics::MetricType::Counter,
-            )?;
-            for (table, t) in &totals {
-                let labels = [("table", table.as_str())];
-                ConstCounter::new(value(t)).encode(family.encode_family(&labels)?)?;
-            }
+            let values: Vec<(&str, u64)> = totals
+                .iter()
+                .map(|(table, t)| (table.as_str(), value(t)))
+                .collect();
+            counters(&mut encoder, name, help, "table", &values)?;
         }
         Ok(())
     }
+}
+
+/// One counter family `name` with a counter per `(label value, count)` of `values`, labelled
+/// `label`.
+fn counters(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    label: &str,
+    values: &[(&str, u64)],
+) -> Result<(), std::fmt::Error> {
+    let mut family = encoder.encode_descriptor(
+        name,
+        help,
+        None,
+        prometheus_client::metrics::MetricType::Counter,
+    )?;
+    for (value, count) in values {
+        let labels = [(label, *value)];
+        ConstCounter::new(*count).encode(family.encode_family(&labels)?)?;
+    }
+    Ok(())
 }
 
 /// Serves `GET /metrics` from `registry` on `addr` until the process ends; returns the bound

@@ -495,3 +495,12 @@ pub fn oracle_rows(line: &str) -> Vec<Vec<String>> {
     rows.sort();
     rows
 }
+
+/// Asserts that the statement `text` fails with `code`, in one line naming `says`.
+pub async fn refused(ctx: &SessionContext, text: &str, code: tonic::Code, says: &str) {
+    let err = statement_rows(ctx, text).await.unwrap_err();
+    let status = iceflight::flight::status::to_status(err);
+    assert_eq!(status.code(), code, "{text}: {status}");
+    assert!(status.message().contains(says), "{text}: {status}");
+    assert!(!status.message().contains('\n'), "{text}: {status}");
+}
