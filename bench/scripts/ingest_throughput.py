@@ -23,19 +23,11 @@ import os
 import statistics
 import time
 
-import adbc_driver_flightsql.dbapi as flight_sql
-import adbc_driver_manager
 from pyiceberg.catalog.sql import SqlCatalog
 
+from flight_client import connect
+
 NAMESPACE = "ingest_bench"
-
-
-def connect(url: str, user: str, password: str):
-    kwargs = {
-        adbc_driver_manager.DatabaseOptions.USERNAME.value: user,
-        adbc_driver_manager.DatabaseOptions.PASSWORD.value: password,
-    }
-    return flight_sql.connect(url, db_kwargs=kwargs, autocommit=True)
 
 
 def execute(conn, sql: str):
