@@ -29,18 +29,16 @@ use datafusion::physical_expr::{LexOrdering, LexRequirement, PhysicalSortExpr};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::execute_stream;
 use datafusion::physical_plan::sorts::sort::SortExec;
-use iceberg::ErrorKind;
 use iceberg::scan::FileScanTask;
-use iceflight_iceberg::commit::{CommitCatalog, FileChanges, commit_changes};
+use iceflight_iceberg::commit::{CommitCatalog, FileChanges};
 
 use crate::exec::scan_exec::IcebergScanExec;
-use crate::model::iceberg_error::external;
-use crate::model::write_conflict::WriteConflict;
 use crate::plan::planned::assemble;
 use crate::plan::planner::ScanPlanner;
 use crate::read::caches::ScanCaches;
 use crate::write::data_files::write_data_files;
-use crate::write::row_change::{drop_files, only_appended, without_empty};
+use crate::write::overwrite::commit_on_appends;
+use crate::write::row_change::without_empty;
 
 /// Commits after other writers' appends before giving up. More than a statement's
 /// (`delete.rs`: 8): a compaction of a table under a stream of appends is what it is for, and
@@ -71,8 +69,8 @@ pub struct OptimizeReport {
 /// `write_order`).
 ///
 /// Errors: a table with a column iceflight cannot write; a filter on another column
-/// (`InvalidArgument`); [`WriteConflict`] when a writer other than an appender committed
-/// first; a read or write failure (nothing committed, new files dropped).
+/// (`InvalidArgument`); [`WriteConflict`](crate::model::write_conflict::WriteConflict) when a writer other than an appender committed
+/// first; a read or write failure (nothing committed).
 ///
 /// `sort_by`: rewrite every data file of those partitions (not only the small ones) with the
 /// rows sorted by these columns, ascending, NULLs last (the layout advice's order,
@@ -158,49 +156,15 @@ pub async fn optimize(
         rewrite: true,
         ..FileChanges::default()
     };
-    commit(catalog.as_ref(), planner.table(), &changes).await?;
+    commit_on_appends(
+        catalog.as_ref(),
+        planner.table(),
+        &changes,
+        "optimize",
+        REBASES,
+    )
+    .await?;
     Ok(report)
-}
-
-/// Commits `changes` on `table`'s snapshot, or on top of appends committed since.
-async fn commit(
-    catalog: &dyn CommitCatalog,
-    table: &iceberg::table::Table,
-    changes: &FileChanges,
-) -> Result<()> {
-    let ident = table.identifier().clone();
-    let mut base = table.clone();
-    for attempt in 1..=REBASES {
-        let e = match commit_changes(catalog, &base, changes).await {
-            Ok(()) => return Ok(()),
-            Err(e) if e.kind() == ErrorKind::CatalogCommitConflicts => e,
-            Err(e) => {
-                drop_files(table, &changes.written_paths()).await;
-                return Err(external(e));
-            }
-        };
-        let now = catalog.load_table(&ident).await.map_err(external)?;
-        if only_appended(&base, &now) {
-            base = now;
-            // Let a burst of appends pass.
-            tokio::time::sleep(std::time::Duration::from_millis(20 * attempt as u64)).await;
-            continue;
-        }
-        drop_files(table, &changes.written_paths()).await;
-        return Err(WriteConflict {
-            statement: "optimize".into(),
-            table: ident.to_string(),
-            reason: format!("another writer changed its files ({})", e.message()),
-        }
-        .into_error());
-    }
-    drop_files(table, &changes.written_paths()).await;
-    Err(WriteConflict {
-        statement: "optimize".into(),
-        table: ident.to_string(),
-        reason: format!("other writers committed {REBASES} times in a row before it could"),
-    }
-    .into_error())
 }
 
 /// The tasks to rewrite (module docs): per (partition spec, partition), the files under

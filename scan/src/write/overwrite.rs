@@ -50,7 +50,6 @@ pub async fn overwrite_partitions(
     if added.is_empty() {
         return Ok(0);
     }
-    let ident = table.identifier().clone();
     // The files replaced are those of the snapshot the statement was planned on: files
     // appended since stay (the statement is serialized before those appends).
     let changes = FileChanges {
@@ -58,10 +57,29 @@ pub async fn overwrite_partitions(
         added_data_files: added.clone(),
         ..FileChanges::default()
     };
+    commit_on_appends(catalog, table, &changes, "INSERT OVERWRITE", REBASES).await?;
+    Ok(rows)
+}
+
+/// Commits `changes` on `table`'s snapshot, or on top of appends committed since (at most
+/// `rebases` times, a short pause after each to let a burst of appends pass). Nothing else
+/// may have happened: a rewrite or delete since fails with [`WriteConflict`] naming
+/// `statement`, and the written files are dropped; so are they after too many rebases. A
+/// commit whose outcome is unknown (a timeout) keeps them: they may be the table's now.
+///
+/// Errors: [`WriteConflict`]; the catalog's.
+pub(crate) async fn commit_on_appends(
+    catalog: &dyn CommitCatalog,
+    table: &Table,
+    changes: &FileChanges,
+    statement: &str,
+    rebases: usize,
+) -> Result<()> {
+    let ident = table.identifier().clone();
     let mut base = table.clone();
-    for _ in 0..REBASES {
-        let e = match commit_changes(catalog, &base, &changes).await {
-            Ok(()) => return Ok(rows),
+    for attempt in 1..=rebases {
+        let e = match commit_changes(catalog, &base, changes).await {
+            Ok(()) => return Ok(()),
             Err(e) if e.kind() == ErrorKind::CatalogCommitConflicts => e,
             // The outcome may be unknown (a timeout): the files stay.
             Err(e) => return Err(external(e)),
@@ -70,19 +88,20 @@ pub async fn overwrite_partitions(
         if !only_appended(&base, &now) {
             drop_files(table, &changes.written_paths()).await;
             return Err(WriteConflict {
-                statement: "INSERT OVERWRITE".to_string(),
+                statement: statement.to_string(),
                 table: ident.to_string(),
                 reason: format!("another writer changed the table first ({})", e.message()),
             }
             .into_error());
         }
         base = now;
+        tokio::time::sleep(std::time::Duration::from_millis(20 * attempt as u64)).await;
     }
     drop_files(table, &changes.written_paths()).await;
     Err(WriteConflict {
-        statement: "INSERT OVERWRITE".to_string(),
+        statement: statement.to_string(),
         table: ident.to_string(),
-        reason: format!("other writers committed {REBASES} times in a row first"),
+        reason: format!("other writers committed {rebases} times in a row first"),
     }
     .into_error())
 }
