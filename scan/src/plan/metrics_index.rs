@@ -72,6 +72,9 @@ impl IndexCache {
     }
 }
 
+/// The smallest and largest value of a column over a snapshot's files.
+pub type ValueRange = (ScalarValue, ScalarValue);
+
 /// Puffin blob type whose `ndv` property is a column's distinct count (Iceberg spec, "Puffin
 /// file format": `apache-datasketches-theta-v1`, property `ndv`; Trino and Spark write it).
 pub const NDV_BLOB_TYPE: &str = "apache-datasketches-theta-v1";
@@ -103,6 +106,8 @@ pub struct FileMetricsIndex {
     ndv: HashMap<i32, u64>,
     /// [`Self::layout`] per (field id, Arrow type), computed once per snapshot.
     layouts: std::sync::Mutex<HashMap<(i32, DataType), ColumnLayout>>,
+    /// [`Self::column_range`] per (field id, Arrow type), computed once per snapshot.
+    ranges: std::sync::Mutex<HashMap<(i32, DataType), Option<ValueRange>>>,
 }
 
 impl FileMetricsIndex {
@@ -176,6 +181,7 @@ impl FileMetricsIndex {
             position_deletes,
             ndv,
             layouts: Default::default(),
+            ranges: Default::default(),
         })
     }
 
@@ -225,12 +231,24 @@ impl FileMetricsIndex {
     }
 
     /// The smallest lower and largest upper bound of field `id` over the live data files that
-    /// have them, as scalars of `data_type`; `None` when no file has both.
+    /// have them, as scalars of `data_type`; `None` when no file has both. Memoised per
+    /// (field id, type): every recorded scan asks it for each column it constrained.
     pub fn column_range(
         &self,
         id: i32,
         data_type: &DataType,
     ) -> Option<(ScalarValue, ScalarValue)> {
+        let key = (id, data_type.clone());
+        if let Some(hit) = self.ranges.lock().expect("range memo").get(&key) {
+            return hit.clone();
+        }
+        let range = self.compute_range(id, data_type);
+        let mut memo = self.ranges.lock().expect("range memo");
+        memo.insert(key, range.clone());
+        range
+    }
+
+    fn compute_range(&self, id: i32, data_type: &DataType) -> Option<(ScalarValue, ScalarValue)> {
         let mut range: Option<(ScalarValue, ScalarValue)> = None;
         for file in self.files.values() {
             let b = Self::bounds(file, id, data_type);
