@@ -15,6 +15,7 @@ pub(crate) mod commit;
 pub use iceflight_input::catalog_config as config;
 pub(crate) mod connect;
 pub(crate) mod error;
+pub mod listing;
 pub(crate) mod metadata_tables;
 pub mod provider;
 pub mod rest;

@@ -299,6 +299,174 @@ pub async fn commit_changes(
         manifests.push(writer.write_manifest_file().await?);
     }
 
+    commit_snapshot(
+        catalog,
+        &files,
+        manifests,
+        summary.build(),
+        changes.operation(),
+        sequence_number,
+    )
+    .await
+}
+
+/// What [`rewrite_manifests`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ManifestsReport {
+    /// Manifests replaced.
+    pub rewritten_manifests: u64,
+    /// Manifests written in their place.
+    pub added_manifests: u64,
+    /// Live entries carried over.
+    pub entries: u64,
+}
+
+/// Iceberg's default `commit.manifest.target-size-bytes` (8 MiB).
+pub const MANIFEST_TARGET_SIZE_BYTES: u64 = 8 * 1024 * 1024;
+
+/// Rewrites the manifests of `table`'s current snapshot into as few as fit `target_bytes` each,
+/// per content (data, deletes) and partition spec, their live entries sorted by partition, in one
+/// `replace` snapshot (Iceberg's `RewriteManifests`; Trino's `optimize_manifests`). Entries keep
+/// their snapshot ids, sequence numbers and row ids; the table's rows and files do not change.
+/// A group already in one manifest under the target is listed as is; nothing to merge: no
+/// commit, an empty report.
+///
+/// Errors: `CatalogCommitConflicts` when `main` moved since `table` was loaded (the caller
+/// reloads and retries); read, write and catalog failures.
+pub async fn rewrite_manifests(
+    catalog: &dyn CommitCatalog,
+    table: &Table,
+    target_bytes: u64,
+) -> Result<ManifestsReport> {
+    let metadata = table.metadata();
+    let Some(parent) = metadata.current_snapshot() else {
+        return Ok(ManifestsReport::default());
+    };
+    let listed: Vec<ManifestFile> = table
+        .manifest_list_reader(parent)
+        .load()
+        .await?
+        .consume_entries()
+        .into_iter()
+        .collect();
+    let mut groups: std::collections::BTreeMap<(bool, i32), Vec<ManifestFile>> =
+        Default::default();
+    for manifest in listed {
+        let key = (
+            manifest.content == ManifestContentType::Deletes,
+            manifest.partition_spec_id,
+        );
+        groups.entry(key).or_default().push(manifest);
+    }
+    let merges = |g: &Vec<ManifestFile>| {
+        g.len() > 1 || g.iter().any(|m| m.manifest_length as u64 > target_bytes)
+    };
+    if !groups.values().any(merges) {
+        return Ok(ManifestsReport::default());
+    }
+    let mut files = NewFiles {
+        table,
+        snapshot_id: unique_snapshot_id(metadata),
+        commit_id: uuid::Uuid::new_v4(),
+        count: 0,
+    };
+    let mut report = ManifestsReport::default();
+    let mut manifests = vec![];
+    for ((_, _), group) in groups {
+        if !merges(&group) {
+            manifests.extend(group);
+            continue;
+        }
+        report.rewritten_manifests += group.len() as u64;
+        let bytes: u64 = group.iter().map(|m| m.manifest_length as u64).sum();
+        let content = group[0].content;
+        let mut entries = vec![];
+        let mut bound = None;
+        for manifest_file in &group {
+            let manifest = manifest_file.load_manifest(table.file_io()).await?;
+            let first_row_ids = row_lineage::first_row_ids(manifest_file, &manifest);
+            for (entry, first_row_id) in manifest.entries().iter().zip(first_row_ids) {
+                if !entry.is_alive() {
+                    continue;
+                }
+                let file = match first_row_id {
+                    Some(id) if entry.data_file().first_row_id().is_none() => {
+                        row_lineage::with_first_row_id(entry.data_file(), id)?
+                    }
+                    _ => entry.data_file().clone(),
+                };
+                let added_by = entry.snapshot_id.unwrap_or(manifest_file.added_snapshot_id);
+                let seq = entry.sequence_number.unwrap_or(0);
+                entries.push((
+                    format!("{:?}", file.partition()),
+                    file,
+                    added_by,
+                    seq,
+                    entry.file_sequence_number,
+                ));
+            }
+            if bound.is_none() {
+                bound = Some((
+                    Arc::clone(manifest.metadata().schema()),
+                    Arc::new(manifest.metadata().partition_spec().clone()),
+                ));
+            }
+        }
+        let Some((schema, spec)) = bound else {
+            continue;
+        };
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        report.entries += entries.len() as u64;
+        let chunks = bytes.div_ceil(target_bytes.max(1)).max(1) as usize;
+        let per_chunk = entries.len().div_ceil(chunks).max(1);
+        let mut entries = entries.into_iter().peekable();
+        while entries.peek().is_some() {
+            let mut writer = files.manifest_writer(&schema, &spec, content)?;
+            for (_, file, added_by, seq, file_seq) in entries.by_ref().take(per_chunk) {
+                writer.add_existing_file(file, added_by, seq, file_seq)?;
+            }
+            manifests.push(writer.write_manifest_file().await?);
+            report.added_manifests += 1;
+        }
+    }
+    let summary = HashMap::from([
+        (
+            "manifests-created".to_string(),
+            report.added_manifests.to_string(),
+        ),
+        (
+            "manifests-replaced".to_string(),
+            report.rewritten_manifests.to_string(),
+        ),
+        ("entries-processed".to_string(), report.entries.to_string()),
+    ]);
+    commit_snapshot(
+        catalog,
+        &files,
+        manifests,
+        summary,
+        Operation::Replace,
+        metadata.next_sequence_number(),
+    )
+    .await?;
+    Ok(report)
+}
+
+/// Writes the manifest list of `manifests` for the snapshot `files` names and commits that
+/// snapshot on `main` (its parent: the table's current snapshot, a requirement), with
+/// `summary` (added and removed counts; totals carried from the parent) and `operation`.
+async fn commit_snapshot(
+    catalog: &dyn CommitCatalog,
+    files: &NewFiles<'_>,
+    manifests: Vec<ManifestFile>,
+    summary: HashMap<String, String>,
+    operation: Operation,
+    sequence_number: i64,
+) -> Result<()> {
+    let (table, snapshot_id, commit_id) = (files.table, files.snapshot_id, files.commit_id);
+    let metadata = table.metadata();
+    let version = metadata.format_version();
+    let parent = metadata.current_snapshot();
     let list_path = format!(
         "{}/metadata/snap-{snapshot_id}-0-{commit_id}.avro",
         metadata.location()
@@ -331,8 +499,8 @@ pub async fn commit_changes(
         .with_timestamp_ms(chrono::Utc::now().timestamp_millis())
         .with_manifest_list(list_path)
         .with_summary(Summary {
-            operation: changes.operation(),
-            additional_properties: with_totals(summary.build(), &parent_summary),
+            operation,
+            additional_properties: with_totals(summary, &parent_summary),
         })
         .with_schema_id(metadata.current_schema_id());
     // v3: the rows of manifests without a first row id got ids from `first_row_id` on.

@@ -220,6 +220,33 @@ impl Reachable {
     }
 }
 
+/// Every path the snapshots `ids` of `table` reach (manifest lists, manifests, and the files of
+/// every manifest entry, deleted ones included) and how many manifests were read: what
+/// [`crate::orphan_files`] must keep.
+///
+/// Errors: a manifest list or manifest that cannot be read.
+pub async fn reachable_paths(table: &Table, ids: &[i64]) -> Result<ReachedPaths> {
+    let reached = reachable(table, ids, false).await?;
+    let manifests = reached
+        .files
+        .iter()
+        .filter(|(_, kind)| *kind == FileKind::Manifest)
+        .count() as u64;
+    Ok(ReachedPaths {
+        paths: reached.paths,
+        manifests,
+    })
+}
+
+/// What [`reachable_paths`] found.
+#[derive(Debug, Clone, Default)]
+pub struct ReachedPaths {
+    /// The paths, as the metadata spells them.
+    pub paths: HashSet<String>,
+    /// Manifest files read.
+    pub manifests: u64,
+}
+
 /// The manifest lists, manifests, data and delete files of the snapshots `ids` of `table`.
 /// `live_only`: only the files the snapshots read (a manifest's added and existing entries; a
 /// deleted entry names a file they no longer read), for the snapshots kept; else every entry

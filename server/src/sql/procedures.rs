@@ -13,6 +13,8 @@
 //! |---|---|---|
 //! | `optimize` | `file_size_threshold` (default `100MB`), `sort_by` (`'c1, c2'`: every file rewritten in that order), `WHERE` on identity-partition columns | compaction (`scan/src/write/optimize.rs`) |
 //! | `expire_snapshots` | `retention_threshold` (default and floor: `[maintenance] min_retention`, 7 days) | snapshots older than it and the files only they reach (`iceberg/src/snapshots.rs`) |
+//! | `remove_orphan_files` | `retention_threshold` (as above) | files under the table's location nothing references, older than it (`iceberg/src/orphan_files.rs`) |
+//! | `optimize_manifests` | none | every manifest rewritten into few, per content and partition spec (`iceberg/src/commit.rs`) |
 //! | `rollback_to_snapshot` | `snapshot_id` | `main` back to an ancestor |
 //!
 //! A procedure runs when its plan executes, not when it is planned (a prepared statement runs
@@ -47,6 +49,9 @@ const EXECUTE: &str = "iceflight.execute";
 
 /// Trino's default `file_size_threshold` of `optimize`.
 const DEFAULT_FILE_SIZE_THRESHOLD: u64 = 100 * 1000 * 1000;
+
+/// Times `optimize_manifests` reads the manifests again after another commit came first.
+const MANIFEST_REWRITE_ATTEMPTS: usize = 8;
 
 /// Limits of the procedures from the server's configuration (`[maintenance]`), a session
 /// config extension.
@@ -213,7 +218,8 @@ pub async fn plan_call(ctx: &SessionContext, function: &Function) -> Result<Logi
         other => {
             return plan_err!(
                 "unknown procedure {other}; there are ALTER TABLE … EXECUTE optimize, \
-                 expire_snapshots, rollback_to_snapshot and CALL system.rollback_to_snapshot"
+                 expire_snapshots, remove_orphan_files, optimize_manifests, \
+                 rollback_to_snapshot and CALL system.rollback_to_snapshot"
             );
         }
     };
@@ -280,39 +286,20 @@ pub async fn plan_call(ctx: &SessionContext, function: &Function) -> Result<Logi
         "expire_snapshots" => {
             no_condition(&procedure, &condition)?;
             let [retention] = take(&procedure, args, &["retention_threshold"])?;
-            let floor = ctx
-                .state()
-                .config()
-                .get_extension::<MaintenanceLimits>()
-                .map(|l| l.min_retention)
-                .unwrap_or(Duration::from_secs(7 * 86400));
-            let retention = match retention {
-                None => floor,
-                Some(v) => duration(&string(&v, "retention_threshold")?)?,
-            };
-            if retention < floor {
-                return plan_err!(
-                    "retention_threshold {} is shorter than the minimum retention {} \
-                     ([maintenance] min_retention): a writer may still read those files",
-                    iceflight_input::units::format_duration(retention),
-                    iceflight_input::units::format_duration(floor)
-                );
-            }
+            let retention = retention_threshold(ctx, retention)?;
             let catalog = writes(&iceberg)?;
             Arc::new(move |_| {
                 let (iceberg, catalog) = (iceberg.clone(), Arc::clone(&catalog));
                 Box::pin(async move {
-                    let now = SystemTime::now()
-                        .duration_since(UNIX_EPOCH)
-                        .map_err(|e| DataFusionError::External(Box::new(e)))?;
-                    let older_than = (now - retention).as_millis() as i64;
+                    let older_than = older_than_ms(retention)?;
+                    let table = iceberg.table();
                     let r = iceflight_iceberg::snapshots::expire(
                         catalog.as_ref(),
-                        iceberg.table(),
+                        table,
                         older_than,
                     )
                     .await
-                    .map_err(to_df)?;
+                    .map_err(|e| failed(e, "expire_snapshots", table.identifier()))?;
                     Ok(vec![
                         ("deleted_snapshots_count", r.snapshots),
                         ("deleted_data_files_count", r.data_files),
@@ -331,6 +318,73 @@ pub async fn plan_call(ctx: &SessionContext, function: &Function) -> Result<Logi
                 })
             })
         }
+        "remove_orphan_files" => {
+            no_condition(&procedure, &condition)?;
+            let [retention] = take(&procedure, args, &["retention_threshold"])?;
+            let retention = retention_threshold(ctx, retention)?;
+            let catalog = writes(&iceberg)?;
+            let ident = iceberg.table().identifier().clone();
+            Arc::new(move |_| {
+                let (catalog, ident) = (Arc::clone(&catalog), ident.clone());
+                Box::pin(async move {
+                    let older_than = older_than_ms(retention)?;
+                    // The table as it is now: a file only a newer snapshot reaches stays.
+                    let table = catalog.load_table(&ident).await.map_err(to_df)?;
+                    let lister = iceflight_catalog::listing::StorageLister::new(table.file_io());
+                    let r = iceflight_iceberg::orphan_files::remove_orphan_files(
+                        &table, &lister, older_than,
+                    )
+                    .await
+                    .map_err(to_df)?;
+                    Ok(vec![
+                        ("processed_manifests_count", r.processed_manifests),
+                        ("active_files_count", r.active_files),
+                        ("scanned_files_count", r.scanned_files),
+                        ("deleted_files_count", r.deleted_files),
+                        ("files_not_deleted_count", r.not_deleted),
+                    ])
+                })
+            })
+        }
+        "optimize_manifests" => {
+            no_condition(&procedure, &condition)?;
+            let [] = take(&procedure, args, &[])?;
+            let catalog = writes(&iceberg)?;
+            let ident = iceberg.table().identifier().clone();
+            Arc::new(move |_| {
+                let (catalog, ident) = (Arc::clone(&catalog), ident.clone());
+                Box::pin(async move {
+                    // Another commit first: read the manifests again and redo (metadata only).
+                    let mut attempt = 0;
+                    let r = loop {
+                        let table = catalog.load_table(&ident).await.map_err(to_df)?;
+                        match iceflight_iceberg::commit::rewrite_manifests(
+                            catalog.as_ref(),
+                            &table,
+                            iceflight_iceberg::commit::MANIFEST_TARGET_SIZE_BYTES,
+                        )
+                        .await
+                        {
+                            Err(e)
+                                if e.kind() == iceberg::ErrorKind::CatalogCommitConflicts
+                                    && attempt < MANIFEST_REWRITE_ATTEMPTS =>
+                            {
+                                attempt += 1;
+                            }
+                            other => {
+                                break other
+                                    .map_err(|e| failed(e, "optimize_manifests", &ident))?;
+                            }
+                        }
+                    };
+                    Ok(vec![
+                        ("rewritten_manifests_count", r.rewritten_manifests),
+                        ("added_manifests_count", r.added_manifests),
+                        ("processed_entries_count", r.entries),
+                    ])
+                })
+            })
+        }
         "rollback_to_snapshot" => {
             no_condition(&procedure, &condition)?;
             let [id] = take(&procedure, args, &["snapshot_id"])?;
@@ -342,13 +396,10 @@ pub async fn plan_call(ctx: &SessionContext, function: &Function) -> Result<Logi
             Arc::new(move |_| {
                 let (iceberg, catalog) = (iceberg.clone(), Arc::clone(&catalog));
                 Box::pin(async move {
-                    iceflight_iceberg::snapshots::rollback_to(
-                        catalog.as_ref(),
-                        iceberg.table(),
-                        id,
-                    )
-                    .await
-                    .map_err(to_df)?;
+                    let table = iceberg.table();
+                    iceflight_iceberg::snapshots::rollback_to(catalog.as_ref(), table, id)
+                        .await
+                        .map_err(|e| failed(e, "rollback_to_snapshot", table.identifier()))?;
                     Ok(vec![("snapshot_id", id as u64)])
                 })
             })
@@ -356,7 +407,8 @@ pub async fn plan_call(ctx: &SessionContext, function: &Function) -> Result<Logi
         other => {
             return plan_err!(
                 "unknown procedure {other} of ALTER TABLE … EXECUTE; there are optimize, \
-                 expire_snapshots and rollback_to_snapshot"
+                 expire_snapshots, remove_orphan_files, optimize_manifests and \
+                 rollback_to_snapshot"
             );
         }
     };
@@ -419,6 +471,38 @@ fn metrics_schema() -> SchemaRef {
     ]))
 }
 
+/// The `retention_threshold` argument, or the floor when absent. Errors: not a duration, or
+/// shorter than `[maintenance] min_retention` (naming both).
+fn retention_threshold(ctx: &SessionContext, value: Option<SqlExpr>) -> Result<Duration> {
+    let floor = ctx
+        .state()
+        .config()
+        .get_extension::<MaintenanceLimits>()
+        .map(|l| l.min_retention)
+        .unwrap_or(Duration::from_secs(7 * 86400));
+    let retention = match value {
+        None => floor,
+        Some(v) => duration(&string(&v, "retention_threshold")?)?,
+    };
+    if retention < floor {
+        return plan_err!(
+            "retention_threshold {} is shorter than the minimum retention {} \
+             ([maintenance] min_retention): a writer may still read those files",
+            iceflight_input::units::format_duration(retention),
+            iceflight_input::units::format_duration(floor)
+        );
+    }
+    Ok(retention)
+}
+
+/// The instant `retention` ago, in milliseconds since the epoch.
+fn older_than_ms(retention: Duration) -> Result<i64> {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_err(|e| DataFusionError::External(Box::new(e)))?;
+    Ok(now.saturating_sub(retention).as_millis() as i64)
+}
+
 /// The table's catalog for commits. Errors: a table read at a past snapshot.
 fn writes(
     table: &IcebergTableProvider,
@@ -430,6 +514,21 @@ fn writes(
             table.table().identifier()
         ),
     }
+}
+
+/// `e` as a DataFusion error: bad input as a plan error, another commit first as a
+/// [`WriteConflict`](iceflight_scan::model::write_conflict::WriteConflict) of `procedure` on
+/// `table` (`Aborted` at the edge).
+fn failed(e: iceberg::Error, procedure: &str, table: &iceberg::TableIdent) -> DataFusionError {
+    if e.kind() == iceberg::ErrorKind::CatalogCommitConflicts {
+        return iceflight_scan::model::write_conflict::WriteConflict {
+            statement: procedure.to_string(),
+            table: table.to_string(),
+            reason: "another writer committed to it first".to_string(),
+        }
+        .into_error();
+    }
+    to_df(e)
 }
 
 fn to_df(e: iceberg::Error) -> DataFusionError {
@@ -476,7 +575,10 @@ fn take<const N: usize>(
             return plan_err!(
                 "procedure {procedure} has no argument {}; it takes {}",
                 name.unwrap_or_else(|| format!("number {}", i + 1)),
-                known.join(", ")
+                match known.is_empty() {
+                    true => "none".to_string(),
+                    false => known.join(", "),
+                }
             );
         };
         out[at] = Some(value);
