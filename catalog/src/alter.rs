@@ -205,6 +205,12 @@ pub async fn alter_table(catalog: &dyn Catalog, node: &AlterTable) -> Result<()>
                             }
                             version = Some(asked);
                         }
+                        "partitioning" | "sorted_by" | "location" => {
+                            return not_impl_err!(
+                                "changing {key} of existing table {ident} is not supported yet; \
+                                 create a new table WITH ({key} = …) AS SELECT from it"
+                            );
+                        }
                         "write.delete.mode" | "write.update.mode" | "write.merge.mode"
                             if !["copy-on-write", "merge-on-read"].contains(&value.as_str()) =>
                         {

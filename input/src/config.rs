@@ -103,12 +103,17 @@ pub struct MaintenanceConfig {
     /// snapshot is younger than it never loses a file it may still read.
     #[serde(with = "crate::units::duration_text")]
     pub min_retention: Duration,
+    /// A JSON-lines file the workload record (`system.runtime.table_access`, the layout
+    /// advice) is appended to and read back from at start, so it survives restarts; unset:
+    /// kept in memory only. Bounded: rewritten to the last 10 000 scans.
+    pub table_access_file: Option<PathBuf>,
 }
 
 impl Default for MaintenanceConfig {
     fn default() -> Self {
         Self {
             min_retention: Duration::from_secs(7 * 86400),
+            table_access_file: None,
         }
     }
 }

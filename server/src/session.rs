@@ -19,6 +19,7 @@ use iceflight_catalog::cached_storage::StorageCache;
 use iceflight_catalog::{CatalogError, Catalogs, NO_DEFAULT_SCHEMA};
 use iceflight_scan::read::caches::ScanCaches;
 use iceflight_scan::read::footer::FooterCache;
+use iceflight_scan::read::table_access::TableAccessLog;
 
 use crate::config::{Config, ConfigError};
 use crate::distributed::{Cluster, Role};
@@ -112,7 +113,18 @@ impl Engine {
             footers: FooterCache::new(config.cache.metadata_memory_bytes()),
             indexes: Default::default(),
             manifest_reads: Arc::clone(&manifest_reads),
-            access: Default::default(),
+            access: match &config.maintenance.table_access_file {
+                Some(path) => {
+                    let path = crate::config::absolute(path);
+                    Arc::new(TableAccessLog::persisted(&path).map_err(|e| {
+                        ConfigError::Invalid(format!(
+                            "maintenance.table_access_file {}: {e}",
+                            path.display()
+                        ))
+                    })?)
+                }
+                None => Default::default(),
+            },
         });
         // Always given, so manifest reads are counted also without a block cache.
         let storage_cache = StorageCache {

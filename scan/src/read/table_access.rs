@@ -6,7 +6,9 @@
 //!   last partition stream and the plan dropped ──► ScanAccess: table, filters (column, shape,
 //!       static or dynamic, the share of the column's value range its domain spans), files
 //!       planned / pruned / opened, row groups and pages pruned / read, bytes read
-//!   ──► TableAccessLog: the last ACCESS_KEPT scans, and totals per table (Prometheus)
+//!   ──► TableAccessLog: the last ACCESS_KEPT scans, and totals per table (Prometheus);
+//!       with a journal (`[maintenance] table_access_file`) each scan is also appended to it as
+//!       one JSON line, and read back when the engine starts (kept to the last ACCESS_KEPT)
 //!   ──► layout_advice: per table, the sort column that would let the recorded filters skip
 //!       the largest share of bytes
 //! ```
@@ -24,6 +26,9 @@
 //! ordered types with a numeric form count (integers, floats, decimals, dates, timestamps).
 
 use std::collections::{BTreeMap, VecDeque};
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::SystemTime;
@@ -40,12 +45,12 @@ use crate::pushdown::domain_cache::DomainCache;
 pub const ACCESS_KEPT: usize = 10_000;
 
 /// One filtered column of one scan.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct FilterUse {
     /// The column (a dotted path for a struct field).
     pub column: String,
-    /// `range`, `values` (a known set) or `null` (only `IS NULL` passes).
-    pub shape: &'static str,
+    /// What its domain is.
+    pub shape: FilterShape,
     /// Whether it came from a join, TopK or aggregate at run time (`dynamic`) or the query's own
     /// filters (`static`).
     pub dynamic: bool,
@@ -54,8 +59,30 @@ pub struct FilterUse {
     pub share: Option<f64>,
 }
 
+/// The shape of a column's domain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FilterShape {
+    /// A range of values.
+    Range,
+    /// A known set of values.
+    Values,
+    /// Only `IS NULL` passes.
+    Null,
+}
+
+impl std::fmt::Display for FilterShape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            FilterShape::Range => "range",
+            FilterShape::Values => "values",
+            FilterShape::Null => "null",
+        })
+    }
+}
+
 /// One executed scan (module docs).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ScanAccess {
     /// When the scan ended.
     pub at: SystemTime,
@@ -117,11 +144,58 @@ pub struct AccessTotals {
 pub struct TableAccessLog {
     recent: Mutex<VecDeque<ScanAccess>>,
     totals: Mutex<BTreeMap<String, AccessTotals>>,
+    journal: Option<Mutex<Journal>>,
+}
+
+/// The file a persisted record appends to, and the lines it holds.
+#[derive(Debug)]
+struct Journal {
+    path: PathBuf,
+    file: File,
+    lines: usize,
 }
 
 impl TableAccessLog {
+    /// A record kept across restarts in the JSON-lines file `path` (created when missing):
+    /// the scans it holds are read back (the last [`ACCESS_KEPT`]; lines that do not parse,
+    /// such as one cut short by a crash, are skipped) and it is rewritten to hold only those.
+    ///
+    /// Errors: the file cannot be read, written or created.
+    pub fn persisted(path: &Path) -> std::io::Result<Self> {
+        let log = TableAccessLog::default();
+        if let Ok(text) = std::fs::read_to_string(path) {
+            for line in text.lines() {
+                if let Ok(access) = serde_json::from_str::<ScanAccess>(line) {
+                    log.remember(access);
+                }
+            }
+        }
+        let journal = Journal::rewrite(path, &log.recent())?;
+        Ok(TableAccessLog {
+            journal: Some(Mutex::new(journal)),
+            ..log
+        })
+    }
+
     /// Records one scan.
     pub fn record(&self, access: ScanAccess) {
+        if let Some(journal) = &self.journal {
+            let mut journal = journal.lock().expect("access journal");
+            // A full disk loses the journal's line, never the scan's answer.
+            let _ = journal.append(&access);
+            if journal.lines > 2 * ACCESS_KEPT {
+                let mut kept = self.recent();
+                kept.push(access.clone());
+                let start = kept.len().saturating_sub(ACCESS_KEPT);
+                if let Ok(rewritten) = Journal::rewrite(&journal.path.clone(), &kept[start..]) {
+                    *journal = rewritten;
+                }
+            }
+        }
+        self.remember(access);
+    }
+
+    fn remember(&self, access: ScanAccess) {
         {
             let mut totals = self.totals.lock().expect("access totals");
             let t = totals.entry(access.table.clone()).or_default();
@@ -150,6 +224,35 @@ impl TableAccessLog {
     /// Totals per table since the engine started.
     pub fn totals(&self) -> BTreeMap<String, AccessTotals> {
         self.totals.lock().expect("access totals").clone()
+    }
+}
+
+impl Journal {
+    /// `path` written anew (through a temporary file renamed over it) with `scans`, then
+    /// opened for appending.
+    fn rewrite(path: &Path, scans: &[ScanAccess]) -> std::io::Result<Journal> {
+        let mut text = String::new();
+        for access in scans {
+            text.push_str(&serde_json::to_string(access).map_err(std::io::Error::other)?);
+            text.push('\n');
+        }
+        let temporary = path.with_extension("rewrite");
+        std::fs::write(&temporary, text)?;
+        std::fs::rename(&temporary, path)?;
+        let file = OpenOptions::new().append(true).open(path)?;
+        Ok(Journal {
+            path: path.to_path_buf(),
+            file,
+            lines: scans.len(),
+        })
+    }
+
+    fn append(&mut self, access: &ScanAccess) -> std::io::Result<()> {
+        let mut line = serde_json::to_string(access).map_err(std::io::Error::other)?;
+        line.push('\n');
+        self.file.write_all(line.as_bytes())?;
+        self.lines += 1;
+        Ok(())
     }
 }
 
@@ -281,9 +384,9 @@ impl AccessRecorder {
             .filter_map(|(&i, domain)| {
                 let column = self.columns.columns().get(i)?;
                 let shape = match (&domain.values, &domain.range) {
-                    (_, None) => "null",
-                    (Some(_), _) => "values",
-                    (None, Some(_)) => "range",
+                    (_, None) => FilterShape::Null,
+                    (Some(_), _) => FilterShape::Values,
+                    (None, Some(_)) => FilterShape::Range,
                 };
                 let bounds = self.index.column_range(column.field_id, &column.arrow_type);
                 Some(FilterUse {
@@ -389,6 +492,35 @@ fn numeric(v: &ScalarValue) -> Option<f64> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_persisted_record_survives_a_restart_and_stays_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("table_access.jsonl");
+        let log = TableAccessLog::persisted(&path).unwrap();
+        let first = scan(100, vec![("lo_orderdate", 0.25)]);
+        log.record(first.clone());
+        log.record(scan(200, vec![]));
+        drop(log);
+        // A line cut short by a crash is skipped.
+        let mut file = OpenOptions::new().append(true).open(&path).unwrap();
+        file.write_all(b"{\"at\":").unwrap();
+        drop(file);
+        let log = TableAccessLog::persisted(&path).unwrap();
+        let recent = log.recent();
+        assert_eq!(recent.len(), 2);
+        assert_eq!(recent[0], first);
+        assert_eq!(log.totals()["ssb.lineorder"].bytes_read, 300);
+        assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 2);
+        for i in 0..(2 * ACCESS_KEPT + 1) {
+            log.record(scan(i as u64, vec![]));
+        }
+        let lines = std::fs::read_to_string(&path).unwrap().lines().count();
+        assert!(lines <= 2 * ACCESS_KEPT, "{lines} lines");
+        let reread = TableAccessLog::persisted(&path).unwrap();
+        assert_eq!(reread.recent().len(), ACCESS_KEPT);
+        assert_eq!(reread.recent().last(), log.recent().last());
+    }
+
     fn scan(bytes_read: u64, filters: Vec<(&str, f64)>) -> ScanAccess {
         ScanAccess {
             at: SystemTime::now(),
@@ -397,7 +529,7 @@ mod tests {
                 .into_iter()
                 .map(|(c, s)| FilterUse {
                     column: c.into(),
-                    shape: "range",
+                    shape: FilterShape::Range,
                     dynamic: false,
                     share: Some(s),
                 })

@@ -166,14 +166,14 @@ impl IcebergTableProvider {
 
     /// `ALTER TABLE … EXECUTE optimize` on this table (`write/optimize.rs`): compaction under
     /// `filters` (identity-partition columns only) of files under `threshold` bytes or with
-    /// deletes, or of every file sorted by `sort_by`.
+    /// deletes, or of every file in the order `sort_by`.
     ///
     /// Errors: the table is read at a past snapshot; those of `write::optimize::optimize`.
     pub async fn optimize(
         &self,
         filters: &[Expr],
         threshold: u64,
-        sort_by: Option<&[String]>,
+        sort_by: Option<&crate::write::optimize::SortBy>,
         context: &Arc<datafusion::execution::TaskContext>,
     ) -> Result<crate::write::optimize::OptimizeReport> {
         let Some(catalog) = &self.writes else {

@@ -10,3 +10,4 @@ pub mod overwrite;
 pub mod row_change;
 pub mod sink;
 pub mod write_mode;
+pub mod zorder;

@@ -39,11 +39,55 @@ use crate::read::caches::ScanCaches;
 use crate::write::data_files::write_data_files;
 use crate::write::overwrite::commit_on_appends;
 use crate::write::row_change::without_empty;
+use crate::write::zorder::{ZOrderKey, ZScale};
 
 /// Commits after other writers' appends before giving up. More than a statement's
 /// (`delete.rs`: 8): a compaction of a table under a stream of appends is what it is for, and
 /// a retry costs only metadata writes.
 const REBASES: usize = 32;
+
+/// The order `optimize(sort_by => …)` rewrites every file in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SortBy {
+    /// `'c1, c2'`: ascending, NULLs last, by `c1` then `c2`.
+    Columns(Vec<String>),
+    /// `'zorder(c1, c2)'` (Spark's spelling): by the Z-order key of the columns
+    /// (`write/zorder.rs`), which clusters each of them.
+    ZOrder(Vec<String>),
+}
+
+impl SortBy {
+    /// `text` as `sort_by` takes it: `'c1, c2'` or `'zorder(c1, c2)'` (case-insensitive);
+    /// a Z-order of one column is a plain sort.
+    pub fn parse(text: &str) -> Self {
+        let list = |t: &str| -> Vec<String> {
+            t.split(',')
+                .map(|c| c.trim().to_string())
+                .filter(|c| !c.is_empty())
+                .collect()
+        };
+        let trimmed = text.trim();
+        let lower = trimmed.to_ascii_lowercase();
+        match lower.strip_prefix("zorder") {
+            Some(rest) if rest.trim_start().starts_with('(') && rest.ends_with(')') => {
+                let open = trimmed.find('(').unwrap_or(0);
+                let columns = list(&trimmed[open + 1..trimmed.len() - 1]);
+                match columns.len() {
+                    0 | 1 => SortBy::Columns(columns),
+                    _ => SortBy::ZOrder(columns),
+                }
+            }
+            _ => SortBy::Columns(list(trimmed)),
+        }
+    }
+
+    /// The columns named, in order.
+    pub fn columns(&self) -> &[String] {
+        match self {
+            SortBy::Columns(c) | SortBy::ZOrder(c) => c,
+        }
+    }
+}
 
 /// What one `optimize` did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -73,15 +117,15 @@ pub struct OptimizeReport {
 /// first; a read or write failure (nothing committed).
 ///
 /// `sort_by`: rewrite every data file of those partitions (not only the small ones) with the
-/// rows sorted by these columns, ascending, NULLs last (the layout advice's order,
-/// `read/table_access.rs`); `None`: the table's own sort order.
+/// rows in that order ([`SortBy`]; the layout advice's order, `read/table_access.rs`); `None`:
+/// the table's own sort order.
 pub async fn optimize(
     catalog: &Arc<dyn CommitCatalog>,
     planner: &ScanPlanner,
     table_order: Option<LexRequirement>,
     filters: &[Expr],
     threshold: u64,
-    sort_by: Option<&[String]>,
+    sort_by: Option<&SortBy>,
     context: &Arc<TaskContext>,
 ) -> Result<OptimizeReport> {
     let ident = planner.table().identifier().clone();
@@ -93,8 +137,9 @@ pub async fn optimize(
     let (inputs, index, tasks) = planner
         .plan_tasks(config, &columns, filters, None, &caches.indexes)
         .await?;
-    if let Some(columns) = sort_by
-        && let Some(missing) = columns
+    if let Some(sort_by) = sort_by
+        && let Some(missing) = sort_by
+            .columns()
             .iter()
             .find(|c| planner.plain_schema().index_of(c).is_err())
     {
@@ -127,7 +172,17 @@ pub async fn optimize(
         vec![chosen],
     )));
     let order = match sort_by {
-        Some(columns) => by_columns(columns, &scan.schema())?,
+        Some(SortBy::Columns(columns)) => by_columns(columns, &scan.schema())?,
+        Some(SortBy::ZOrder(columns)) => {
+            let key = zorder_key(columns, &scan.schema(), planner, &index, context)?;
+            LexRequirement::new([datafusion::physical_expr::PhysicalSortRequirement::new(
+                key,
+                Some(arrow::compute::SortOptions {
+                    descending: false,
+                    nulls_first: false,
+                }),
+            )])
+        }
         None => table_order,
     };
     let rows: Arc<dyn ExecutionPlan> = match order {
@@ -217,6 +272,40 @@ fn by_columns(
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(datafusion::physical_expr::LexRequirement::new(requirements))
+}
+
+/// The Z-order key of `columns` over `schema`, each scaled by its range over the table's live
+/// data files (`write/zorder.rs`).
+fn zorder_key(
+    columns: &[String],
+    schema: &arrow::datatypes::SchemaRef,
+    planner: &ScanPlanner,
+    index: &crate::plan::metrics_index::FileMetricsIndex,
+    context: &Arc<TaskContext>,
+) -> Result<Arc<dyn datafusion::physical_expr::PhysicalExpr>> {
+    let table_schema = planner.table().metadata().current_schema();
+    let mut scales = vec![];
+    let mut args: Vec<Arc<dyn datafusion::physical_expr::PhysicalExpr>> = vec![];
+    for name in columns {
+        let at = schema.index_of(name)?;
+        let data_type = schema.field(at).data_type();
+        let bounds = table_schema
+            .field_by_name(name)
+            .and_then(|f| index.column_range(f.id, data_type));
+        scales.push(ZScale::of(data_type, bounds));
+        args.push(Arc::new(datafusion::physical_expr::expressions::Column::new(
+            name, at,
+        )));
+    }
+    let udf = datafusion::logical_expr::ScalarUDF::new_from_impl(ZOrderKey::new(scales));
+    Ok(Arc::new(
+        datafusion::physical_expr::ScalarFunctionExpr::try_new(
+            Arc::new(udf),
+            args,
+            schema,
+            Arc::clone(context.session_config().options()),
+        )?,
+    ))
 }
 
 /// Errors unless every column `filters` reference is the source of an identity field of the

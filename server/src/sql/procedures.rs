@@ -11,7 +11,7 @@
 //!
 //! | procedure | arguments | does |
 //! |---|---|---|
-//! | `optimize` | `file_size_threshold` (default `100MB`), `sort_by` (`'c1, c2'`: every file rewritten in that order), `WHERE` on identity-partition columns | compaction (`scan/src/write/optimize.rs`) |
+//! | `optimize` | `file_size_threshold` (default `100MB`), `sort_by` (`'c1, c2'` or `'zorder(c1, c2)'`: every file rewritten in that order), `WHERE` on identity-partition columns | compaction (`scan/src/write/optimize.rs`) |
 //! | `expire_snapshots` | `retention_threshold` (default and floor: `[maintenance] min_retention`, 7 days) | snapshots older than it and the files only they reach (`iceberg/src/snapshots.rs`) |
 //! | `remove_orphan_files` | `retention_threshold` (as above) | files under the table's location nothing references, older than it (`iceberg/src/orphan_files.rs`) |
 //! | `optimize_manifests` | none | every manifest rewritten into few, per content and partition spec (`iceberg/src/commit.rs`) |
@@ -62,7 +62,8 @@ pub struct MaintenanceLimits {
 }
 
 /// `sql` with every `ALTER TABLE <name> EXECUTE <procedure>[(<args>)] [WHERE <condition>]`
-/// statement replaced by the call [`plan_call`] plans (module docs); everything else is
+/// statement replaced by the call [`plan_call`] plans (module docs), and Trino's
+/// `ALTER TABLE <name> SET PROPERTIES k = v, …` by `SET TBLPROPERTIES (k = v, …)`; everything else is
 /// copied byte for byte. `sql` unchanged when it does not tokenize (the parser reports it).
 pub fn rewrite(sql: &str) -> String {
     let Ok(tokens) = Tokenizer::new(&GenericDialect {}, sql).tokenize_with_location() else {
@@ -77,11 +78,9 @@ pub fn rewrite(sql: &str) -> String {
     let mut copied = 0;
     // Statement by statement.
     for statement in tokens.split(|t| t.token == Token::SemiColon) {
-        let Some(parts) = execute_parts(statement) else {
+        if statement.is_empty() {
             continue;
-        };
-        let start = offsets.at(statement[0].span.start);
-        let end = offsets.at(statement[statement.len() - 1].span.end);
+        }
         let text = |range: std::ops::Range<usize>| -> &str {
             if range.is_empty() {
                 return "";
@@ -90,19 +89,72 @@ pub fn rewrite(sql: &str) -> String {
             let to = offsets.at(statement[range.end - 1].span.end);
             &sql[from..to]
         };
-        let name = text(parts.name.clone());
-        let condition = text(parts.condition.clone()).replace('\'', "''");
-        let args = text(parts.args.clone());
+        let replacement = if let Some(parts) = execute_parts(statement) {
+            let name = text(parts.name.clone());
+            let condition = text(parts.condition.clone()).replace('\'', "''");
+            let args = text(parts.args.clone());
+            format!(
+                "CALL {EXECUTE}({name}, '{}', '{condition}'{}{args})",
+                parts.procedure,
+                if args.is_empty() { "" } else { ", " }
+            )
+        } else if let Some((name, properties)) = set_properties_parts(statement) {
+            format!(
+                "ALTER TABLE {} SET TBLPROPERTIES ({})",
+                text(name),
+                text(properties)
+            )
+        } else {
+            continue;
+        };
+        let start = offsets.at(statement[0].span.start);
+        let end = offsets.at(statement[statement.len() - 1].span.end);
         out.push_str(&sql[copied..start]);
-        out.push_str(&format!(
-            "CALL {EXECUTE}({name}, '{}', '{condition}'{}{args})",
-            parts.procedure,
-            if args.is_empty() { "" } else { ", " }
-        ));
+        out.push_str(&replacement);
         copied = end;
     }
     out.push_str(&sql[copied..]);
     out
+}
+
+/// The token range of the table name of `ALTER TABLE <name> …` (words joined by periods).
+fn altered_table(statement: &[&TokenWithSpan]) -> Option<std::ops::Range<usize>> {
+    let keyword = |i: usize| match statement.get(i).map(|t| &t.token) {
+        Some(Token::Word(w)) if w.quote_style.is_none() => Some(w.keyword),
+        _ => None,
+    };
+    if keyword(0) != Some(Keyword::ALTER) || keyword(1) != Some(Keyword::TABLE) {
+        return None;
+    }
+    let mut at = 2;
+    while matches!(statement.get(at).map(|t| &t.token), Some(Token::Word(_)))
+        && matches!(statement.get(at + 1).map(|t| &t.token), Some(Token::Period))
+    {
+        at += 2;
+    }
+    if !matches!(statement.get(at).map(|t| &t.token), Some(Token::Word(_))) {
+        return None;
+    }
+    Some(2..at + 1)
+}
+
+/// Trino's `ALTER TABLE <name> SET PROPERTIES k = v, …`: the token ranges of the name and of
+/// the properties.
+fn set_properties_parts(
+    statement: &[&TokenWithSpan],
+) -> Option<(std::ops::Range<usize>, std::ops::Range<usize>)> {
+    let name = altered_table(statement)?;
+    let word = |i: usize| match statement.get(i).map(|t| &t.token) {
+        Some(Token::Word(w)) if w.quote_style.is_none() => Some(w.value.to_ascii_uppercase()),
+        _ => None,
+    };
+    if word(name.end).as_deref() != Some("SET")
+        || word(name.end + 1).as_deref() != Some("PROPERTIES")
+        || name.end + 2 >= statement.len()
+    {
+        return None;
+    }
+    Some((name.clone(), name.end + 2..statement.len()))
 }
 
 /// Where the parts of one `ALTER TABLE … EXECUTE` statement are, as token ranges.
@@ -119,20 +171,8 @@ fn execute_parts(statement: &[&TokenWithSpan]) -> Option<ExecuteParts> {
         Some(Token::Word(w)) if w.quote_style.is_none() => Some(w.keyword),
         _ => None,
     };
-    if keyword(0) != Some(Keyword::ALTER) || keyword(1) != Some(Keyword::TABLE) {
-        return None;
-    }
-    // The name: words joined by periods.
-    let mut at = 2;
-    while matches!(statement.get(at).map(|t| &t.token), Some(Token::Word(_)))
-        && matches!(statement.get(at + 1).map(|t| &t.token), Some(Token::Period))
-    {
-        at += 2;
-    }
-    if !matches!(statement.get(at).map(|t| &t.token), Some(Token::Word(_))) {
-        return None;
-    }
-    let name = 2..at + 1;
+    let name = altered_table(statement)?;
+    let at = name.end - 1;
     if keyword(at + 1) != Some(Keyword::EXECUTE) {
         return None;
     }
@@ -243,15 +283,11 @@ pub async fn plan_call(ctx: &SessionContext, function: &Function) -> Result<Logi
     let job: Job = match procedure.as_str() {
         "optimize" => {
             let [threshold, sort_by] = take(&procedure, args, &["file_size_threshold", "sort_by"])?;
-            let sort_by: Option<Vec<String>> = match sort_by {
+            let sort_by = match sort_by {
                 None => None,
-                Some(v) => Some(
-                    string(&v, "sort_by")?
-                        .split(',')
-                        .map(|c| c.trim().to_string())
-                        .filter(|c| !c.is_empty())
-                        .collect(),
-                ),
+                Some(v) => Some(iceflight_scan::write::optimize::SortBy::parse(&string(
+                    &v, "sort_by",
+                )?)),
             };
             let threshold = match threshold {
                 None => DEFAULT_FILE_SIZE_THRESHOLD,
@@ -270,7 +306,7 @@ pub async fn plan_call(ctx: &SessionContext, function: &Function) -> Result<Logi
                 let sort_by = sort_by.clone();
                 Box::pin(async move {
                     let r = iceberg
-                        .optimize(&filters, threshold, sort_by.as_deref(), &context)
+                        .optimize(&filters, threshold, sort_by.as_ref(), &context)
                         .await?;
                     Ok(vec![
                         ("rewritten_data_files_count", r.rewritten_data_files),
@@ -658,7 +694,12 @@ mod tests {
             rewrite("ALTER TABLE \"o@x\" EXECUTE expire_snapshots"),
             "CALL iceflight.execute(\"o@x\", 'expire_snapshots', '')"
         );
+        assert_eq!(
+            rewrite("ALTER TABLE s.o SET PROPERTIES format_version = 3, \"write.delete.mode\" = 'merge-on-read'"),
+            "ALTER TABLE s.o SET TBLPROPERTIES (format_version = 3, \"write.delete.mode\" = 'merge-on-read')"
+        );
         for same in [
+            "ALTER TABLE o SET PROPERTIES",
             "ALTER TABLE o ADD COLUMN c INT",
             "SELECT 'ALTER TABLE o EXECUTE optimize'",
             "ALTER TABLE o EXECUTE optimize(",
