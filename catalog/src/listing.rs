@@ -4,7 +4,7 @@
 //!
 //! | location | operator | listed path → full path |
 //! |---|---|---|
-//! | `/dir`, `file:///dir` | OpenDAL `fs`, root `/` | `dir/f` → `/dir/f` |
+//! | `/dir`, `file:///dir` | OpenDAL `fs`, root `/` | `dir/f` → `/dir/f`, `file:///dir/f` |
 //! | `s3://bucket/key` (`s3a`, `s3n`) | OpenDAL `s3` on the bucket: endpoint, region, keys, session token, path style | `key/f` → `s3://bucket/key/f` |
 //!
 //! Other schemes (`memory://`, `gs://`, …) are refused with `FeatureUnsupported`.
@@ -36,14 +36,22 @@ impl StorageLister {
     fn operator(&self, location: &str) -> Result<(Operator, String, String)> {
         let (scheme, rest) = match location.split_once("://") {
             Some((scheme, rest)) => (scheme.to_ascii_lowercase(), rest),
-            None => ("file".to_string(), location.strip_prefix("file:").unwrap_or(location)),
+            None => (
+                "file".to_string(),
+                location.strip_prefix("file:").unwrap_or(location),
+            ),
         };
         match scheme.as_str() {
             "file" => {
                 let builder = opendal::services::Fs::default().root("/");
                 let op = Operator::new(builder).map_err(storage)?.finish();
                 let dir = format!("{}/", rest.trim_matches('/'));
-                Ok((op, dir, "/".to_string()))
+                // Full paths in the location's own spelling, which the FileIO resolves.
+                let base = match location.starts_with("file:") {
+                    true => "file:///",
+                    false => "/",
+                };
+                Ok((op, dir, base.to_string()))
             }
             "s3" | "s3a" | "s3n" => {
                 let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));

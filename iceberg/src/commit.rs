@@ -349,8 +349,7 @@ pub async fn rewrite_manifests(
         .consume_entries()
         .into_iter()
         .collect();
-    let mut groups: std::collections::BTreeMap<(bool, i32), Vec<ManifestFile>> =
-        Default::default();
+    let mut groups: std::collections::BTreeMap<(bool, i32), Vec<ManifestFile>> = Default::default();
     for manifest in listed {
         let key = (
             manifest.content == ManifestContentType::Deletes,

@@ -81,8 +81,17 @@ pub async fn remove_orphan_files(
         .metadata_location()
         .map(str::to_string)
         .into_iter()
-        .chain(metadata.metadata_log().iter().map(|m| m.metadata_file.clone()))
-        .chain(metadata.statistics_iter().map(|s| s.statistics_path.clone()))
+        .chain(
+            metadata
+                .metadata_log()
+                .iter()
+                .map(|m| m.metadata_file.clone()),
+        )
+        .chain(
+            metadata
+                .statistics_iter()
+                .map(|s| s.statistics_path.clone()),
+        )
         .chain(
             metadata
                 .partition_statistics_iter()

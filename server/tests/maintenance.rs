@@ -2,7 +2,8 @@
 //! `optimize` on tables written by iceflight (with position delete files and deletion vectors)
 //! and by pyiceberg, read back identically by iceflight, pyiceberg and DuckDB;
 //! `expire_snapshots` deleting exactly the files no kept snapshot reaches;
-//! `rollback_to_snapshot`; concurrent INSERTs losing nothing; bad input in one line.
+//! `rollback_to_snapshot`; `optimize_manifests`; `remove_orphan_files` deleting only what nothing
+//! references; Z-order; concurrent INSERTs losing nothing; bad input in one line.
 
 mod common;
 
@@ -272,6 +273,220 @@ async fn expire_snapshots_deletes_only_unreachable_files() {
         "is not an ancestor",
     )
     .await;
+}
+
+/// Every file under `dir`, at any depth.
+fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = vec![];
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            match path.is_dir() {
+                true => stack.push(path),
+                false => out.push(path),
+            }
+        }
+    }
+    out
+}
+
+/// Sets `path`'s last-modified time `age` back.
+fn age(path: &Path, age: std::time::Duration) {
+    let file = std::fs::File::options().write(true).open(path).unwrap();
+    file.set_modified(std::time::SystemTime::now() - age)
+        .unwrap();
+}
+
+/// optimize_manifests on a v3 table of six commits (one a copy-on-write DELETE): one manifest
+/// afterwards, the same rows and row ids, every snapshot still readable, pyiceberg and DuckDB
+/// read the same. Then remove_orphan_files with every file of the table made two days old:
+/// only the files nothing references go (two planted strays, not the young one nor the
+/// neighbouring table's), every snapshot still reads, the readers agree.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn optimize_manifests_and_remove_orphan_files() {
+    let day = std::time::Duration::from_secs(86400);
+    let (dir, _engine, ctx) = session(day).await;
+    ok(
+        &ctx,
+        "CREATE TABLE o (id BIGINT, v BIGINT) WITH (format_version = 3)",
+    )
+    .await;
+    ok(&ctx, "CREATE TABLE o2 (id BIGINT)").await;
+    ok(&ctx, "INSERT INTO o2 VALUES (1)").await;
+    for k in 0..5 {
+        ok(
+            &ctx,
+            &format!("INSERT INTO o VALUES ({k}, {k}), ({}, 0)", k + 10),
+        )
+        .await;
+    }
+    ok(&ctx, "DELETE FROM o WHERE id = 1").await;
+    let rows = sorted(&ctx, "SELECT * FROM o").await;
+    let row_ids = sorted(&ctx, "SELECT id, _row_id FROM o").await;
+    let snapshots: Vec<String> = ok(&ctx, "SELECT snapshot_id FROM \"o$snapshots\"")
+        .await
+        .into_iter()
+        .map(|r| r[0].clone())
+        .collect();
+    let mut history = vec![];
+    for id in &snapshots {
+        history.push(sorted(&ctx, &format!("SELECT * FROM o FOR VERSION AS OF {id}")).await);
+    }
+    let manifests: i64 = ok(&ctx, "SELECT count(*) FROM \"o$manifests\"").await[0][0]
+        .parse()
+        .unwrap();
+    assert!(manifests >= 5, "{manifests} manifests");
+
+    let m = metrics(&ctx, "ALTER TABLE o EXECUTE optimize_manifests").await;
+    assert_eq!(m["rewritten_manifests_count"], manifests, "{m:?}");
+    assert_eq!(m["added_manifests_count"], 1, "{m:?}");
+    assert_eq!(m["processed_entries_count"], 5, "{m:?}");
+    assert_eq!(
+        ok(&ctx, "SELECT count(*) FROM \"o$manifests\"").await,
+        [["1"]]
+    );
+    assert_eq!(operations(&ctx, "o").await.last().unwrap(), "replace");
+    assert_eq!(sorted(&ctx, "SELECT * FROM o").await, rows);
+    assert_eq!(sorted(&ctx, "SELECT id, _row_id FROM o").await, row_ids);
+    assert_eq!(oracle(dir.path(), "read", "history.o"), rows);
+    assert_eq!(oracle(dir.path(), "duckdb", "history.o"), rows);
+    let again = metrics(&ctx, "ALTER TABLE o EXECUTE optimize_manifests").await;
+    assert_eq!(again["rewritten_manifests_count"], 0, "{again:?}");
+
+    // Orphans: the table's own files are all made old, so only references protect them.
+    let live: String = ok(&ctx, "SELECT file_path FROM \"o$files\" LIMIT 1").await[0][0].clone();
+    let live = live.strip_prefix("file://").unwrap_or(&live).to_string();
+    let table_dir = Path::new(&live[..live.find("/data/").unwrap()]).to_path_buf();
+    let neighbour = table_dir.with_file_name("o2");
+    assert!(neighbour.is_dir(), "{}", neighbour.display());
+    let stray_data = table_dir.join("data/stray-0001.parquet");
+    let stray_manifest = table_dir.join("metadata/stray-m0.avro");
+    let young = table_dir.join("data/young-0001.parquet");
+    for path in [&stray_data, &stray_manifest] {
+        std::fs::write(path, b"PAR1").unwrap();
+    }
+    for path in files_under(&table_dir)
+        .iter()
+        .chain(&files_under(&neighbour))
+    {
+        age(path, 2 * day);
+    }
+    std::fs::write(&young, b"PAR1").unwrap();
+    let kept_before = files_under(&table_dir).len();
+    let neighbour_files = files_under(&neighbour);
+
+    refused(
+        &ctx,
+        "ALTER TABLE o EXECUTE remove_orphan_files(retention_threshold => '1h')",
+        tonic::Code::InvalidArgument,
+        "shorter than the minimum retention 86400s",
+    )
+    .await;
+    let m = metrics(
+        &ctx,
+        "ALTER TABLE o EXECUTE remove_orphan_files(retention_threshold => '1d')",
+    )
+    .await;
+    assert_eq!(m["deleted_files_count"], 2, "{m:?}");
+    assert_eq!(m["scanned_files_count"] as usize, kept_before, "{m:?}");
+    assert_eq!(m["files_not_deleted_count"], 0, "{m:?}");
+    assert!(!stray_data.exists() && !stray_manifest.exists());
+    assert!(young.exists(), "younger than the retention");
+    assert_eq!(files_under(&table_dir).len(), kept_before - 2);
+    assert_eq!(files_under(&neighbour), neighbour_files);
+    for (id, expected) in snapshots.iter().zip(&history) {
+        assert_eq!(
+            &sorted(&ctx, &format!("SELECT * FROM o FOR VERSION AS OF {id}")).await,
+            expected,
+            "snapshot {id}"
+        );
+    }
+    assert_eq!(oracle(dir.path(), "read", "history.o"), rows);
+    assert_eq!(oracle(dir.path(), "duckdb", "history.o"), rows);
+    assert_eq!(ok(&ctx, "SELECT count(*) FROM o2").await, [["1"]]);
+}
+
+/// optimize(sort_by => 'zorder(a, b)') clusters both columns: in a table of several files whose
+/// rows were in scrambled order, a filter on either column alone prunes files, where a plain
+/// sort by (a, b) prunes files only for a filter on a. Counted as files read by the scans
+/// (`system.runtime.table_access`), not timed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zorder_clusters_each_column() {
+    let (_dir, _engine, ctx) = session(std::time::Duration::from_secs(7 * 86400)).await;
+    // Files roll between batches: small batches, so the 16 384 rows make several files.
+    ok(&ctx, "SET datafusion.execution.batch_size = 1024").await;
+    for table in ["z", "l"] {
+        ok(
+            &ctx,
+            &format!("CREATE TABLE {table} (a BIGINT, b BIGINT, pad VARCHAR)"),
+        )
+        .await;
+        ok(
+            &ctx,
+            &format!(
+                "ALTER TABLE {table} SET TBLPROPERTIES ('write.target-file-size-bytes' = '65536')"
+            ),
+        )
+        .await;
+        // Every point of a 128 x 128 grid once, in a scrambled order (7919 is prime).
+        ok(
+            &ctx,
+            &format!(
+                "INSERT INTO {table} SELECT y % 128, y / 128, md5(CAST(y AS VARCHAR)) FROM \
+                 (SELECT (value * 7919) % 16384 AS y FROM generate_series(0, 16383))"
+            ),
+        )
+        .await;
+    }
+    let rows = sorted(&ctx, "SELECT a, b FROM z").await;
+    assert_eq!(rows.len(), 16384);
+    ok(
+        &ctx,
+        "ALTER TABLE z EXECUTE optimize(sort_by => 'zorder(a, b)')",
+    )
+    .await;
+    ok(&ctx, "ALTER TABLE l EXECUTE optimize(sort_by => 'a, b')").await;
+    assert_eq!(sorted(&ctx, "SELECT a, b FROM z").await, rows);
+    assert_eq!(sorted(&ctx, "SELECT a, b FROM l").await, rows);
+    let files = |t: &'static str| {
+        let ctx = ctx.clone();
+        async move {
+            ok(&ctx, &format!("SELECT count(*) FROM \"{t}$files\"")).await[0][0]
+                .parse::<i64>()
+                .unwrap()
+        }
+    };
+    let (zf, lf) = (files("z").await, files("l").await);
+    assert!(zf >= 4 && lf >= 4, "files: z {zf}, l {lf}");
+    // Files each filter opens: the scans' record, newest last.
+    let read = |query: String| {
+        let ctx = ctx.clone();
+        async move {
+            let n = ok(&ctx, &query).await;
+            assert_eq!(n.len(), 1);
+            let r = ok(
+                &ctx,
+                "SELECT files_read FROM system.runtime.table_access ORDER BY ended DESC LIMIT 1",
+            )
+            .await;
+            (n[0][0].clone(), r[0][0].parse::<i64>().unwrap())
+        }
+    };
+    let (za, zr_a) = read("SELECT count(*) FROM z WHERE a < 16".into()).await;
+    let (zb, zr_b) = read("SELECT count(*) FROM z WHERE b < 16".into()).await;
+    let (la, lr_a) = read("SELECT count(*) FROM l WHERE a < 16".into()).await;
+    let (lb, lr_b) = read("SELECT count(*) FROM l WHERE b < 16".into()).await;
+    assert_eq!((za.as_str(), zb.as_str()), ("2048", "2048"));
+    assert_eq!((la, lb), (za, zb));
+    assert!(
+        lr_a < lf && lr_b == lf,
+        "lexicographic: a {lr_a}, b {lr_b} of {lf}"
+    );
+    assert!(
+        zr_a < zf && zr_b < zf,
+        "z-order: a {zr_a}, b {zr_b} of {zf}"
+    );
 }
 
 /// optimize and expire_snapshots while another session inserts: every inserted row is there

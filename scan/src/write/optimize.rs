@@ -293,9 +293,9 @@ fn zorder_key(
             .field_by_name(name)
             .and_then(|f| index.column_range(f.id, data_type));
         scales.push(ZScale::of(data_type, bounds));
-        args.push(Arc::new(datafusion::physical_expr::expressions::Column::new(
-            name, at,
-        )));
+        args.push(Arc::new(
+            datafusion::physical_expr::expressions::Column::new(name, at),
+        ));
     }
     let udf = datafusion::logical_expr::ScalarUDF::new_from_impl(ZOrderKey::new(scales));
     Ok(Arc::new(

@@ -159,9 +159,9 @@ fn is_bytes(data_type: &DataType) -> bool {
 
 fn bytes_of(v: &ScalarValue) -> Option<Vec<u8>> {
     match v {
-        ScalarValue::Utf8(Some(s)) | ScalarValue::LargeUtf8(Some(s)) | ScalarValue::Utf8View(Some(s)) => {
-            Some(s.as_bytes().to_vec())
-        }
+        ScalarValue::Utf8(Some(s))
+        | ScalarValue::LargeUtf8(Some(s))
+        | ScalarValue::Utf8View(Some(s)) => Some(s.as_bytes().to_vec()),
         ScalarValue::Binary(Some(b))
         | ScalarValue::LargeBinary(Some(b))
         | ScalarValue::BinaryView(Some(b))
@@ -314,7 +314,10 @@ mod tests {
         let x: ArrayRef = Arc::new(Int32Array::from(xs.clone()));
         let y: ArrayRef = Arc::new(Int32Array::from(ys.clone()));
         let keys = interleave(
-            &[scales[0].positions(&x).unwrap(), scales[1].positions(&y).unwrap()],
+            &[
+                scales[0].positions(&x).unwrap(),
+                scales[1].positions(&y).unwrap(),
+            ],
             16,
         );
         let mut order: Vec<usize> = (0..16).collect();

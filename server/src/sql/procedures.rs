@@ -329,13 +329,10 @@ pub async fn plan_call(ctx: &SessionContext, function: &Function) -> Result<Logi
                 Box::pin(async move {
                     let older_than = older_than_ms(retention)?;
                     let table = iceberg.table();
-                    let r = iceflight_iceberg::snapshots::expire(
-                        catalog.as_ref(),
-                        table,
-                        older_than,
-                    )
-                    .await
-                    .map_err(|e| failed(e, "expire_snapshots", table.identifier()))?;
+                    let r =
+                        iceflight_iceberg::snapshots::expire(catalog.as_ref(), table, older_than)
+                            .await
+                            .map_err(|e| failed(e, "expire_snapshots", table.identifier()))?;
                     Ok(vec![
                         ("deleted_snapshots_count", r.snapshots),
                         ("deleted_data_files_count", r.data_files),
@@ -695,7 +692,9 @@ mod tests {
             "CALL iceflight.execute(\"o@x\", 'expire_snapshots', '')"
         );
         assert_eq!(
-            rewrite("ALTER TABLE s.o SET PROPERTIES format_version = 3, \"write.delete.mode\" = 'merge-on-read'"),
+            rewrite(
+                "ALTER TABLE s.o SET PROPERTIES format_version = 3, \"write.delete.mode\" = 'merge-on-read'"
+            ),
             "ALTER TABLE s.o SET TBLPROPERTIES (format_version = 3, \"write.delete.mode\" = 'merge-on-read')"
         );
         for same in [
