@@ -479,6 +479,9 @@ async fn zorder_clusters_each_column() {
     let (lb, lr_b) = read("SELECT count(*) FROM l WHERE b < 16".into()).await;
     assert_eq!((za.as_str(), zb.as_str()), ("2048", "2048"));
     assert_eq!((la, lb), (za, zb));
+    println!(
+        "files read, a < 16 / b < 16: z-order {zr_a}/{zr_b} of {zf}, (a, b) {lr_a}/{lr_b} of {lf}"
+    );
     assert!(
         lr_a < lf && lr_b == lf,
         "lexicographic: a {lr_a}, b {lr_b} of {lf}"
