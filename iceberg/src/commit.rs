@@ -76,6 +76,10 @@ pub struct FileChanges {
     /// Deletion vectors it removes (replaced by one of `added_delete_files`): `(Puffin file
     /// path, referenced data file path)`.
     pub removed_deletion_vectors: HashSet<(String, String)>,
+    /// Paths of live delete files that name no single data file (partition-scoped position
+    /// deletes, equality deletes) the snapshot removes: a compaction removing every data file
+    /// they could apply to (`scan/src/write/optimize.rs`).
+    pub removed_delete_files: HashSet<String>,
     /// The changes rewrite files without changing the table's rows (compaction): the snapshot's
     /// operation is `replace`.
     pub rewrite: bool,
@@ -85,6 +89,7 @@ impl FileChanges {
     /// Whether committing these changes would change nothing.
     pub fn is_empty(&self) -> bool {
         self.removed_data_files.is_empty()
+            && self.removed_delete_files.is_empty()
             && self.added_data_files.is_empty()
             && self.added_delete_files.is_empty()
             && self.removed_deletion_vectors.is_empty()
@@ -149,8 +154,9 @@ pub async fn commit_changes(
 ) -> Result<()> {
     let metadata = table.metadata();
     let parent = metadata.current_snapshot();
-    let removes =
-        !changes.removed_data_files.is_empty() || !changes.removed_deletion_vectors.is_empty();
+    let removes = !changes.removed_data_files.is_empty()
+        || !changes.removed_deletion_vectors.is_empty()
+        || !changes.removed_delete_files.is_empty();
     if parent.is_none() && removes {
         return Err(Error::new(
             ErrorKind::DataInvalid,
@@ -177,18 +183,22 @@ pub async fn commit_changes(
     let mut manifests: Vec<ManifestFile> = Vec::new();
     let mut found_data: HashSet<String> = HashSet::new();
     let mut found_vectors: HashSet<(String, String)> = HashSet::new();
+    let mut found_deletes: HashSet<String> = HashSet::new();
     // A position delete file or deletion vector that names one data file goes with it
     // (table spec: "when removing a data file, writers must also remove any deletion vector
     // that applies to it").
     let removed = |file: &DataFile| match file.content_type() {
         DataContentType::Data => changes.removed_data_files.contains(file.file_path()),
-        DataContentType::PositionDeletes => file.referenced_data_file().is_some_and(|r| {
-            changes.removed_data_files.contains(&r)
-                || changes
-                    .removed_deletion_vectors
-                    .contains(&(file.file_path().to_string(), r))
-        }),
-        DataContentType::EqualityDeletes => false,
+        DataContentType::PositionDeletes => match file.referenced_data_file() {
+            Some(r) => {
+                changes.removed_data_files.contains(&r)
+                    || changes
+                        .removed_deletion_vectors
+                        .contains(&(file.file_path().to_string(), r))
+            }
+            None => changes.removed_delete_files.contains(file.file_path()),
+        },
+        DataContentType::EqualityDeletes => changes.removed_delete_files.contains(file.file_path()),
     };
     if let Some(parent) = parent {
         let list = table.manifest_list_reader(parent).load().await?;
@@ -198,7 +208,8 @@ pub async fn commit_changes(
                 && !changes.removed_data_files.is_empty();
             let hits_deletes = manifest_file.content == ManifestContentType::Deletes
                 && (!changes.removed_deletion_vectors.is_empty()
-                    || !changes.removed_data_files.is_empty());
+                    || !changes.removed_data_files.is_empty()
+                    || !changes.removed_delete_files.is_empty());
             if !hits_data && !hits_deletes {
                 manifests.push(manifest_file);
                 continue;
@@ -231,6 +242,9 @@ pub async fn commit_changes(
                 if removed(&file) {
                     match file.content_type() {
                         DataContentType::Data => found_data.insert(file.file_path().to_string()),
+                        _ if file.referenced_data_file().is_none() => {
+                            found_deletes.insert(file.file_path().to_string())
+                        }
                         _ => found_vectors.insert((
                             file.file_path().to_string(),
                             file.referenced_data_file().unwrap_or_default(),
@@ -254,6 +268,16 @@ pub async fn commit_changes(
         return Err(Error::new(
             ErrorKind::DataInvalid,
             format!("{missing} is not a live data file of the current snapshot"),
+        ));
+    }
+    if let Some(missing) = changes
+        .removed_delete_files
+        .iter()
+        .find(|p| !found_deletes.contains(*p))
+    {
+        return Err(Error::new(
+            ErrorKind::DataInvalid,
+            format!("{missing} is not a live delete file of the current snapshot"),
         ));
     }
     if let Some((puffin, data)) = changes

@@ -588,3 +588,148 @@ async fn duckdb_and_iceflight_read_each_others_row_changes_over_rest() {
     let theirs = duckdb(&lake.weed, &[select]).remove(0);
     assert_eq!(theirs, Ok(before));
 }
+
+/// Maintenance of a table DuckDB wrote, with its position delete files, on SeaweedFS's REST
+/// catalog and S3: `optimize` applies DuckDB's deletes and DuckDB, pyiceberg's reader and
+/// iceflight read the same rows; `optimize_manifests`, then `expire_snapshots` and
+/// `remove_orphan_files` (floor 0 for the test) leave exactly the files the table references:
+/// a second `remove_orphan_files` finds nothing, every snapshot left still reads, and the
+/// readers still agree. A planted object under the table's location is deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn maintenance_of_a_duckdb_table_with_deletes_over_rest() {
+    let _one = one_at_a_time().await;
+    let lake = Lake::start();
+    let mut config = Config {
+        data_dir: lake.dir.path().join("local"),
+        ..Config::default()
+    };
+    config.catalogs = vec![
+        CatalogConfig::embedded(&lake.dir.path().join("local")),
+        weed::lake(&lake.weed, &format!("{KEY}:{SECRET}")),
+    ];
+    config.maintenance.min_retention = std::time::Duration::ZERO;
+    let engine = Engine::connect(config).await.unwrap();
+    let ctx = engine.session(None, None, &[]).unwrap();
+    let select = "SELECT * FROM lake.duck.m";
+    let mut statements = vec![
+        "CREATE SCHEMA lake.duck".to_string(),
+        "CREATE TABLE lake.duck.m (id BIGINT, part VARCHAR, v BIGINT) \
+         WITH ('format-version' = '2')"
+            .to_string(),
+    ];
+    for k in 0..4 {
+        statements.push(format!(
+            "INSERT INTO lake.duck.m SELECT i, chr(97 + (i % 3)::INT), i * 10 \
+             FROM range({}, {}) r(i)",
+            k * 10,
+            k * 10 + 10
+        ));
+    }
+    statements.push("DELETE FROM lake.duck.m WHERE id % 7 = 0".to_string());
+    statements.push("UPDATE lake.duck.m SET v = -v WHERE id % 5 = 0".to_string());
+    statements.push(select.to_string());
+    let texts: Vec<&str> = statements.iter().map(String::as_str).collect();
+    let answers = duckdb(&lake.weed, &texts);
+    for answer in &answers {
+        assert!(answer.is_ok(), "{answers:?}");
+    }
+    let duck_rows = answers.last().unwrap().clone().unwrap();
+    assert_eq!(duck_rows.len(), 40 - 6, "{duck_rows:?}");
+    let counts = "SELECT count(*) FILTER (WHERE content = 0), count(*) FILTER (WHERE content = 1) \
+                  FROM lake.duck.\"m$files\"";
+    let before = common::statement_ok(&ctx, counts).await;
+    assert_ne!(before[0][1], "0", "DuckDB wrote no position delete file");
+    assert_eq!(common::statement_sorted(&ctx, select).await, duck_rows);
+
+    let metrics = |text: &'static str| {
+        let ctx = ctx.clone();
+        async move {
+            common::statement_ok(&ctx, text)
+                .await
+                .into_iter()
+                .map(|r| (r[0].clone(), r[1].parse::<i64>().unwrap()))
+                .collect::<std::collections::BTreeMap<_, _>>()
+        }
+    };
+    let m = metrics("ALTER TABLE lake.duck.m EXECUTE optimize").await;
+    assert!(m["applied_delete_files_count"] >= 1, "{m:?}");
+    assert_eq!(m["rewritten_rows_count"], 34, "{m:?}");
+    let after = common::statement_ok(&ctx, counts).await;
+    assert_eq!(after[0][1], "0", "{after:?}");
+    assert_eq!(common::statement_sorted(&ctx, select).await, duck_rows);
+    assert_eq!(
+        duckdb(&lake.weed, &[select]).remove(0),
+        Ok(duck_rows.clone())
+    );
+
+    let m = metrics("ALTER TABLE lake.duck.m EXECUTE optimize_manifests").await;
+    assert!(m["rewritten_manifests_count"] >= 2, "{m:?}");
+    assert_eq!(
+        common::statement_ok(&ctx, "SELECT count(*) FROM lake.duck.\"m$manifests\"").await,
+        [["1"]]
+    );
+    let m =
+        metrics("ALTER TABLE lake.duck.m EXECUTE expire_snapshots(retention_threshold => '0s')")
+            .await;
+    assert!(m["deleted_snapshots_count"] >= 5, "{m:?}");
+    assert!(m["deleted_data_files_count"] >= 4, "{m:?}");
+    assert!(m["deleted_position_delete_files_count"] >= 1, "{m:?}");
+    assert_eq!(m["files_not_deleted_count"], 0, "{m:?}");
+
+    // A stray object under the table's location, as a failed writer leaves.
+    let location: String =
+        common::statement_ok(&ctx, "SELECT file_path FROM lake.duck.\"m$files\" LIMIT 1").await[0]
+            [0]
+        .clone();
+    let stray = format!(
+        "{}/data/stray-0001.parquet",
+        &location[..location.find("/data/").unwrap()]
+    );
+    let reader = engine_table_io(&ctx, "lake.duck.m").await;
+    reader
+        .new_output(&stray)
+        .unwrap()
+        .write(bytes::Bytes::from_static(b"PAR1"))
+        .await
+        .unwrap();
+    assert!(reader.exists(&stray).await.unwrap());
+    let m =
+        metrics("ALTER TABLE lake.duck.m EXECUTE remove_orphan_files(retention_threshold => '0s')")
+            .await;
+    assert!(m["deleted_files_count"] >= 1, "{m:?}");
+    assert_eq!(m["files_not_deleted_count"], 0, "{m:?}");
+    assert!(!reader.exists(&stray).await.unwrap());
+    let again =
+        metrics("ALTER TABLE lake.duck.m EXECUTE remove_orphan_files(retention_threshold => '0s')")
+            .await;
+    assert_eq!(again["deleted_files_count"], 0, "{again:?}");
+    assert_eq!(
+        again["scanned_files_count"],
+        m["scanned_files_count"] - m["deleted_files_count"],
+        "{m:?} {again:?}"
+    );
+    assert_eq!(common::statement_sorted(&ctx, select).await, duck_rows);
+    assert_eq!(
+        duckdb(&lake.weed, &[select]).remove(0),
+        Ok(duck_rows.clone())
+    );
+    pyiceberg(
+        &lake.weed,
+        &format!(
+            "rows = c.load_table(\"duck.m\").scan().to_arrow()\nassert rows.num_rows == {}, rows.num_rows",
+            duck_rows.len()
+        ),
+    );
+}
+
+/// The FileIO of `table` as the engine of `ctx` loaded it (credentials included).
+async fn engine_table_io(
+    ctx: &datafusion::prelude::SessionContext,
+    table: &str,
+) -> iceberg::io::FileIO {
+    let provider = ctx.table_provider(table).await.unwrap();
+    let iceberg = provider
+        .downcast_ref::<iceflight_scan::IcebergTableProvider>()
+        .expect("an Iceberg table");
+    iceberg.table().file_io().clone()
+}

@@ -14,9 +14,12 @@
 //!                                      otherwise: new files dropped, `WriteConflict` (Aborted)
 //! ```
 //!
-//! Equality delete files and partition-scoped position delete files stay: they apply to data
-//! files of a lower sequence number only, and the new files get this snapshot's, so nothing
-//! they delete comes back and nothing new is deleted. Trino's `optimize` picks its files the
+//! A delete file that names its data file (`referenced_data_file`, deletion vectors) goes with
+//! it. A partition-scoped position delete file or an equality delete file goes when no data
+//! file left in place reads it (equality deletes only when no `WHERE` limits the compaction:
+//! they may apply across partitions); otherwise it stays, harmless: it applies to data files of
+//! a lower sequence number only, and the new files get this snapshot's, so nothing it deletes
+//! comes back and nothing new is deleted. Trino's `optimize` picks its files the
 //! same way (size under the threshold; `WHERE` on partition columns only).
 
 use std::collections::{BTreeMap, HashSet};
@@ -96,6 +99,9 @@ pub struct OptimizeReport {
     pub rewritten_data_files: u64,
     /// Delete files that applied to them (their deletes are now applied).
     pub applied_delete_files: u64,
+    /// Of those, the ones that named no single data file and now apply to none, removed from
+    /// the table (those that name one go with it).
+    pub removed_delete_files: u64,
     /// Data files written.
     pub added_data_files: u64,
     /// Rows written (the live rows of the rewritten files).
@@ -145,6 +151,14 @@ pub async fn optimize(
     {
         return plan_err!("optimize's sort_by: {ident} has no column {missing}");
     }
+    // Delete files a data file left in place still reads.
+    let mut deletes_of_all: Vec<(String, HashSet<String>)> = tasks
+        .iter()
+        .map(|t| {
+            let deletes = t.deletes.iter().map(|d| d.file_path.clone()).collect();
+            (t.data_file_path.clone(), deletes)
+        })
+        .collect();
     let chosen = match sort_by {
         Some(_) => tasks,
         None => choose(tasks, threshold, |t| index.spec_id(&t.data_file_path)),
@@ -163,6 +177,21 @@ pub async fn optimize(
         .collect();
     report.applied_delete_files = deletes.len() as u64;
     let removed: HashSet<String> = chosen.iter().map(|t| t.data_file_path.clone()).collect();
+    deletes_of_all.retain(|(path, _)| !removed.contains(path));
+    let still_read: HashSet<&String> = deletes_of_all.iter().flat_map(|(_, d)| d).collect();
+    // A delete file every data file it applies to is rewritten: removed with them. Position
+    // deletes are partition-scoped, and the WHERE selects whole partitions; an equality delete
+    // file may apply across partitions, so only when every partition is compacted.
+    let removed_delete_files: HashSet<String> = chosen
+        .iter()
+        .flat_map(|t| &t.deletes)
+        .filter(|d| !still_read.contains(&d.file_path))
+        .filter(|d| {
+            d.file_type == iceberg::spec::DataContentType::PositionDeletes || filters.is_empty()
+        })
+        .map(|d| d.file_path.clone())
+        .collect();
+    report.removed_delete_files = removed_delete_files.len() as u64;
 
     let mut inputs = inputs;
     inputs.predicate = None;
@@ -207,6 +236,7 @@ pub async fn optimize(
 
     let changes = FileChanges {
         removed_data_files: removed,
+        removed_delete_files,
         added_data_files: added,
         rewrite: true,
         ..FileChanges::default()

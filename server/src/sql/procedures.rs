@@ -311,6 +311,7 @@ pub async fn plan_call(ctx: &SessionContext, function: &Function) -> Result<Logi
                     Ok(vec![
                         ("rewritten_data_files_count", r.rewritten_data_files),
                         ("applied_delete_files_count", r.applied_delete_files),
+                        ("removed_delete_files_count", r.removed_delete_files),
                         ("added_data_files_count", r.added_data_files),
                         ("rewritten_rows_count", r.rows),
                         ("rewritten_bytes", r.rewritten_bytes),
