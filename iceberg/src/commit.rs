@@ -76,9 +76,9 @@ pub struct FileChanges {
     /// Deletion vectors it removes (replaced by one of `added_delete_files`): `(Puffin file
     /// path, referenced data file path)`.
     pub removed_deletion_vectors: HashSet<(String, String)>,
-    /// Paths of live delete files that name no single data file (partition-scoped position
-    /// deletes, equality deletes) the snapshot removes: a compaction removing every data file
-    /// they could apply to (`scan/src/write/optimize.rs`).
+    /// Paths of live delete files the snapshot removes (whole Parquet delete files; not
+    /// deletion vectors, named in `removed_deletion_vectors`): a compaction removing every data
+    /// file they could apply to (`scan/src/write/optimize.rs`).
     pub removed_delete_files: HashSet<String>,
     /// The changes rewrite files without changing the table's rows (compaction): the snapshot's
     /// operation is `replace`.
@@ -189,15 +189,15 @@ pub async fn commit_changes(
     // that applies to it").
     let removed = |file: &DataFile| match file.content_type() {
         DataContentType::Data => changes.removed_data_files.contains(file.file_path()),
-        DataContentType::PositionDeletes => match file.referenced_data_file() {
-            Some(r) => {
-                changes.removed_data_files.contains(&r)
-                    || changes
-                        .removed_deletion_vectors
-                        .contains(&(file.file_path().to_string(), r))
-            }
-            None => changes.removed_delete_files.contains(file.file_path()),
-        },
+        DataContentType::PositionDeletes => {
+            changes.removed_delete_files.contains(file.file_path())
+                || file.referenced_data_file().is_some_and(|r| {
+                    changes.removed_data_files.contains(&r)
+                        || changes
+                            .removed_deletion_vectors
+                            .contains(&(file.file_path().to_string(), r))
+                })
+        }
         DataContentType::EqualityDeletes => changes.removed_delete_files.contains(file.file_path()),
     };
     if let Some(parent) = parent {
@@ -242,7 +242,7 @@ pub async fn commit_changes(
                 if removed(&file) {
                     match file.content_type() {
                         DataContentType::Data => found_data.insert(file.file_path().to_string()),
-                        _ if file.referenced_data_file().is_none() => {
+                        _ if changes.removed_delete_files.contains(file.file_path()) => {
                             found_deletes.insert(file.file_path().to_string())
                         }
                         _ => found_vectors.insert((
