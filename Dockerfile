@@ -11,7 +11,9 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
-RUN cargo build --release -p iceflight --locked
+# dist/iceflight without debug sections; dist/iceflight.debug beside it in this stage
+# (scripts/release.sh; docs/operations.md).
+RUN scripts/release.sh
 
 FROM debian:bookworm-slim
 RUN apt-get update \
@@ -19,7 +21,7 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --user-group --home-dir /var/lib/iceflight --create-home \
         --shell /usr/sbin/nologin iceflight
-COPY --from=builder /src/target/release/iceflight /usr/local/bin/iceflight
+COPY --from=builder /src/dist/iceflight /usr/local/bin/iceflight
 COPY config/iceflight-polaris.toml /etc/iceflight/iceflight.toml
 USER iceflight
 # Embedded catalog (catalog.db, warehouse/) and the working directory of every command.

@@ -157,11 +157,13 @@ mod tests {
         assert_eq!(
             paths,
             vec![
-                format!("{}/b.json", root.display()),
-                format!("{}/data/p=1/a.parquet", root.display())
+                format!("file://{}/b.json", root.display()),
+                format!("file://{}/data/p=1/a.parquet", root.display())
             ]
         );
         assert!(listed.iter().all(|f| f.modified_ms.is_some()));
+        let plain = lister.list(&root.display().to_string()).await.unwrap();
+        assert!(plain.iter().all(|f| f.path.starts_with('/')), "{plain:?}");
         let missing = format!("{}/none", root.display());
         assert!(lister.list(&missing).await.unwrap().is_empty());
         let refused = lister.list("memory://x").await.unwrap_err();

@@ -1,7 +1,8 @@
 //! Session settings of iceflight, under the `iceflight.` prefix (`SET iceflight.scan.batch_size = 4096`,
 //! `iceflight sql --set iceflight.scan.batch_size=4096`): `iceflight.scan.*` read by the scan when
-//! it plans (`scan/src/plan/planner.rs`) and `iceflight.optimizer.*` read by the optimizer rules
-//! (`optimizer/src/`, `scan/src/exec/`).
+//! it plans (`scan/src/plan/planner.rs`), `iceflight.optimizer.*` read by the optimizer rules
+//! (`optimizer/src/`, `scan/src/exec/`) and `iceflight.query.*` read by the Flight SQL service
+//! when a query starts (`server/src/flight/execution.rs`).
 //!
 //! Each setting is declared once, with its type, default and description, in DataFusion's
 //! `config_namespace!` ([`ScanOptions`], [`OptimizerOptions`]); `SET`, `SHOW ALL` and
@@ -72,13 +73,55 @@ config_namespace! {
     }
 }
 
-/// All of iceflight's session settings: `iceflight.scan.*` and `iceflight.optimizer.*`.
+config_namespace! {
+    /// `iceflight.query.*`: limits of the session's queries, within the server's.
+    pub struct QueryOptions {
+        /// Longest a query of this session runs (e.g. 30s, 5m; none: the server's query.timeout alone, which also bounds this)
+        pub timeout: QueryTimeout, default = QueryTimeout(None)
+    }
+}
+
+/// All of iceflight's session settings: `iceflight.scan.*`, `iceflight.optimizer.*` and
+/// `iceflight.query.*`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct IceflightOptions {
     /// `iceflight.scan.*`.
     pub scan: ScanOptions,
     /// `iceflight.optimizer.*`.
     pub optimizer: OptimizerOptions,
+    /// `iceflight.query.*`.
+    pub query: QueryOptions,
+}
+
+/// `iceflight.query.timeout`: a duration (`30s`, `5m`, a number of milliseconds) or `none`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueryTimeout(pub Option<Duration>);
+
+impl fmt::Display for QueryTimeout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            None => f.write_str("none"),
+            Some(d) => f.write_str(&format_duration(d)),
+        }
+    }
+}
+
+impl ConfigField for QueryTimeout {
+    fn visit<V: Visit>(&self, v: &mut V, key: &str, description: &'static str) {
+        v.some(key, self, description)
+    }
+
+    fn set(&mut self, _: &str, value: &str) -> Result<()> {
+        self.0 = match value.trim().to_ascii_lowercase().as_str() {
+            "none" => None,
+            text => Some(
+                parse_duration(text)
+                    .filter(|d| !d.is_zero())
+                    .ok_or_else(|| expected("a duration such as 30s or 5m, or none"))?,
+            ),
+        };
+        Ok(())
+    }
 }
 
 /// `iceflight.scan.dynamic_filter_wait`: a duration written `250ms`, `1s`, `5m` or a number of
@@ -207,13 +250,15 @@ impl ConfigField for IceflightOptions {
     fn visit<V: Visit>(&self, v: &mut V, key: &str, _description: &'static str) {
         self.scan.visit(v, &format!("{key}.scan"), "");
         self.optimizer.visit(v, &format!("{key}.optimizer"), "");
+        self.query.visit(v, &format!("{key}.query"), "");
     }
 
     fn set(&mut self, key: &str, value: &str) -> Result<()> {
         match key.split_once('.') {
             Some(("scan", rest)) => self.scan.set(rest, value),
             Some(("optimizer", rest)) => self.optimizer.set(rest, value),
-            _ => Err(expected("a setting under scan. or optimizer.")),
+            Some(("query", rest)) => self.query.set(rest, value),
+            _ => Err(expected("a setting under scan., optimizer. or query.")),
         }
     }
 }

@@ -2,7 +2,8 @@
 //! - `query.memory_limit` with spill: a sort, an aggregate and a sort-merge join larger than the
 //!   pool finish with the rows an unlimited engine gives, and say they spilled;
 //! - `query.timeout`: a long query is stopped with `DeadlineExceeded`, the server keeps serving
-//!   and nothing stays registered as running;
+//!   and nothing stays registered as running; a session's `SET iceflight.query.timeout` stops
+//!   its queries sooner, never later;
 //! - `query.max_result_bytes`: a large result ends in `ResourceExhausted`, a small one passes;
 //! - `server.max_queries_per_user`: a user's second query waits, then fails, while another
 //!   user's runs.
@@ -100,9 +101,9 @@ async fn operators_larger_than_the_pool_spill_and_finish() {
     }
 }
 
-/// A Flight SQL server on `engine` with users alice and bob; its address.
+/// A Flight SQL server on `engine` with users alice, bob and carol; its address.
 async fn serve(engine: Engine) -> std::net::SocketAddr {
-    common::serve_flight(engine, &["alice:secret", "bob:secret"]).await
+    common::serve_flight(engine, &["alice:secret", "bob:secret", "carol:secret"]).await
 }
 
 async fn client(addr: std::net::SocketAddr, user: &str) -> FlightSqlServiceClient<Channel> {
@@ -143,6 +144,43 @@ async fn timeout_result_cap_and_per_user_slots() {
         started.elapsed()
     );
     assert_eq!(run(&mut alice, "SELECT 1").await, Ok(1));
+
+    // A session's own timeout, shorter than the server's; a bad one is one line.
+    let mut carol = client(addr, "carol").await;
+    carol
+        .execute_update("SET iceflight.query.timeout = '1s'".to_string(), None)
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let e = run(&mut carol, ENDLESS).await.unwrap_err();
+    assert!(e.contains("query exceeded query.timeout of 1s"), "{e}");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    let e = match carol
+        .execute_update("SET iceflight.query.timeout = 'soon'".to_string(), None)
+        .await
+        .unwrap_err()
+    {
+        arrow_flight::error::FlightError::Tonic(status) => *status,
+        other => panic!("{other}"),
+    };
+    assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e}");
+    assert!(
+        e.message()
+            .contains("iceflight.query.timeout must be a duration such as 30s or 5m, or none"),
+        "{e}"
+    );
+    assert!(!e.message().contains('\n'), "{e}");
+    // Longer than the server's: the server's holds.
+    carol
+        .execute_update("SET iceflight.query.timeout = '1h'".to_string(), None)
+        .await
+        .unwrap();
+    let e = run(&mut carol, ENDLESS).await.unwrap_err();
+    assert!(e.contains("query exceeded query.timeout of 3s"), "{e}");
 
     let e = run(&mut alice, "SELECT * FROM lineitem").await.unwrap_err();
     assert!(

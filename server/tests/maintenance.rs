@@ -460,23 +460,18 @@ async fn zorder_clusters_each_column() {
     let (zf, lf) = (files("z").await, files("l").await);
     assert!(zf >= 4 && lf >= 4, "files: z {zf}, l {lf}");
     // Files each filter opens: the scans' record, newest last.
-    let read = |query: String| {
+    let read = |table: &'static str, query: &'static str| {
         let ctx = ctx.clone();
         async move {
-            let n = ok(&ctx, &query).await;
+            let (n, files) = common::rows_and_files_read(&ctx, table, query).await;
             assert_eq!(n.len(), 1);
-            let r = ok(
-                &ctx,
-                "SELECT files_read FROM system.runtime.table_access ORDER BY ended DESC LIMIT 1",
-            )
-            .await;
-            (n[0][0].clone(), r[0][0].parse::<i64>().unwrap())
+            (n[0][0].clone(), files as i64)
         }
     };
-    let (za, zr_a) = read("SELECT count(*) FROM z WHERE a < 16".into()).await;
-    let (zb, zr_b) = read("SELECT count(*) FROM z WHERE b < 16".into()).await;
-    let (la, lr_a) = read("SELECT count(*) FROM l WHERE a < 16".into()).await;
-    let (lb, lr_b) = read("SELECT count(*) FROM l WHERE b < 16".into()).await;
+    let (za, zr_a) = read("history.z", "SELECT count(*) FROM z WHERE a < 16").await;
+    let (zb, zr_b) = read("history.z", "SELECT count(*) FROM z WHERE b < 16").await;
+    let (la, lr_a) = read("history.l", "SELECT count(*) FROM l WHERE a < 16").await;
+    let (lb, lr_b) = read("history.l", "SELECT count(*) FROM l WHERE b < 16").await;
     assert_eq!((za.as_str(), zb.as_str()), ("2048", "2048"));
     assert_eq!((la, lb), (za, zb));
     println!(

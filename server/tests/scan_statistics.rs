@@ -61,3 +61,85 @@ async fn multi_file_table_is_partitioned_and_reports_statistics_from_manifests()
         .collect();
     assert_eq!(distinct, [Some(&6000), None]);
 }
+
+/// Scans of `history.m` recorded so far.
+async fn recorded(ctx: &SessionContext) -> Vec<Vec<String>> {
+    common::statement_ok(
+        ctx,
+        "SELECT count(*) FROM system.runtime.table_access WHERE \"table\" = 'history.m'",
+    )
+    .await
+}
+
+/// Answers from metadata: `count(*)`, `count(col)` and `min`/`max` of integer and date columns
+/// of a table without delete files come from its manifests (DataFusion's AggregateStatistics
+/// replaces the aggregate by the values the scan's exact statistics give: the plan has no
+/// scan and none is recorded), equal to the same aggregates over a filter that makes the scan
+/// run. A string column's bounds may be truncated and a delete file changes the rows: then the
+/// scan runs. A plain `LIMIT` opens only the files it needs (one of six, over two partitions).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metadata_answers_aggregates_and_a_limit_opens_only_the_files_it_needs() {
+    let dir = tempfile::tempdir().unwrap();
+    common::make_history(dir.path());
+    let engine = common::engine(dir.path(), 2).await;
+    let ctx = engine.session(None, Some("history"), &[]).unwrap();
+    common::statement_ok(
+        &ctx,
+        "CREATE TABLE m (id BIGINT, d DATE, s VARCHAR, n INT) WITH \
+         ('write.delete.mode' = 'merge-on-read')",
+    )
+    .await;
+    for k in 0..6 {
+        common::statement_ok(
+            &ctx,
+            &format!(
+                "INSERT INTO m VALUES ({a}, DATE '2024-01-01' + INTERVAL '{k} day', 's{k}', {n}), \
+                 ({b}, DATE '2023-06-01' - INTERVAL '{k} day', 'z{k}', NULL)",
+                a = k * 10 + 1,
+                b = 100 - k,
+                n = k * 3
+            ),
+        )
+        .await;
+    }
+    let from_metadata = [
+        "SELECT count(*) FROM m",
+        "SELECT count(n), count(id) FROM m",
+        "SELECT min(id), max(id), min(d), max(d), min(n), max(n) FROM m",
+    ];
+    for sql in from_metadata {
+        // Its scan's record awaited, so the count below is settled.
+        let (scanned, _) =
+            common::rows_and_files_read(&ctx, "history.m", &format!("{sql} WHERE id > -1")).await;
+        let before = recorded(&ctx).await;
+        let run = execute(&ctx, sql).await.unwrap();
+        assert_eq!(rows(&run.batches), scanned, "{sql}");
+        assert!(scans(&run.plan).is_empty(), "{sql}: a scan is planned");
+        assert_eq!(recorded(&ctx).await, before, "{sql}: a scan ran");
+    }
+    // Strings: bounds may be truncated, so the scan runs.
+    let run = execute(&ctx, "SELECT min(s), max(s) FROM m").await.unwrap();
+    assert_eq!(rows(&run.batches), [["s0", "z5"]]);
+    assert_eq!(scans(&run.plan).len(), 1);
+
+    // LIMIT: six files of two rows over two partitions; three rows need two files.
+    for (limit, files) in [(2, 1), (3, 2)] {
+        let sql = format!("SELECT * FROM m LIMIT {limit}");
+        let (answer, read) = common::rows_and_files_read(&ctx, "history.m", &sql).await;
+        assert_eq!(answer.len(), limit);
+        assert_eq!(read, files, "LIMIT {limit}");
+    }
+
+    // A delete file: the rows are no longer the manifests' counts.
+    common::statement_ok(&ctx, "DELETE FROM m WHERE id = 11").await;
+    for sql in from_metadata {
+        let scanned = common::statement_ok(&ctx, &format!("{sql} WHERE id > -1")).await;
+        let run = execute(&ctx, sql).await.unwrap();
+        assert_eq!(rows(&run.batches), scanned, "{sql}");
+        assert_eq!(scans(&run.plan).len(), 1, "{sql}");
+    }
+    assert_eq!(
+        common::statement_ok(&ctx, "SELECT count(*) FROM m").await,
+        [["11"]]
+    );
+}

@@ -566,9 +566,14 @@ impl IcebergScanExecBuilder {
         self
     }
 
-    /// Rows per partition at most (`None`: all).
+    /// Rows per partition at most (`None`: all). The statistics then bound the rows only
+    /// loosely (inexact).
     pub fn with_limit(mut self, limit: Option<usize>) -> Self {
         self.scan.limit = limit;
+        if limit.is_some() {
+            let scan = &mut self.scan;
+            scan.total_statistics = Arc::new(scan.total_statistics.as_ref().clone().to_inexact());
+        }
         self
     }
 
@@ -890,6 +895,7 @@ impl ExecutionPlan for IcebergScanExec {
         }) else {
             return internal_err!("IcebergScanExec: invalid partition {partition}");
         };
+        let tasks = self.within_limit(partition, tasks);
         let metrics = ScanMetrics::new(&self.metrics, partition);
         let recorder = Arc::clone(self.recorder.get_or_init(|| {
             Arc::new(AccessRecorder {
@@ -1097,6 +1103,64 @@ pub enum DynamicNulls {
 /// `hash_join_inlist_pushdown_max_distinct_values` default in DataFusion 54.1, used until the
 /// session's value arrives with the first pushed filter.
 const DEFAULT_INLIST_CAP: usize = 150;
+
+impl IcebergScanExec {
+    /// The tasks of `partition` that a `LIMIT` still needs: when every row of the scan's files
+    /// is returned (no filter of any kind, no delete file) each task's rows are known from the
+    /// manifests, and once the tasks of the partitions before it, and its own before a task,
+    /// hold `limit` rows, the rest are not opened (any `limit` rows answer a `LIMIT` without
+    /// `ORDER BY`; each partition also stops at `limit` rows of its own). A task whose rows are
+    /// unknown (a byte range of a file) ends the counting: it and the rest are kept.
+    fn within_limit(&self, partition: usize, mut tasks: Vec<FileScanTask>) -> Vec<FileScanTask> {
+        let Some(limit) = self.limit else {
+            return tasks;
+        };
+        if self.predicate.is_some()
+            || !self.static_filters.is_empty()
+            || !self.dynamic_filters.is_empty()
+            || self.remote_dynamic_filters > 0
+        {
+            return tasks;
+        }
+        let rows = |task: &FileScanTask| -> Option<u64> {
+            if !task.deletes.is_empty() {
+                return None;
+            }
+            let file = self.index.get(&task.data_file_path)?;
+            let whole = task.start == 0 && task.length >= file.file_size_in_bytes();
+            task.record_count
+                .or_else(|| whole.then(|| file.record_count()))
+        };
+        let mut seen: u64 = 0;
+        for earlier in self.file_groups.iter().take(partition) {
+            for task in earlier {
+                if seen >= limit as u64 {
+                    return vec![];
+                }
+                match rows(task) {
+                    Some(n) => seen += n,
+                    None => return tasks,
+                }
+            }
+        }
+        if seen >= limit as u64 {
+            return vec![];
+        }
+        let mut keep = 0;
+        for task in &tasks {
+            keep += 1;
+            match rows(task) {
+                Some(n) => seen += n,
+                None => return tasks,
+            }
+            if seen >= limit as u64 {
+                break;
+            }
+        }
+        tasks.truncate(keep);
+        tasks
+    }
+}
 
 /// Stops after `limit` rows (slicing the last batch).
 fn limit_stream(

@@ -379,6 +379,82 @@ impl FileMetricsIndex {
         stats
     }
 
+    /// `stats` (the [`Self::statistics`] of `tasks`, every task of one scan) made exact where
+    /// the manifests hold the exact answer, so that DataFusion's `AggregateStatistics` rule
+    /// answers `count(*)`, `count(col)`, `min` and `max` without opening a data file:
+    ///
+    /// - rows: exact when no task has a delete file (each data file counted once, its pieces
+    ///   together being the whole file); nothing else is made exact otherwise;
+    /// - a column's null count: exact when every file has one for it (Iceberg's null counts
+    ///   exclude NaN, as `count(col)` counts NaN);
+    /// - a column's min and max: exact for integer, date and timestamp columns when every file
+    ///   either has both bounds or holds only NULLs in it (bounds of those types are never
+    ///   truncated; strings' may be, floats' leave NaN out: case c02).
+    ///
+    /// The caller guarantees the scan returns every row of its files (no static predicate, no
+    /// limit). Columns of `schema` are top-level (a nested leaf's null count would not count
+    /// NULL parents: case c01).
+    pub fn exact_statistics(
+        &self,
+        mut stats: Statistics,
+        tasks: &[&FileScanTask],
+        schema: &SchemaRef,
+        field_ids: &[i32],
+    ) -> Statistics {
+        if tasks.iter().any(|t| !t.deletes.is_empty()) {
+            return stats;
+        }
+        let mut paths: Vec<&str> = tasks.iter().map(|t| t.data_file_path.as_str()).collect();
+        paths.sort_unstable();
+        paths.dedup();
+        let Some(files) = paths
+            .iter()
+            .map(|p| self.get(p))
+            .collect::<Option<Vec<&DataFile>>>()
+        else {
+            return stats;
+        };
+        let rows: u64 = files.iter().map(|f| f.record_count()).sum();
+        stats.num_rows = Precision::Exact(rows as usize);
+        for ((field, id), cs) in schema
+            .fields()
+            .iter()
+            .zip(field_ids)
+            .zip(stats.column_statistics.iter_mut())
+        {
+            let nulls: Option<u64> = files
+                .iter()
+                .map(|f| f.null_value_counts().get(id).copied())
+                .sum();
+            if let Some(nulls) = nulls {
+                cs.null_count = Precision::Exact(nulls as usize);
+            }
+            let exact_type = matches!(
+                field.data_type(),
+                DataType::Int8
+                    | DataType::Int16
+                    | DataType::Int32
+                    | DataType::Int64
+                    | DataType::Date32
+                    | DataType::Timestamp(_, _)
+            );
+            let bounded = files.iter().all(|f| {
+                let both = f.lower_bounds().contains_key(id) && f.upper_bounds().contains_key(id);
+                let all_null = f.null_value_counts().get(id) == Some(&f.record_count());
+                both || all_null
+            });
+            if exact_type && bounded {
+                if let Precision::Inexact(v) = &cs.min_value {
+                    cs.min_value = Precision::Exact(v.clone());
+                }
+                if let Precision::Inexact(v) = &cs.max_value {
+                    cs.max_value = Precision::Exact(v.clone());
+                }
+            }
+        }
+        stats
+    }
+
     /// Statistics of the whole snapshot (every live data file) with output `schema` and field
     /// ids `field_ids`, as [`Self::statistics`] computes them, plus distinct counts: a Puffin
     /// `ndv` where the snapshot carries one ([`NDV_BLOB_TYPE`]), else for integer and date

@@ -108,6 +108,11 @@ pub fn assemble(
         .collect();
     let all: Vec<&FileScanTask> = file_groups.iter().flatten().collect();
     let total_statistics = index.statistics(&all, &schema, &field_ids);
+    // A scan that returns every row of its files: what the manifests know exactly is exact.
+    let total_statistics = match predicate.is_none() && limit.is_none() {
+        true => index.exact_statistics(total_statistics, &all, &schema, &field_ids),
+        false => total_statistics,
+    };
     let file_groups = if file_groups.is_empty() {
         vec![vec![]]
     } else {

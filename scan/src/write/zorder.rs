@@ -270,9 +270,9 @@ mod tests {
 
     #[test]
     fn interleaves_high_bits_first() {
-        // x = 0b10…, y = 0b01…: the key's first two bits are x's high bit, then y's.
+        // x = 0b10…, y = 0b01…: the key's bits are x31 y31 x30 y30 … = 1 0 0 1 ….
         let key = interleave(&[vec![0x8000_0000], vec![0x4000_0000]], 1);
-        assert_eq!(key.value(0), &[0b1000_0100, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(key.value(0), &[0b1001_0000, 0, 0, 0, 0, 0, 0, 0]);
     }
 
     #[test]

@@ -150,7 +150,17 @@ impl Execution {
                 return Err(status);
             }
         };
-        let (timeout, max_bytes) = (self.limits.timeout, self.limits.max_result_bytes);
+        // The session's own timeout (`SET iceflight.query.timeout`) within the server's.
+        let options = session.ctx.state().config_options().clone();
+        let own = iceflight_scan::IceflightOptions::of(&options)
+            .query
+            .timeout
+            .0;
+        let timeout = match (self.limits.timeout, own) {
+            (Some(server), Some(own)) => Some(server.min(own)),
+            (server, own) => server.or(own),
+        };
+        let max_bytes = self.limits.max_result_bytes;
         let idle = self.limits.stream_idle_timeout;
         // The slots go with the query's task: a result its client stopped reading frees them
         // when the task gives up on it, even while the response stream itself lingers.

@@ -504,3 +504,34 @@ pub async fn refused(ctx: &SessionContext, text: &str, code: tonic::Code, says: 
     assert!(status.message().contains(says), "{text}: {status}");
     assert!(!status.message().contains('\n'), "{text}: {status}");
 }
+
+/// Runs `sql` (one statement reading `table`, `namespace.table`) and answers its rows and the
+/// files its scan read, from `system.runtime.table_access`: a scan is recorded once its plan
+/// and its partitions' streams are dropped, which may end on the runtime's threads just after
+/// the rows arrive, so the record is awaited (up to 2 s).
+#[allow(dead_code)]
+pub async fn rows_and_files_read(
+    ctx: &SessionContext,
+    table: &str,
+    sql: &str,
+) -> (Vec<Vec<String>>, u64) {
+    let count =
+        format!("SELECT count(*) FROM system.runtime.table_access WHERE \"table\" = '{table}'");
+    let before = statement_ok(ctx, &count).await;
+    let rows = statement_ok(ctx, sql).await;
+    for _ in 0..100 {
+        if statement_ok(ctx, &count).await != before {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let files = statement_ok(
+        ctx,
+        &format!(
+            "SELECT files_read FROM system.runtime.table_access WHERE \"table\" = '{table}' \
+             ORDER BY ended DESC LIMIT 1"
+        ),
+    )
+    .await;
+    (rows, files[0][0].parse().unwrap())
+}
