@@ -358,6 +358,12 @@ pub struct ServerConfig {
     /// Queries one user may run at once (within `max_concurrent_queries`); more wait in the
     /// queue like any query. 0: no per-user bound.
     pub max_queries_per_user: usize,
+    /// Sessions (bearer tokens in use, parked ones excluded) at once; a login beyond it fails
+    /// with `ResourceExhausted`. 0: no bound.
+    pub max_sessions: usize,
+    /// Users who see every row of `system.runtime.queries` and `sessions` and may kill any
+    /// query (`CALL system.runtime.kill_query`); the others see and kill only their own.
+    pub admins: Vec<String>,
 }
 
 /// `[server] auth`: how Flight SQL clients log in.
@@ -407,6 +413,8 @@ impl Default for ServerConfig {
             max_failed_logins: 5,
             login_lockout: Duration::from_secs(60),
             max_queries_per_user: 0,
+            max_sessions: 0,
+            admins: vec![],
             metrics_listen: None,
             stream_idle_timeout: Duration::from_secs(300),
         }

@@ -14,6 +14,7 @@ pub(crate) mod float_semantics;
 pub(crate) mod invalidate;
 pub mod message;
 pub(crate) mod output;
+pub(crate) mod query_control;
 pub(crate) mod query_history;
 pub mod serving;
 pub mod session;

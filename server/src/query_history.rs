@@ -23,9 +23,11 @@ pub const LATENCY_BUCKETS: [f64; 12] = [
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 60.0,
 ];
 
-/// How a query ended (Trino's state names).
+/// Where a query is (Trino's state names).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum QueryState {
+    /// Waiting for a query slot (`max_concurrent_queries`, `max_queries_per_user`).
+    Queued,
     /// Still running or sending rows.
     Running,
     /// Every row sent.
@@ -40,6 +42,7 @@ impl QueryState {
     /// `RUNNING`, `FINISHED`, `FAILED` or `CANCELLED`.
     pub fn name(self) -> &'static str {
         match self {
+            Self::Queued => "QUEUED",
             Self::Running => "RUNNING",
             Self::Finished => "FINISHED",
             Self::Failed => "FAILED",
@@ -99,6 +102,9 @@ impl Default for QueryMetrics {
 #[derive(Debug, Default)]
 pub struct QueryHistory {
     running: Mutex<HashMap<String, QueryRecord>>,
+    /// How to end each running query that can be killed (`query_control.rs`): its reason goes
+    /// through the sender.
+    kills: Mutex<HashMap<String, tokio::sync::oneshot::Sender<crate::query_control::QueryKilled>>>,
     finished: Mutex<VecDeque<QueryRecord>>,
     /// Totals since the start.
     pub metrics: QueryMetrics,
@@ -124,6 +130,64 @@ impl QueryHistory {
             .insert(id.to_string(), record);
     }
 
+    /// Query `id` waits for (`true`) or got (`false`) its slots.
+    pub fn queued(&self, id: &str, queued: bool) {
+        if let Some(r) = self.running.lock().expect("query history").get_mut(id) {
+            r.state = match queued {
+                true => QueryState::Queued,
+                false => QueryState::Running,
+            };
+        }
+    }
+
+    /// `kill` ends query `id` with the reason sent through it, once `kill_query` asks.
+    pub fn register_kill(
+        &self,
+        id: &str,
+        kill: tokio::sync::oneshot::Sender<crate::query_control::QueryKilled>,
+    ) {
+        self.kills
+            .lock()
+            .expect("query kills")
+            .insert(id.to_string(), kill);
+    }
+
+    /// Kills query `id` for `caller` (`query_control.rs`): its owner or an admin.
+    ///
+    /// Errors: no such running or queued query (or one that cannot be killed: a statement
+    /// that changes state runs to its end); another user's query and `caller` is no admin.
+    pub fn kill(
+        &self,
+        id: &str,
+        caller: &crate::query_control::Caller,
+        message: Option<String>,
+    ) -> Result<(), crate::query_control::QueryControlError> {
+        use crate::query_control::{QueryControlError, QueryKilled};
+        let owner = self
+            .running
+            .lock()
+            .expect("query history")
+            .get(id)
+            .map(|r| r.user.clone());
+        let Some(owner) = owner else {
+            return Err(QueryControlError::NotFound(id.to_string()));
+        };
+        if owner != caller.user && !caller.admin {
+            return Err(QueryControlError::NotOwner { id: id.to_string() });
+        }
+        let Some(kill) = self.kills.lock().expect("query kills").remove(id) else {
+            return Err(QueryControlError::NotFound(id.to_string()));
+        };
+        let reason = QueryKilled {
+            id: id.to_string(),
+            by: caller.user.clone(),
+            message,
+        };
+        // A query that ended meanwhile dropped its receiver: nothing left to kill.
+        kill.send(reason)
+            .map_err(|_| QueryControlError::NotFound(id.to_string()))
+    }
+
     /// Records the end of query `id`: its state (not `Running`), duration, rows and bytes sent
     /// and error.
     pub fn ended(
@@ -135,6 +199,7 @@ impl QueryHistory {
         bytes: u64,
         error: Option<String>,
     ) {
+        self.kills.lock().expect("query kills").remove(id);
         let Some(mut record) = self.running.lock().expect("query history").remove(id) else {
             return;
         };

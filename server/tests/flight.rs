@@ -200,7 +200,10 @@ async fn statements_run_and_ddl_goes_through_statement_update() {
         0
     );
     let info = c
-        .execute("EXPLAIN ANALYZE SELECT count(*) FROM lineitem".into(), None)
+        .execute(
+            "EXPLAIN ANALYZE SELECT count(*) FROM lineitem WHERE l_quantity > 0".into(),
+            None,
+        )
         .await
         .unwrap();
     let text = format!("{:?}", common::rows(&fetch(&mut c, info).await));

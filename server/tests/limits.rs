@@ -243,3 +243,139 @@ async fn a_result_nobody_reads_frees_its_slot() {
         "bob waited {waited:?}"
     );
 }
+
+/// The status `sql` fails with, planned or run.
+async fn refused(client: &mut FlightSqlServiceClient<Channel>, sql: &str) -> tonic::Status {
+    use futures::TryStreamExt;
+    let status = |e: arrow_flight::error::FlightError| match e {
+        arrow_flight::error::FlightError::Tonic(status) => *status,
+        other => panic!("{other}"),
+    };
+    let info = match client.execute(sql.to_string(), None).await {
+        Ok(info) => info,
+        Err(e) => return status(e),
+    };
+    let ticket = info.endpoint[0].ticket.clone().unwrap();
+    let stream = match client.do_get(ticket).await {
+        Ok(stream) => stream,
+        Err(e) => return status(e),
+    };
+    match stream.try_collect::<Vec<_>>().await {
+        Ok(_) => panic!("{sql} succeeded"),
+        Err(e) => status(e),
+    }
+}
+
+/// Query control: an admin (`server.admins`) sees every user's queries, a user only their
+/// own; a query waiting for its user's slot is `QUEUED`; `kill_query` by the owner or an
+/// admin ends a running or a queued query with `Cancelled` naming who killed it, and the
+/// query is listed as failed with that reason; another user's kill is `PermissionDenied`, an
+/// unknown id `NotFound`, each one line; `server.max_sessions` refuses a login beyond it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_query_queued_state_admins_and_max_sessions() {
+    use futures::StreamExt;
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path(), |c| {
+        c.server.max_queries_per_user = 1;
+        c.server.queue_timeout = Duration::from_secs(60);
+        c.server.admins = vec!["alice".into()];
+        c.server.max_sessions = 4;
+    })
+    .await;
+    let addr = serve(engine).await;
+    let mut alice = client(addr, "alice").await;
+    let mut bob = client(addr, "bob").await;
+    let mut carol = client(addr, "carol").await;
+
+    // bob's endless query runs; his second waits for his only slot.
+    let info = bob.execute(ENDLESS.to_string(), None).await.unwrap();
+    let mut running = bob
+        .do_get(info.endpoint[0].ticket.clone().unwrap())
+        .await
+        .unwrap();
+    let mut bob2 = client(addr, "bob").await;
+    let queued = tokio::spawn(async move { run(&mut bob2, "SELECT 42").await });
+    let list = "SELECT query_id, \"user\", state, query FROM system.runtime.queries \
+                WHERE state IN ('RUNNING', 'QUEUED') AND \"user\" = 'bob' ORDER BY state";
+    let mut seen = vec![];
+    for _ in 0..100 {
+        seen = common::rows(&common::flight_run(&mut alice, list).await.unwrap());
+        if seen.len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(
+        (seen[0][2].as_str(), seen[0][3].as_str()),
+        ("QUEUED", "SELECT 42")
+    );
+    assert_eq!(
+        (seen[1][2].as_str(), seen[1][3].as_str()),
+        ("RUNNING", ENDLESS)
+    );
+    let (queued_id, running_id) = (seen[0][0].clone(), seen[1][0].clone());
+    // carol sees none of bob's queries, and may not kill them.
+    let theirs = common::flight_run(&mut carol, list).await.unwrap();
+    assert!(common::rows(&theirs).is_empty());
+    let kill = |id: &str| format!("CALL system.runtime.kill_query(query_id => '{id}')");
+    let e = refused(&mut carol, &kill(&running_id)).await;
+    assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e}");
+    assert!(e.message().contains("only its owner or an admin"), "{e}");
+    assert!(!e.message().contains('\n'), "{e}");
+    let e = refused(&mut alice, &kill("nope")).await;
+    assert_eq!(e.code(), tonic::Code::NotFound, "{e}");
+    assert!(
+        e.message().contains("no running or queued query nope"),
+        "{e}"
+    );
+
+    // alice (admin) kills the queued one, bob his own running one.
+    let killed = common::flight_run(&mut alice, &kill(&queued_id))
+        .await
+        .unwrap();
+    assert_eq!(common::rows(&killed), [[queued_id.as_str(), "KILLED"]]);
+    let e = queued.await.unwrap().unwrap_err();
+    assert!(
+        e.contains(&format!("query {queued_id} was killed by alice")),
+        "{e}"
+    );
+    common::flight_run(
+        &mut bob,
+        &format!("CALL system.runtime.kill_query('{running_id}', 'too long')"),
+    )
+    .await
+    .unwrap();
+    let mut ended = None;
+    while let Some(item) = running.next().await {
+        if let Err(e) = item {
+            ended = Some(e.to_string());
+            break;
+        }
+    }
+    let ended = ended.expect("the killed query's stream ends with an error");
+    assert!(
+        ended.contains(&format!("query {running_id} was killed by bob: too long")),
+        "{ended}"
+    );
+    let failed = common::flight_run(
+        &mut alice,
+        "SELECT count(*) FROM system.runtime.queries WHERE \"user\" = 'bob' AND state = 'FAILED' \
+         AND error LIKE 'Cancelled: query % was killed by %'",
+    )
+    .await
+    .unwrap();
+    assert_eq!(common::rows(&failed), [["2"]]);
+
+    // Live: alice, bob, carol (bob's second closed its connection: parked, not counted);
+    // a fourth login is let in, a fifth refused.
+    let _fourth = client(addr, "carol").await;
+    let mut fifth =
+        arrow_flight::sql::client::FlightSqlServiceClient::new(common::channel(addr).await);
+    let e = fifth.handshake("carol", "secret").await.unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("too many sessions (server.max_sessions = 4)"),
+        "{e}"
+    );
+}

@@ -143,13 +143,28 @@ impl Execution {
     ) -> Result<FlightDataStream, Status> {
         // Logged (and listed as FAILED) also when it never gets its slots.
         let log = QueryLog::start(session.history(), &session.user, sql);
-        let permit = match self.acquire_slots(&session.user).await {
-            Ok(permit) => permit,
-            Err(status) => {
-                log.fail(&status);
-                return Err(status);
+        // `kill_query` ends it from here on, queued or running (`query_control.rs`).
+        let (kill_tx, mut kill_rx) = tokio::sync::oneshot::channel();
+        log.killable(kill_tx);
+        // `kill_query` takes no slot: a user whose slots a runaway query holds can end it.
+        let permit = match crate::query_control::is_kill(&plan) {
+            true => None,
+            false => {
+                log.queued(true);
+                let acquired = tokio::select! {
+                    acquired = self.acquire_slots(&session.user) => acquired,
+                    Ok(killed) = &mut kill_rx => Err(to_status(killed.into_error())),
+                };
+                match acquired {
+                    Ok(permit) => Some(permit),
+                    Err(status) => {
+                        log.fail(&status);
+                        return Err(status);
+                    }
+                }
             }
         };
+        log.queued(false);
         // The session's own timeout (`SET iceflight.query.timeout`) within the server's.
         let options = session.ctx.state().config_options().clone();
         let own = iceflight_scan::IceflightOptions::of(&options)
@@ -221,11 +236,22 @@ impl Execution {
                         }
                     }
                 };
-                let Some(limit) = timeout else {
-                    return work.await;
+                let limited = async {
+                    match timeout {
+                        None => {
+                            work.await;
+                            None
+                        }
+                        Some(limit) => tokio::time::timeout(limit, work).await.err().map(|_| {
+                            DataFusionError::External(Box::new(LimitExceeded::Timeout(limit)))
+                        }),
+                    }
                 };
-                if tokio::time::timeout(limit, work).await.is_err() {
-                    let e = DataFusionError::External(Box::new(LimitExceeded::Timeout(limit)));
+                let ended = tokio::select! {
+                    ended = limited => ended,
+                    Ok(killed) = kill_rx => Some(killed.into_error()),
+                };
+                if let Some(e) = ended {
                     let _ = batches_tx.send(Err(e)).await;
                 }
             }

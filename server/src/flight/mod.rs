@@ -116,6 +116,8 @@ pub async fn serve(
         },
         max_failed_logins: server.max_failed_logins,
         login_lockout: server.login_lockout,
+        max_sessions: server.max_sessions,
+        admins: server.admins.clone(),
     };
     engine.attach_sessions(Arc::clone(&sessions) as Arc<dyn crate::system::SessionDirectory>);
     if let Some(listen) = &server.metrics_listen {

@@ -118,6 +118,20 @@ impl QueryLog {
             .set(format!("{:?}: {}", status.code(), status.message()));
     }
 
+    /// Lists the query as waiting for (`true`) or holding (`false`) its slots.
+    pub fn queued(&self, queued: bool) {
+        if let Some(h) = &self.history {
+            h.queued(&self.id, queued);
+        }
+    }
+
+    /// `kill` ends the query with the reason sent through it (`query_control.rs`).
+    pub fn killable(&self, kill: tokio::sync::oneshot::Sender<crate::query_control::QueryKilled>) {
+        if let Some(h) = &self.history {
+            h.register_kill(&self.id, kill);
+        }
+    }
+
     /// Marks the result fully sent; a log dropped before this reports `cancelled`.
     pub fn finish(&self) {
         self.finished.store(true, Ordering::Relaxed);

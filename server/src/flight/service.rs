@@ -72,6 +72,10 @@ pub struct ServiceOptions {
     pub max_failed_logins: u32,
     /// How long a locked user name or peer is refused.
     pub login_lockout: Duration,
+    /// Sessions at once (`server.max_sessions`); 0: no bound.
+    pub max_sessions: usize,
+    /// Users who see and may kill every query (`server.admins`).
+    pub admins: Vec<String>,
 }
 
 /// The Flight SQL service.
@@ -87,6 +91,8 @@ struct Inner {
     throttle: LoginThrottle,
     sessions: Arc<Sessions>,
     auth_required: bool,
+    max_sessions: usize,
+    admins: Vec<String>,
     anonymous: Arc<Session>,
     execution: Execution,
 }
@@ -113,6 +119,8 @@ impl IceflightService {
                 throttle: LoginThrottle::new(options.max_failed_logins, options.login_lockout),
                 sessions,
                 auth_required: options.auth_required,
+                max_sessions: options.max_sessions,
+                admins: options.admins,
                 anonymous: Arc::new(Session::new("anonymous".into(), ctx)),
                 execution: Execution::new(options.limits),
             }),
@@ -366,16 +374,24 @@ impl FlightSqlService for IceflightService {
             .engine
             .session(None, None, &[])
             .map_err(to_status)?;
-        if self.inner.auth_required {
-            ctx.state_ref()
-                .write()
-                .config_mut()
-                .set_extension(Arc::new(crate::system::Viewer(user.clone())));
+        let admin = !self.inner.auth_required || self.inner.admins.contains(&user);
+        {
+            let state = ctx.state_ref();
+            let mut state = state.write();
+            let config = state.config_mut();
+            if !admin {
+                config.set_extension(Arc::new(crate::system::Viewer(user.clone())));
+            }
+            config.set_extension(Arc::new(crate::query_control::Caller {
+                user: user.clone(),
+                admin,
+            }));
         }
-        let token = self
-            .inner
-            .sessions
-            .open(Session::new(user, ctx), request.remote_addr());
+        let token = self.inner.sessions.open(
+            Session::new(user, ctx),
+            request.remote_addr(),
+            self.inner.max_sessions,
+        )?;
         let response = HandshakeResponse {
             protocol_version: 0,
             payload: token.clone().into(),

@@ -300,16 +300,27 @@ impl Sessions {
 
     /// Registers a session opened on the connection of `peer` and returns its new random
     /// token.
-    pub fn open(&self, session: Session, peer: Option<SocketAddr>) -> String {
+    pub fn open(
+        &self,
+        session: Session,
+        peer: Option<SocketAddr>,
+        max_sessions: usize,
+    ) -> Result<String, tonic::Status> {
         let token = format!(
             "{}{}",
             uuid::Uuid::new_v4().simple(),
             uuid::Uuid::new_v4().simple()
         );
         let mut tokens = self.by_token.lock().expect("sessions lock");
+        if max_sessions > 0 && tokens.live.len() >= max_sessions {
+            return Err(tonic::Status::resource_exhausted(format!(
+                "too many sessions (server.max_sessions = {max_sessions}); close one (ADBC \
+                 and JDBC close theirs with the connection) or retry later"
+            )));
+        }
         session.touch(tokens.open_peer(peer));
         tokens.live.insert(token.clone(), Arc::new(session));
-        token
+        Ok(token)
     }
 
     /// The session of `token`, used now on the connection of `peer`; a parked session is live

@@ -12,6 +12,8 @@
 //! | a write that lost to another writer (`WriteConflict`, `scan/src/model/write_conflict.rs`) | `Aborted` |
 //! | memory limit, too many queries, `query.max_result_bytes` | `ResourceExhausted` |
 //! | `query.timeout` | `DeadlineExceeded` |
+//! | a query killed (`kill_query`, `query_control.rs`) | `Cancelled` |
+//! | `kill_query` of an unknown query / of another user's query by a non-admin | `NotFound` / `PermissionDenied` |
 //! | a data file missing from storage / not valid Parquet | `NotFound` / `DataLoss`, naming it |
 //! | anything else | `Internal`, with a log id also written to the server log |
 
@@ -23,6 +25,7 @@ use iceflight_scan::model::data_file_error::DataFileError;
 use iceflight_scan::model::write_conflict::WriteConflict;
 
 use crate::message::{LimitExceeded, data_file_error, message};
+use crate::query_control::{QueryControlError, QueryKilled};
 
 /// Converts a DataFusion error (possibly wrapping catalog errors) to a status whose message is
 /// [`message`]'s one line.
@@ -45,6 +48,18 @@ pub fn to_status(e: DataFusionError) -> Status {
         && inner.downcast_ref::<WriteConflict>().is_some()
     {
         return Status::aborted(message(&e));
+    }
+    if let DataFusionError::External(inner) = root {
+        if inner.downcast_ref::<QueryKilled>().is_some() {
+            return Status::cancelled(message(&e));
+        }
+        match inner.downcast_ref::<QueryControlError>() {
+            Some(QueryControlError::NotFound(_)) => return Status::not_found(message(&e)),
+            Some(QueryControlError::NotOwner { .. }) => {
+                return Status::permission_denied(message(&e));
+            }
+            None => {}
+        }
     }
 
     if let Some(file) = data_file_error(&e) {

@@ -1,5 +1,6 @@
 //! Table procedures in Trino's syntax: `ALTER TABLE t EXECUTE name(arg => value, …) [WHERE …]`
-//! and `CALL system.rollback_to_snapshot('schema', 'table', id)`.
+//! and `CALL system.rollback_to_snapshot('schema', 'table', id)`; `CALL
+//! system.runtime.kill_query(…)` is planned by `query_control.rs`.
 //!
 //! ```text
 //!   ALTER TABLE t EXECUTE optimize(file_size_threshold => '128MB') WHERE part = 'a'
@@ -224,6 +225,13 @@ fn execute_parts(statement: &[&TokenWithSpan]) -> Option<ExecuteParts> {
 pub async fn plan_call(ctx: &SessionContext, function: &Function) -> Result<LogicalPlan> {
     let name = function.name.to_string().to_lowercase();
     let args = arguments(function)?;
+    if name == "system.runtime.kill_query" {
+        let args = args
+            .into_iter()
+            .map(|(n, v)| Ok((n, string(&v, "kill_query's arguments")?)))
+            .collect::<Result<Vec<_>>>()?;
+        return crate::query_control::plan_kill(ctx, args);
+    }
     let names = Names::of(ctx);
     let (table, procedure, condition, args) = match name.as_str() {
         EXECUTE => {
@@ -259,7 +267,8 @@ pub async fn plan_call(ctx: &SessionContext, function: &Function) -> Result<Logi
             return plan_err!(
                 "unknown procedure {other}; there are ALTER TABLE … EXECUTE optimize, \
                  expire_snapshots, remove_orphan_files, optimize_manifests, \
-                 rollback_to_snapshot and CALL system.rollback_to_snapshot"
+                 rollback_to_snapshot, CALL system.rollback_to_snapshot and \
+                 CALL system.runtime.kill_query"
             );
         }
     };

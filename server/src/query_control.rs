@@ -1,0 +1,180 @@
+//! Query control from SQL: `CALL system.runtime.kill_query(query_id => '…', message => '…')`
+//! (Trino's procedure), by the query's owner or an admin (`[server] admins`).
+//!
+//! ```text
+//!   Execution::stream ──► QueryHistory::register_kill(id, sender)   (QUEUED, then RUNNING)
+//!   kill_query(id) ──► owner or admin? ──► sender.send(reason)
+//!       the query's task: waiting for its slots ──► fails at once
+//!                         running ──► its stream ends with the error, its slots freed
+//!   ──► the victim's client: `Cancelled` "query <id> was killed by <user>[: message]"
+//! ```
+//!
+//! Errors carried typed to the edge (`flight/status.rs`): an unknown or finished query →
+//! `NotFound`; another user's query killed by a non-admin → `PermissionDenied`.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{RecordBatch, StringArray};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::catalog::streaming::StreamingTable;
+use datafusion::common::tree_node::TreeNode;
+use datafusion::common::{DataFusionError, Result, plan_err};
+use datafusion::datasource::provider_as_source;
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::logical_expr::{LogicalPlan, LogicalPlanBuilder};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::streaming::PartitionStream;
+use datafusion::prelude::SessionContext;
+
+use crate::query_history::QueryHistory;
+
+/// Who runs a session's statements, a session config extension set at login
+/// (`flight/service.rs`): the user, and whether `[server] admins` names them.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    /// The logged-in user (`anonymous` without login).
+    pub user: String,
+    /// Sees every query and session and may kill any query.
+    pub admin: bool,
+}
+
+/// Why `kill_query` refused.
+#[derive(Debug, thiserror::Error)]
+pub enum QueryControlError {
+    /// No running or queued query has that id.
+    #[error("no running or queued query {0} (see system.runtime.queries)")]
+    NotFound(String),
+    /// The query is another user's and the caller is no admin.
+    #[error(
+        "query {id} belongs to another user; only its owner or an admin ([server] admins) may kill it"
+    )]
+    NotOwner {
+        /// The query.
+        id: String,
+    },
+}
+
+/// The error a killed query ends with (`Cancelled` at the edge).
+#[derive(Debug, thiserror::Error)]
+#[error("query {id} was killed by {by}{}", message.as_deref().map(|m| format!(": {m}")).unwrap_or_default())]
+pub struct QueryKilled {
+    /// The query.
+    pub id: String,
+    /// Who killed it.
+    pub by: String,
+    /// The message given to `kill_query`.
+    pub message: Option<String>,
+}
+
+impl QueryKilled {
+    /// This kill as a DataFusion error (`External`, so the type survives to the edge).
+    pub fn into_error(self) -> DataFusionError {
+        DataFusionError::External(Box::new(self))
+    }
+}
+
+/// The plan of `CALL system.runtime.kill_query(query_id [, message])`: when executed, kills
+/// the query (module docs) and answers one row `(query_id, state)` = `KILLED`.
+///
+/// Errors: arguments that are not one or two strings (`InvalidArgument`); at execution, those
+/// of the module docs.
+pub fn plan_kill(ctx: &SessionContext, args: Vec<(Option<String>, String)>) -> Result<LogicalPlan> {
+    let mut id = None;
+    let mut message = None;
+    for (i, (name, value)) in args.into_iter().enumerate() {
+        match (name.as_deref(), i) {
+            (Some("query_id"), _) | (None, 0) => id = Some(value),
+            (Some("message"), _) | (None, 1) => message = Some(value),
+            (Some(other), _) => {
+                return plan_err!(
+                    "procedure system.runtime.kill_query has no argument {other}; it takes \
+                     query_id, message"
+                );
+            }
+            (None, _) => {
+                return plan_err!("system.runtime.kill_query takes query_id and a message");
+            }
+        }
+    }
+    let Some(id) = id else {
+        return plan_err!("system.runtime.kill_query needs query_id");
+    };
+    let state = ctx.state();
+    let config = state.config();
+    let Some(history) = config.get_extension::<QueryHistory>() else {
+        return plan_err!("this session has no query list to kill from");
+    };
+    let caller = config
+        .get_extension::<Caller>()
+        .map(|c| c.as_ref().clone())
+        .unwrap_or(Caller {
+            user: "anonymous".to_string(),
+            admin: true,
+        });
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("query_id", DataType::Utf8, false),
+        Field::new("state", DataType::Utf8, false),
+    ]));
+    let kill = Kill {
+        schema: Arc::clone(&schema),
+        history,
+        caller,
+        id,
+        message,
+    };
+    let table = StreamingTable::try_new(schema, vec![Arc::new(kill)])?;
+    LogicalPlanBuilder::scan(KILL_TABLE, provider_as_source(Arc::new(table)), None)?.build()
+}
+
+/// The name of the one table a `kill_query` plan scans.
+const KILL_TABLE: &str = "iceflight_kill_query";
+
+/// Whether `plan` is a `kill_query` ([`plan_kill`]): it runs without a query slot.
+pub fn is_kill(plan: &LogicalPlan) -> bool {
+    let mut found = false;
+    let _ = plan.apply(|node| {
+        if let LogicalPlan::TableScan(scan) = node
+            && scan.table_name.table() == KILL_TABLE
+        {
+            found = true;
+        }
+        Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
+    });
+    found
+}
+
+/// The one partition of a `kill_query` plan: kills when executed.
+#[derive(Debug)]
+struct Kill {
+    schema: SchemaRef,
+    history: Arc<QueryHistory>,
+    caller: Caller,
+    id: String,
+    message: Option<String>,
+}
+
+impl PartitionStream for Kill {
+    fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    fn execute(&self, _context: Arc<TaskContext>) -> SendableRecordBatchStream {
+        let killed = self
+            .history
+            .kill(&self.id, &self.caller, self.message.clone())
+            .map_err(|e| DataFusionError::External(Box::new(e)))
+            .and_then(|()| {
+                Ok(RecordBatch::try_new(
+                    Arc::clone(&self.schema),
+                    vec![
+                        Arc::new(StringArray::from(vec![self.id.clone()])),
+                        Arc::new(StringArray::from(vec!["KILLED"])),
+                    ],
+                )?)
+            });
+        Box::pin(RecordBatchStreamAdapter::new(
+            Arc::clone(&self.schema),
+            futures::stream::once(async move { killed }),
+        ))
+    }
+}
