@@ -69,6 +69,10 @@ pub struct QueryConfig {
     /// Directory for the files of operators that spill under `memory_limit`. Absent = the OS's
     /// temporary directory.
     pub spill_dir: Option<PathBuf>,
+    /// Offer `read_parquet`, `read_csv` and `read_json` of files on the server's disk to
+    /// Flight SQL sessions (any client could then read any file the server process can). The
+    /// CLI's `sql` always offers them.
+    pub read_local_files: bool,
 }
 
 impl QueryConfig {
@@ -313,6 +317,7 @@ impl Default for QueryConfig {
             timeout: None,
             max_result_bytes: None,
             spill_dir: None,
+            read_local_files: false,
         }
     }
 }
@@ -474,8 +479,9 @@ pub enum ConfigError {
     /// A command that only reads found no embedded catalog in the data directory.
     #[error(
         "no iceflight catalog in data directory {} ({} does not exist): check --data-dir \
-         (or ICEFLIGHT_DATA_DIR, data_dir in the config); `iceflight demo` or \
-         `iceflight load tpch --scale 0.1 --namespace tpch` creates one",
+         (or ICEFLIGHT_DATA_DIR, data_dir in the config); `iceflight init` creates an empty \
+         one, `iceflight demo` or `iceflight load tpch --scale 0.1 --namespace tpch` one with \
+         data",
         dir.display(),
         dir.join("catalog.db").display()
     )]

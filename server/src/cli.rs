@@ -87,6 +87,16 @@ pub enum Command {
     /// Print an argon2 hash of a password read from a prompt or stdin, for
     /// `[[server.user]] password_hash`.
     HashPassword(HashPasswordArgs),
+    /// Create an empty embedded catalog in the data directory, with one namespace (`sql` and
+    /// `serve` never create one, so that a mistyped --data-dir is an error).
+    Init(InitArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// The namespace to create, the default schema of later commands while it is the only one.
+    #[arg(long, default_value = "default")]
+    pub namespace: String,
 }
 
 #[derive(Debug, Args)]
@@ -319,6 +329,7 @@ pub async fn run(cli: Cli, config: Config, out: &mut dyn Write) -> Result<(), Cl
         Command::Load(LoadCommand::Nested(args)) => run_load_nested(config, args, out).await,
         Command::Serve(args) => run_serve(config, args, out).await,
         Command::Demo(args) => run_demo(config, args, out).await,
+        Command::Init(args) => run_init(config, args, out).await,
         Command::HashPassword(args) => {
             let password = read_password(args)?;
             let hash =
@@ -520,6 +531,56 @@ async fn serve_until_signal(
     .map_err(CliError::from_display)
 }
 
+/// `iceflight init`: the embedded catalog of `config.data_dir` created with namespace
+/// `args.namespace`. An existing catalog is left as it is (the namespace created if missing).
+///
+/// Errors: `[[catalog]]` entries configured (init makes only the embedded catalog); the
+/// directory or catalog cannot be created.
+async fn run_init(config: Config, args: InitArgs, out: &mut dyn Write) -> Result<(), CliError> {
+    if !config.catalogs.is_empty() {
+        return Err(CliError::Failed(
+            "init creates the embedded catalog; this configuration names [[catalog]] entries, \
+             which their own services create"
+                .to_string(),
+        ));
+    }
+    let dir = crate::config::absolute(&config.data_dir);
+    let existed = dir.join("catalog.db").is_file();
+    let engine = Engine::connect(config)
+        .await
+        .map_err(CliError::from_display)?;
+    let catalog_name = engine.default_catalog().to_string();
+    let catalog = engine
+        .catalogs()
+        .get(&catalog_name)
+        .map_err(CliError::from_display)?;
+    let namespace = iceberg::NamespaceIdent::new(args.namespace.clone());
+    let made = match catalog.namespace_exists(&namespace).await {
+        Ok(true) => false,
+        _ => {
+            catalog
+                .create_namespace(&namespace, Default::default())
+                .await
+                .map_err(CliError::from_display)?;
+            true
+        }
+    };
+    let what = match (existed, made) {
+        (false, _) => "created",
+        (true, true) => "existed; namespace added",
+        (true, false) => "already existed; nothing changed",
+    };
+    writeln!(
+        out,
+        "catalog {catalog_name} in {} {what}: namespace {}.{}\nnext: iceflight --data-dir {} sql \"CREATE TABLE t (id BIGINT)\"",
+        dir.display(),
+        catalog_name,
+        args.namespace,
+        dir.display()
+    )
+    .map_err(CliError::from_display)
+}
+
 async fn run_demo(mut config: Config, args: DemoArgs, out: &mut dyn Write) -> Result<(), CliError> {
     if config.default_schema.is_none() {
         config.default_schema = Some(DEMO_NAMESPACE.to_string());
@@ -634,7 +695,7 @@ fn load_result(
 }
 
 async fn run_sql_command(
-    config: Config,
+    mut config: Config,
     args: SqlArgs,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
@@ -661,6 +722,8 @@ async fn run_sql_command(
     config
         .require_existing_catalog()
         .map_err(CliError::from_display)?;
+    // The user's own machine: read_parquet and friends may read its files.
+    config.query.read_local_files = true;
     let engine = Engine::connect(config)
         .await
         .map_err(CliError::from_display)?;

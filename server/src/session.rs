@@ -309,6 +309,10 @@ impl Engine {
         }
         .build();
         let ctx = SessionContext::new_with_state(state);
+        // Before the catalogs, which learn the session's table function names.
+        if self.config.query.read_local_files {
+            crate::sql::file_functions::register(&ctx);
+        }
         self.catalogs.register(&ctx);
         if !self.catalogs.names().contains(&crate::system::CATALOG) {
             crate::system::register(

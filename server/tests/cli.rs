@@ -351,6 +351,77 @@ fn read_only_commands_never_create_a_catalog() {
     }
 }
 
+/// `init` creates an empty catalog (with namespace `default`) where `sql` refused to; a second
+/// `init` changes nothing. The user's own files come in with `CREATE TABLE … AS SELECT` from
+/// `read_parquet` (a directory of files), `read_csv` and `read_json`, with the rows they hold;
+/// a missing path is one line.
+#[test]
+fn init_creates_an_empty_catalog_and_files_come_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("lake");
+    let made = stdout(&iceflight(&d, &["init"]));
+    assert!(made.contains("created: namespace local.default"), "{made}");
+    let again = stdout(&iceflight(&d, &["init"]));
+    assert!(
+        again.contains("already existed; nothing changed"),
+        "{again}"
+    );
+
+    let files = dir.path().join("files");
+    std::fs::create_dir_all(&files).unwrap();
+    std::fs::write(files.join("people.csv"), "id,name\n1,ann\n2,bob\n3,cy\n").unwrap();
+    std::fs::write(
+        files.join("events.json"),
+        "{\"id\": 1, \"kind\": \"a\"}\n{\"id\": 2, \"kind\": \"b\"}\n",
+    )
+    .unwrap();
+    let csv = files.join("people.csv").display().to_string();
+    let json = files.join("events.json").display().to_string();
+    stdout(&iceflight(
+        &d,
+        &[
+            "sql",
+            &format!(
+                "CREATE TABLE people AS SELECT * FROM read_csv('{csv}'); \
+                 CREATE TABLE events AS SELECT * FROM read_json('{json}'); \
+                 CREATE TABLE big AS SELECT value AS id, value * 2 AS v FROM generate_series(1, 5000)"
+            ),
+        ],
+    ));
+    // The Parquet files of `big` as a user's directory of files.
+    let big = files_under(&d)
+        .into_iter()
+        .find(|p| {
+            p.to_string_lossy().contains("/big/data/")
+                && p.extension().is_some_and(|e| e == "parquet")
+        })
+        .expect("big's data file");
+    let big_dir = big.parent().unwrap().display().to_string();
+    let out = stdout(&iceflight(
+        &d,
+        &[
+            "sql",
+            &format!(
+                "CREATE TABLE imported AS SELECT * FROM read_parquet('{big_dir}'); \
+                 SELECT (SELECT count(*) || ' ' || sum(v) FROM imported) AS parquet, \
+                 (SELECT string_agg(name, ',' ORDER BY id) FROM people) AS csv, \
+                 (SELECT string_agg(kind, ',' ORDER BY id) FROM events) AS json"
+            ),
+        ],
+    ));
+    assert!(out.contains("5000 25005000"), "{out}");
+    assert!(out.contains("ann,bob,cy") && out.contains("a,b"), "{out}");
+    let missing = dir.path().join("nope.parquet").display().to_string();
+    let err = failure(
+        &iceflight(
+            &d,
+            &["sql", &format!("SELECT * FROM read_parquet('{missing}')")],
+        ),
+        1,
+    );
+    assert!(err.contains("no such file or directory"), "{err}");
+}
+
 /// Passwords: never empty, never on the command line; `hash-password` reads stdin.
 #[test]
 fn passwords_are_read_safely() {

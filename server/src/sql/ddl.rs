@@ -289,6 +289,10 @@ pub(crate) async fn missing_table(
     let state = ctx.state();
     let defaults = &state.config_options().catalog;
     for reference in references {
+        // A table function (`read_parquet(…)`) is named like a table and is none.
+        if reference.schema().is_none() && state.table_functions().contains_key(reference.table()) {
+            continue;
+        }
         let name = reference.resolve(&defaults.default_catalog, &defaults.default_schema);
         // DataFusion answers information_schema itself, outside the catalogs' schemas.
         if name.schema.as_ref() == datafusion::catalog::information_schema::INFORMATION_SCHEMA {

@@ -14,6 +14,7 @@
 
 pub mod ddl;
 pub mod delete;
+pub mod file_functions;
 pub mod metadata_columns;
 pub mod procedures;
 pub mod row_change;
