@@ -27,51 +27,7 @@ use datafusion::physical_plan::streaming::PartitionStream;
 use datafusion::prelude::SessionContext;
 
 use crate::query_history::QueryHistory;
-
-/// Who runs a session's statements, a session config extension set at login
-/// (`flight/service.rs`): the user, and whether `[server] admins` names them.
-#[derive(Debug, Clone)]
-pub struct Caller {
-    /// The logged-in user (`anonymous` without login).
-    pub user: String,
-    /// Sees every query and session and may kill any query.
-    pub admin: bool,
-}
-
-/// Why `kill_query` refused.
-#[derive(Debug, thiserror::Error)]
-pub enum QueryControlError {
-    /// No running or queued query has that id.
-    #[error("no running or queued query {0} (see system.runtime.queries)")]
-    NotFound(String),
-    /// The query is another user's and the caller is no admin.
-    #[error(
-        "query {id} belongs to another user; only its owner or an admin ([server] admins) may kill it"
-    )]
-    NotOwner {
-        /// The query.
-        id: String,
-    },
-}
-
-/// The error a killed query ends with (`Cancelled` at the edge).
-#[derive(Debug, thiserror::Error)]
-#[error("query {id} was killed by {by}{}", message.as_deref().map(|m| format!(": {m}")).unwrap_or_default())]
-pub struct QueryKilled {
-    /// The query.
-    pub id: String,
-    /// Who killed it.
-    pub by: String,
-    /// The message given to `kill_query`.
-    pub message: Option<String>,
-}
-
-impl QueryKilled {
-    /// This kill as a DataFusion error (`External`, so the type survives to the edge).
-    pub fn into_error(self) -> DataFusionError {
-        DataFusionError::External(Box::new(self))
-    }
-}
+pub use crate::query_history::{Caller, QueryControlError, QueryKilled};
 
 /// The plan of `CALL system.runtime.kill_query(query_id [, message])`: when executed, kills
 /// the query (module docs) and answers one row `(query_id, state)` = `KILLED`.

@@ -11,6 +11,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
+use datafusion::common::DataFusionError;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
@@ -104,7 +105,7 @@ pub struct QueryHistory {
     running: Mutex<HashMap<String, QueryRecord>>,
     /// How to end each running query that can be killed (`query_control.rs`): its reason goes
     /// through the sender.
-    kills: Mutex<HashMap<String, tokio::sync::oneshot::Sender<crate::query_control::QueryKilled>>>,
+    kills: Mutex<HashMap<String, tokio::sync::oneshot::Sender<QueryKilled>>>,
     finished: Mutex<VecDeque<QueryRecord>>,
     /// Totals since the start.
     pub metrics: QueryMetrics,
@@ -141,11 +142,7 @@ impl QueryHistory {
     }
 
     /// `kill` ends query `id` with the reason sent through it, once `kill_query` asks.
-    pub fn register_kill(
-        &self,
-        id: &str,
-        kill: tokio::sync::oneshot::Sender<crate::query_control::QueryKilled>,
-    ) {
+    pub fn register_kill(&self, id: &str, kill: tokio::sync::oneshot::Sender<QueryKilled>) {
         self.kills
             .lock()
             .expect("query kills")
@@ -159,10 +156,9 @@ impl QueryHistory {
     pub fn kill(
         &self,
         id: &str,
-        caller: &crate::query_control::Caller,
+        caller: &Caller,
         message: Option<String>,
-    ) -> Result<(), crate::query_control::QueryControlError> {
-        use crate::query_control::{QueryControlError, QueryKilled};
+    ) -> Result<(), QueryControlError> {
         let owner = self
             .running
             .lock()
@@ -249,6 +245,51 @@ impl QueryHistory {
     /// Queries running now.
     pub fn running(&self) -> usize {
         self.running.lock().expect("query history").len()
+    }
+}
+
+/// Who runs a session's statements, a session config extension set at login
+/// (`flight/service.rs`): the user, and whether `[server] admins` names them.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    /// The logged-in user (`anonymous` without login).
+    pub user: String,
+    /// Sees every query and session and may kill any query.
+    pub admin: bool,
+}
+
+/// Why `kill_query` refused.
+#[derive(Debug, thiserror::Error)]
+pub enum QueryControlError {
+    /// No running or queued query has that id.
+    #[error("no running or queued query {0} (see system.runtime.queries)")]
+    NotFound(String),
+    /// The query is another user's and the caller is no admin.
+    #[error(
+        "query {id} belongs to another user; only its owner or an admin ([server] admins) may kill it"
+    )]
+    NotOwner {
+        /// The query.
+        id: String,
+    },
+}
+
+/// The error a killed query ends with (`Cancelled` at the edge).
+#[derive(Debug, thiserror::Error)]
+#[error("query {id} was killed by {by}{}", message.as_deref().map(|m| format!(": {m}")).unwrap_or_default())]
+pub struct QueryKilled {
+    /// The query.
+    pub id: String,
+    /// Who killed it.
+    pub by: String,
+    /// The message given to `kill_query`.
+    pub message: Option<String>,
+}
+
+impl QueryKilled {
+    /// This kill as a DataFusion error (`External`, so the type survives to the edge).
+    pub fn into_error(self) -> DataFusionError {
+        DataFusionError::External(Box::new(self))
     }
 }
 
