@@ -159,6 +159,31 @@ pub struct DistributedConfig {
     /// tasks once a probe or a query finds it down; a restarted one gets them after a probe.
     #[serde(with = "crate::units::duration_text")]
     pub health_interval: Duration,
+    /// A file holding the cluster's shared secret (at least 32 characters, trailing whitespace
+    /// trimmed): coordinators and workers present it on every call of a worker, and a worker
+    /// refuses a call without it (`Unauthenticated`, logged). Same file on every member.
+    pub secret_file: Option<PathBuf>,
+    /// `[distributed.tls]`: TLS between the cluster's members, certificates checked both ways.
+    pub tls: Option<ClusterTlsConfig>,
+    /// Lets a worker listen beyond loopback with neither `secret_file` nor `tls`, admitting any
+    /// caller (a network the operator trusts); otherwise such a worker refuses to start.
+    pub allow_unauthenticated: bool,
+}
+
+/// `[distributed.tls]`: PEM files of this process's certificate and key and of the CA that signs
+/// every member's certificate. A worker serves its certificate and admits only callers with a
+/// certificate the CA signed (mutual TLS); callers reach workers at `https://` URLs, check the
+/// worker's certificate against the CA and present their own.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterTlsConfig {
+    /// This process's certificate chain, end-entity certificate first (PEM); a worker's names
+    /// the host of its URL.
+    pub cert: PathBuf,
+    /// Its private key (PEM: PKCS#8, PKCS#1 or SEC1).
+    pub key: PathBuf,
+    /// The CA certificates members' certificates are checked against (PEM).
+    pub ca: PathBuf,
 }
 
 impl Default for DistributedConfig {
@@ -167,6 +192,9 @@ impl Default for DistributedConfig {
             role: Role::Single,
             workers: vec![],
             health_interval: Duration::from_secs(1),
+            secret_file: None,
+            tls: None,
+            allow_unauthenticated: false,
         }
     }
 }
@@ -224,10 +252,11 @@ impl std::str::FromStr for Role {
     }
 }
 
-/// A coordinator's worker URLs, checked.
+/// A coordinator's worker URLs, checked: `https://host:port` when the cluster speaks TLS
+/// (`tls`, `[distributed.tls]`), `http://host:port` otherwise.
 ///
-/// Errors: none given, a URL that is not `http://host:port`, a URL given twice.
-pub fn parse_worker_urls(urls: &[String]) -> Result<Vec<url::Url>, ConfigError> {
+/// Errors: none given, a URL of another form, a URL given twice.
+pub fn parse_worker_urls(urls: &[String], tls: bool) -> Result<Vec<url::Url>, ConfigError> {
     if urls.is_empty() {
         return Err(ConfigError::Invalid(
             "role = \"coordinator\" needs workers: [distributed] workers = [\"http://host:port\", …] \
@@ -240,9 +269,14 @@ pub fn parse_worker_urls(urls: &[String]) -> Result<Vec<url::Url>, ConfigError> 
         let url = url::Url::parse(u).map_err(|e| {
             ConfigError::Invalid(format!("distributed.workers: {u} is not a URL: {e}"))
         })?;
-        if url.scheme() != "http" || url.host().is_none() || url.port().is_none() {
+        let (scheme, why) = if tls {
+            ("https", "[distributed.tls] is set")
+        } else {
+            ("http", "https:// needs [distributed.tls]")
+        };
+        if url.scheme() != scheme || url.host().is_none() || url.port().is_none() {
             return Err(ConfigError::Invalid(format!(
-                "distributed.workers: {u} must be http://host:port"
+                "distributed.workers: {u} must be {scheme}://host:port ({why})"
             )));
         }
         if out.contains(&url) {
@@ -535,7 +569,7 @@ impl Config {
         self.query.timeout()?;
         match self.distributed.role {
             Role::Coordinator => {
-                parse_worker_urls(&self.distributed.workers)?;
+                parse_worker_urls(&self.distributed.workers, self.distributed.tls.is_some())?;
             }
             role if !self.distributed.workers.is_empty() => {
                 return Err(ConfigError::Invalid(format!(
@@ -761,17 +795,21 @@ mod tests {
         );
     }
 
-    /// Worker URLs must be `http://host:port`, each once.
+    /// Worker URLs must be `http://host:port` (`https://` under TLS), each once.
     #[test]
     fn urls_are_checked() {
-        assert!(parse_worker_urls(&[]).is_err());
-        assert!(parse_worker_urls(&["localhost:1".into()]).is_err());
-        assert!(parse_worker_urls(&["http://localhost".into()]).is_err());
-        assert!(parse_worker_urls(&["http://localhost:50061".into()]).is_ok());
+        assert!(parse_worker_urls(&[], false).is_err());
+        assert!(parse_worker_urls(&["localhost:1".into()], false).is_err());
+        assert!(parse_worker_urls(&["http://localhost".into()], false).is_err());
+        assert!(parse_worker_urls(&["http://localhost:50061".into()], false).is_ok());
+        assert!(parse_worker_urls(&["https://localhost:50061".into()], false).is_err());
+        assert!(parse_worker_urls(&["https://localhost:50061".into()], true).is_ok());
+        let e = parse_worker_urls(&["http://localhost:50061".into()], true).unwrap_err();
+        assert!(e.to_string().contains("must be https://host:port"), "{e}");
         let twice = [
             "http://localhost:50061".to_string(),
             "http://localhost:50061".into(),
         ];
-        assert!(parse_worker_urls(&twice).is_err());
+        assert!(parse_worker_urls(&twice, false).is_err());
     }
 }

@@ -120,6 +120,10 @@ pub struct ServeArgs {
     /// A worker of this coordinator, http://host:port; repeatable (added to the config's distributed.workers).
     #[arg(long = "worker", value_name = "URL")]
     pub workers: Vec<String>,
+    /// A file holding the cluster's shared secret, the same on coordinator and workers (sets
+    /// the config's distributed.secret_file; docs/scaling-out.md).
+    #[arg(long, env = "ICEFLIGHT_CLUSTER_SECRET_FILE", value_name = "PATH")]
+    pub cluster_secret_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -451,6 +455,9 @@ async fn run_serve(
         config.distributed.role = role;
     }
     config.distributed.workers.extend(args.workers);
+    if let Some(path) = args.cluster_secret_file {
+        config.distributed.secret_file = Some(path);
+    }
     config
         .require_existing_catalog()
         .map_err(CliError::from_display)?;
@@ -459,10 +466,24 @@ async fn run_serve(
         if !args.users.is_empty() || !config.server.users.is_empty() {
             eprintln!("warning: a worker takes no login: --user and [[server.user]] are not used");
         }
-        if !addr.ip().is_loopback() {
+        let d = &config.distributed;
+        let authenticated = d.secret_file.is_some() || d.tls.is_some();
+        if !addr.ip().is_loopback() && !authenticated {
+            if !d.allow_unauthenticated {
+                return Err(CliError::from_display(format!(
+                    "a worker listening on {addr} would run any plan sent by anyone who reaches \
+                     it: set [distributed] secret_file (or [distributed.tls]) on every member, \
+                     or allow_unauthenticated = true on a network you trust"
+                )));
+            }
             eprintln!(
-                "warning: a worker asks for no login: anyone who can reach {addr} can run plans \
-                 on it; keep workers on a private network"
+                "warning: [distributed] allow_unauthenticated: anyone who can reach {addr} can \
+                 run plans on this worker"
+            );
+        } else if !addr.ip().is_loopback() && d.tls.is_none() {
+            eprintln!(
+                "warning: without [distributed.tls] the cluster's secret and every plan cross \
+                 the network in plaintext"
             );
         }
         let engine = Engine::connect(config)

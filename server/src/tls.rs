@@ -1,5 +1,6 @@
-//! TLS for the Flight SQL listener (`[server.tls]`): rustls through tokio-rustls, the
-//! certificate reloaded on SIGHUP, client certificates required when `client_ca` is set (mTLS).
+//! TLS for the Flight SQL listener (`[server.tls]`) and a worker's (`[distributed.tls]`,
+//! `distributed/security.rs`): rustls through tokio-rustls, the certificate reloaded on SIGHUP,
+//! client certificates required when `client_ca` is set (mTLS; always for a worker).
 //!
 //! ```text
 //!   TCP accept ──► TLS handshake (its own task, at most HANDSHAKE_TIMEOUT) ──► tonic (h2 by ALPN)
@@ -225,4 +226,23 @@ pub fn incoming(
         }
     });
     tokio_stream::wrappers::ReceiverStream::new(rx)
+}
+
+/// Reads the TLS certificate and key again on every SIGHUP, logging the outcome (a failed
+/// reload keeps the current pair).
+pub fn reload_on_sighup(cert: Arc<ReloadableCert>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let Ok(mut hangups) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        else {
+            tracing::warn!("cannot listen for SIGHUP: the TLS certificate is not reloaded");
+            return;
+        };
+        while hangups.recv().await.is_some() {
+            match cert.reload() {
+                Ok(()) => tracing::info!("SIGHUP: TLS certificate reloaded"),
+                Err(e) => tracing::error!(error = %e, "SIGHUP: TLS certificate not reloaded"),
+            }
+        }
+    })
 }

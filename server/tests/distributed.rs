@@ -2,7 +2,8 @@
 //! (`server/src/distributed/`): the scan's codec and split keep every row, TPC-H's answers
 //! through 2 and 3 workers are the single node's, the workers prune on the date-sorted SSB
 //! layout (their counters gathered into the coordinator's EXPLAIN ANALYZE), and a worker killed
-//! mid-query fails that query with `Unavailable` naming it while the coordinator keeps serving.
+//! mid-query fails that query with `Unavailable` naming it while the coordinator keeps serving;
+//! workers with a secret and mutual TLS admit only their cluster.
 
 mod common;
 
@@ -12,11 +13,12 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{execute, query, repo_root, rows};
+use common::{TestCa, execute, query, repo_root, rows};
 use datafusion::prelude::SessionContext;
 use futures::StreamExt;
-use iceflight::config::Config;
+use iceflight::config::{ClusterTlsConfig, Config};
 use iceflight::distributed::Role;
+use iceflight::distributed::security::ClusterCredentials;
 use iceflight::session::Engine;
 use iceflight_scan::distributed::codec::IcebergScanCodec;
 
@@ -29,14 +31,35 @@ struct Worker {
 impl Worker {
     /// Starts a worker on the embedded catalog in `dir`, listening on `listen`.
     fn start(dir: &Path, listen: &str) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_iceflight"))
+        Self::start_with(dir, listen, None)
+    }
+
+    /// Starts a worker as [`Self::start`], with `cluster`'s secret and TLS when given (its log
+    /// then goes to `cluster.log`, its URL is `https://`).
+    fn start_with(dir: &Path, listen: &str, cluster: Option<&ClusterFiles>) -> Self {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_iceflight"));
+        command
             .env_remove("ICEFLIGHT_CONFIG")
             .env_remove("ICEFLIGHT_ROLE")
+            .env("ICEFLIGHT_LOG", "warn")
             .arg("--data-dir")
-            .arg(dir)
+            .arg(dir);
+        match cluster {
+            Some(c) => {
+                let log = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&c.log)
+                    .unwrap();
+                command.arg("--config").arg(&c.config).stderr(log);
+            }
+            None => {
+                command.stderr(Stdio::inherit());
+            }
+        }
+        let mut child = command
             .args(["serve", "--role", "worker", "--listen", listen])
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
             .spawn()
             .expect("start a worker");
         let mut line = String::new();
@@ -47,9 +70,10 @@ impl Worker {
             .split_whitespace()
             .nth(4)
             .unwrap_or_else(|| panic!("worker start line: {line:?}"));
+        let scheme = if cluster.is_some() { "https" } else { "http" };
         Self {
             child,
-            url: format!("http://{addr}"),
+            url: format!("{scheme}://{addr}"),
         }
     }
 
@@ -60,7 +84,7 @@ impl Worker {
 
     /// The address it listens on (`127.0.0.1:PORT`).
     fn addr(&self) -> &str {
-        self.url.trim_start_matches("http://")
+        self.url.split("://").nth(1).unwrap()
     }
 
     fn kill(&mut self) {
@@ -77,6 +101,15 @@ impl Drop for Worker {
 
 /// A coordinator engine (in this process) on the embedded catalog in `dir` with `workers`.
 async fn coordinator(dir: &Path, workers: &[&Worker]) -> Engine {
+    coordinator_with(dir, workers, |_| {}).await
+}
+
+/// [`coordinator`] with `distributed` changed by `change`.
+async fn coordinator_with(
+    dir: &Path,
+    workers: &[&Worker],
+    change: impl FnOnce(&mut iceflight::config::DistributedConfig),
+) -> Engine {
     let mut config = Config {
         data_dir: dir.to_path_buf(),
         ..Config::default()
@@ -85,6 +118,7 @@ async fn coordinator(dir: &Path, workers: &[&Worker]) -> Engine {
     config.distributed.role = Role::Coordinator;
     config.distributed.workers = workers.iter().map(|w| w.url.clone()).collect();
     config.distributed.health_interval = std::time::Duration::from_millis(200);
+    change(&mut config.distributed);
     Engine::connect(config).await.expect("coordinator")
 }
 
@@ -401,4 +435,277 @@ async fn a_filter_from_another_stage_is_counted_and_not_used() {
     );
     assert_eq!(counter(&plan, "tpch.lineitem", "files_pruned_dynamic"), 0);
     assert_eq!(counter(&plan, "tpch.lineitem", "row_groups_pruned"), 0);
+}
+
+/// A secured cluster's files in one directory: a CA, one certificate for every member (named
+/// `127.0.0.1`), the secret, the workers' configuration and their log.
+struct ClusterFiles {
+    dir: std::path::PathBuf,
+    config: std::path::PathBuf,
+    secret: std::path::PathBuf,
+    tls: ClusterTlsConfig,
+    log: std::path::PathBuf,
+}
+
+impl ClusterFiles {
+    fn new(dir: &Path) -> Self {
+        let dir = dir.join("cluster");
+        std::fs::create_dir_all(&dir).unwrap();
+        let ca = TestCa::new("cluster CA");
+        let (cert, key) = ca.sign(&["127.0.0.1", "localhost"]);
+        let write = |name: &str, text: &str| {
+            let path = dir.join(name);
+            std::fs::write(&path, text).unwrap();
+            path
+        };
+        let tls = ClusterTlsConfig {
+            cert: write("member.pem", &cert),
+            key: write("member.key", &key),
+            ca: write("ca.pem", &ca.pem),
+        };
+        let secret = write("secret", &format!("{}\n", "c0ffee42".repeat(8)));
+        let config = write(
+            "worker.toml",
+            &format!(
+                "[distributed]\nsecret_file = {:?}\n[distributed.tls]\ncert = {:?}\nkey = {:?}\nca = {:?}\n",
+                secret, tls.cert, tls.key, tls.ca
+            ),
+        );
+        let log = dir.join("workers.log");
+        Self {
+            dir,
+            config,
+            secret,
+            tls,
+            log,
+        }
+    }
+
+    /// The credentials of a caller with `secret` (none: no file) and TLS as `tls` (none:
+    /// plaintext).
+    fn caller(&self, secret: Option<&str>, tls: Option<ClusterTlsConfig>) -> ClusterCredentials {
+        let secret_file = secret.map(|s| {
+            let path = self.dir.join(format!("caller-secret-{}", s.len()));
+            std::fs::write(&path, s).unwrap();
+            path
+        });
+        let config = iceflight::config::DistributedConfig {
+            secret_file,
+            tls,
+            ..Default::default()
+        };
+        ClusterCredentials::from_config(&config).unwrap()
+    }
+}
+
+/// What a worker answers a client that sends it a plan (`plan` as the encoded plan's bytes)
+/// over `credentials`: the gRPC status of the refusal, if any.
+async fn send_plan(
+    credentials: &ClusterCredentials,
+    worker: &Worker,
+    plan: &[u8],
+) -> tonic::Status {
+    use datafusion_distributed::{CoordinatorToWorkerMsg, SetPlanRequest, TaskKey};
+    let url = match credentials.uses_tls() {
+        true => url::Url::parse(&worker.url).unwrap(),
+        false => url::Url::parse(&format!("http://{}", worker.addr())).unwrap(),
+    };
+    let channel = credentials
+        .endpoint(&url)
+        .unwrap()
+        .connect_timeout(Duration::from_secs(2))
+        .connect_lazy();
+    let mut client = credentials.client(channel);
+    let request = SetPlanRequest {
+        task_key: TaskKey {
+            query_id: uuid::Uuid::new_v4(),
+            stage_id: 1,
+            task_number: 0,
+        },
+        task_count: 1,
+        plan_proto: plan.to_vec(),
+        work_unit_feed_declarations: vec![],
+        target_worker_url: url.clone(),
+        query_start_time_ns: 0,
+    };
+    let messages = futures::stream::iter([CoordinatorToWorkerMsg::SetPlanRequest(request)])
+        .chain(futures::stream::pending())
+        .boxed();
+    let called = tokio::time::timeout(
+        Duration::from_secs(10),
+        client.coordinator_channel(http::HeaderMap::new(), messages),
+    )
+    .await
+    .expect("the worker answers within 10 s");
+    let error = match called {
+        Err(e) => e,
+        Ok(mut answers) => match tokio::time::timeout(Duration::from_secs(10), answers.next())
+            .await
+            .expect("the worker answers within 10 s")
+        {
+            Some(Err(e)) => e,
+            other => panic!("the worker took the plan: {:?}", other.map(|r| r.is_ok())),
+        },
+    };
+    status_in(&error).unwrap_or_else(|| tonic::Status::unknown(error.to_string()))
+}
+
+/// The gRPC status inside `e`, looking through context and shared wrappers.
+fn status_in(e: &datafusion::error::DataFusionError) -> Option<tonic::Status> {
+    use datafusion::error::DataFusionError as E;
+    match e {
+        E::External(inner) => inner.downcast_ref::<tonic::Status>().cloned(),
+        E::Context(_, inner) => status_in(inner),
+        E::Shared(inner) => status_in(inner),
+        _ => None,
+    }
+}
+
+/// Workers with `[distributed] secret_file` and `[distributed.tls]` admit only their cluster:
+/// the coordinator presenting both answers as the single node does, through both workers; a
+/// client sending a plan with no secret or a wrong one (a stolen certificate) gets
+/// `Unauthenticated`, logged by the worker with the caller's address, before the plan is read
+/// (the right secret gets as far as decoding the forged bytes); a certificate of another CA or
+/// plaintext gets no TLS session. A worker beyond loopback with neither setting, or with a
+/// short secret, refuses to start with one line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_admit_only_their_cluster() {
+    let dir = tempfile::tempdir().unwrap();
+    let single = common::engine(dir.path(), 2).await;
+    common::load_tpch_local(&single, 0.01).await;
+    let files = ClusterFiles::new(dir.path());
+    let workers = [
+        Worker::start_with(dir.path(), "127.0.0.1:0", Some(&files)),
+        Worker::start_with(dir.path(), "127.0.0.1:0", Some(&files)),
+    ];
+    let engine = coordinator_with(dir.path(), &[&workers[0], &workers[1]], |d| {
+        d.secret_file = Some(files.secret.clone());
+        d.tls = Some(files.tls.clone());
+    })
+    .await;
+    let list = engine.cluster().unwrap().workers().unwrap().clone();
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(
+        list.live().len(),
+        2,
+        "both workers answer the coordinator's probes"
+    );
+    let ctx = engine
+        .session(
+            None,
+            Some("tpch"),
+            &[(
+                "distributed.file_scan_config_bytes_per_partition".into(),
+                "32768".into(),
+            )],
+        )
+        .unwrap();
+    let text = "SELECT l_returnflag, count(*), sum(l_quantity) FROM lineitem GROUP BY l_returnflag";
+    assert!(
+        distributed_plan(&ctx, text).await.contains("Stage 2"),
+        "not distributed"
+    );
+    let local = single.session(None, Some("tpch"), &[]).unwrap();
+    assert_eq!(answer(&ctx, text).await, answer(&local, text).await);
+
+    // Forged plans.
+    let secret = std::fs::read_to_string(&files.secret).unwrap();
+    let stolen_cert = Some(files.tls.clone());
+    let unauthenticated = [
+        ("no secret", files.caller(None, stolen_cert.clone())),
+        (
+            "a wrong secret",
+            files.caller(Some(&"0".repeat(64)), stolen_cert.clone()),
+        ),
+    ];
+    for (what, caller) in &unauthenticated {
+        let status = send_plan(caller, &workers[0], b"forged plan").await;
+        assert_eq!(
+            status.code(),
+            tonic::Code::Unauthenticated,
+            "{what}: {status:?}"
+        );
+        assert!(
+            status.message().contains("secret_file"),
+            "{what}: {status:?}"
+        );
+    }
+    let member = files.caller(Some(secret.trim_end()), stolen_cert.clone());
+    let status = send_plan(&member, &workers[0], b"forged plan").await;
+    assert_ne!(status.code(), tonic::Code::Unauthenticated, "{status:?}");
+    let log = std::fs::read_to_string(&files.log).unwrap();
+    let refusals: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("refused a call to the worker service"))
+        .collect();
+    assert_eq!(refusals.len(), 2, "{log}");
+    assert!(refusals.iter().all(|l| l.contains("127.0.0.1:")), "{log}");
+
+    let other = TestCa::new("another CA");
+    let (cert, key) = other.sign(&["127.0.0.1"]);
+    std::fs::write(files.dir.join("other.pem"), cert).unwrap();
+    std::fs::write(files.dir.join("other.key"), key).unwrap();
+    let outsiders = [
+        (
+            "another CA's certificate",
+            files.caller(
+                Some(secret.trim_end()),
+                Some(ClusterTlsConfig {
+                    cert: files.dir.join("other.pem"),
+                    key: files.dir.join("other.key"),
+                    ca: files.tls.ca.clone(),
+                }),
+            ),
+        ),
+        ("plaintext", files.caller(Some(secret.trim_end()), None)),
+    ];
+    for (what, caller) in &outsiders {
+        let status = send_plan(caller, &workers[0], b"forged plan").await;
+        assert!(
+            matches!(
+                status.code(),
+                tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Internal
+            ),
+            "{what}: {status:?}"
+        );
+    }
+    assert_eq!(answer(&ctx, text).await, answer(&local, text).await);
+
+    // A worker that would admit anyone, or with a short secret, does not start.
+    let refused = |config: Option<&Path>, listen: &str| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_iceflight"));
+        command
+            .env_remove("ICEFLIGHT_CONFIG")
+            .env_remove("ICEFLIGHT_ROLE")
+            .arg("--data-dir")
+            .arg(dir.path());
+        if let Some(c) = config {
+            command.arg("--config").arg(c);
+        }
+        let out = command
+            .args(["serve", "--role", "worker", "--listen", listen])
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        stderr
+    };
+    let open = refused(None, "0.0.0.0:0");
+    assert!(
+        open.contains("secret_file") && open.contains("allow_unauthenticated"),
+        "{open}"
+    );
+    let short = files.dir.join("short.toml");
+    std::fs::write(
+        &short,
+        format!(
+            "[distributed]\nsecret_file = {:?}\n",
+            files.dir.join("caller-secret-5")
+        ),
+    )
+    .unwrap();
+    std::fs::write(files.dir.join("caller-secret-5"), "short").unwrap();
+    let short = refused(Some(&short), "127.0.0.1:0");
+    assert!(short.contains("at least 32"), "{short}");
 }

@@ -13,40 +13,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use arrow_flight::sql::client::FlightSqlServiceClient;
-use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+use common::TestCa;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
-
-/// A CA: its certificate (PEM) and what signs with it.
-struct Ca {
-    pem: String,
-    issuer: Issuer<'static, KeyPair>,
-}
-
-impl Ca {
-    fn new(name: &str) -> Self {
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, name);
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        let key = KeyPair::generate().unwrap();
-        let pem = params.self_signed(&key).unwrap().pem();
-        Self {
-            pem,
-            issuer: Issuer::new(params, key),
-        }
-    }
-
-    /// A certificate for `names` signed by this CA: `(certificate PEM, key PEM)`.
-    fn sign(&self, names: &[&str]) -> (String, String) {
-        let params =
-            CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
-                .unwrap();
-        let key = KeyPair::generate().unwrap();
-        let cert = params.signed_by(&key, &self.issuer).unwrap();
-        (cert.pem(), key.serialize_pem())
-    }
-}
 
 /// An `iceflight serve` process with `[server.tls]` (user `alice:secret`), killed on drop.
 struct Server {
@@ -166,7 +134,7 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
 async fn tls_listener_refuses_what_it_must_and_reloads_on_sighup() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let (ca, other) = (Ca::new("iceflight test CA"), Ca::new("another CA"));
+    let (ca, other) = (TestCa::new("iceflight test CA"), TestCa::new("another CA"));
     let (cert, key) = ca.sign(&["localhost", "127.0.0.1"]);
     let cert_path = write(d, "server.pem", &cert);
     let key_path = write(d, "server.key", &key);
@@ -207,7 +175,7 @@ async fn tls_listener_refuses_what_it_must_and_reloads_on_sighup() {
 async fn mutual_tls_requires_a_client_certificate_from_the_client_ca() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let (ca, other) = (Ca::new("iceflight test CA"), Ca::new("another CA"));
+    let (ca, other) = (TestCa::new("iceflight test CA"), TestCa::new("another CA"));
     let (cert, key) = ca.sign(&["localhost"]);
     let server = Server::start(
         d,

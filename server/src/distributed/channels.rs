@@ -28,7 +28,6 @@ use async_trait::async_trait;
 use datafusion::common::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
 use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
-use datafusion_distributed::grpc::{BoxCloneSyncChannel, create_worker_client};
 use datafusion_distributed::{
     ChannelResolver, CoordinatorToWorkerMsg, ExecuteTaskRequest, GetWorkerInfoRequest,
     GetWorkerInfoResponse, WorkerChannel, WorkerToCoordinatorMsg,
@@ -38,6 +37,7 @@ use futures::{StreamExt, TryStreamExt};
 use http::HeaderMap;
 use url::Url;
 
+use super::security::ClusterCredentials;
 use super::workers::WorkerList;
 
 /// Time to open a TCP connection to a worker.
@@ -47,15 +47,19 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 #[derive(Debug, Clone)]
 pub struct WorkerChannels {
     channels: Arc<Mutex<HashMap<Url, tonic::transport::Channel>>>,
+    /// What every call presents (`security.rs`).
+    credentials: ClusterCredentials,
     /// On a coordinator: where unreachable workers are reported.
     workers: Option<WorkerList>,
 }
 
 impl WorkerChannels {
-    /// Channels reporting unreachable workers to `workers` (a coordinator's list).
-    pub fn new(workers: Option<WorkerList>) -> Self {
+    /// Channels presenting `credentials`, reporting unreachable workers to `workers` (a
+    /// coordinator's list).
+    pub fn new(workers: Option<WorkerList>, credentials: ClusterCredentials) -> Self {
         Self {
             channels: Default::default(),
+            credentials,
             workers,
         }
     }
@@ -65,8 +69,10 @@ impl WorkerChannels {
         if let Some(c) = channels.get(url) {
             return Ok(c.clone());
         }
-        let endpoint = tonic::transport::Endpoint::from_shared(url.to_string())
-            .map_err(|e| DataFusionError::Configuration(format!("worker URL {url}: {e}")))?
+        let endpoint = self
+            .credentials
+            .endpoint(url)
+            .map_err(|e| DataFusionError::Configuration(e.to_string()))?
             .connect_timeout(CONNECT_TIMEOUT)
             .tcp_nodelay(true)
             .http2_keep_alive_interval(KEEPALIVE_INTERVAL)
@@ -85,7 +91,7 @@ impl ChannelResolver for WorkerChannels {
         let channel = self.channel(url)?;
         Ok(Box::new(NamedChannel {
             url: url.clone(),
-            inner: create_worker_client(BoxCloneSyncChannel::new(channel)),
+            inner: self.credentials.client(channel),
             workers: self.workers.clone(),
         }))
     }
@@ -271,7 +277,7 @@ mod tests {
     #[tokio::test]
     async fn transport_failures_name_the_worker() {
         let url = Url::parse("http://127.0.0.1:50061").unwrap();
-        let workers = WorkerList::new(&[url.to_string()]).unwrap();
+        let workers = WorkerList::new(&[url.to_string()], &ClusterCredentials::default()).unwrap();
         let failures = WorkerFailures::default();
         let e = DataFusionError::External(Box::new(tonic::Status::unknown(
             "h2 protocol error: error reading a body from connection",

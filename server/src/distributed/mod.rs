@@ -13,10 +13,12 @@
 //! `single` (the default) runs every query in the process, as before. A worker serves only
 //! datafusion-distributed's worker service on `[server] listen`; Flight SQL clients talk to the
 //! coordinator. Workers and coordinator must configure the same catalogs under the same names
-//! (credentials stay in each process's configuration; plans never carry them).
+//! (credentials stay in each process's configuration; plans never carry them). A worker admits
+//! only callers presenting the cluster's secret or a certificate of its CA (`security.rs`).
 
 pub mod channels;
 pub mod scan_tasks;
+pub mod security;
 pub mod workers;
 
 pub use channels::{KEEPALIVE_INTERVAL, KEEPALIVE_TIMEOUT};
@@ -28,6 +30,7 @@ use iceflight_scan::distributed::codec::IcebergScanCodec;
 
 use crate::config::{ConfigError, DistributedConfig};
 use channels::WorkerChannels;
+use security::ClusterCredentials;
 use workers::WorkerList;
 
 pub use iceflight_input::config::Role;
@@ -40,6 +43,7 @@ pub struct Cluster {
     codec: IcebergScanCodec,
     channels: WorkerChannels,
     workers: Option<WorkerList>,
+    credentials: ClusterCredentials,
 }
 
 impl Cluster {
@@ -56,23 +60,31 @@ impl Cluster {
     /// The cluster parts for `role` of an engine whose tables `codec` loads. A coordinator
     /// starts probing `config.workers` here (in the background, every `health_interval`).
     ///
-    /// Errors: a coordinator without workers, a worker URL that does not parse, a bad interval.
+    /// Errors: a coordinator without workers, a worker URL that does not parse, a bad interval,
+    /// a secret or TLS file that cannot be read ([`ClusterCredentials::from_config`]).
     pub fn new(
         role: Role,
         config: &DistributedConfig,
         codec: IcebergScanCodec,
     ) -> Result<Self, ConfigError> {
         let interval = config.health_interval()?;
+        let credentials = ClusterCredentials::from_config(config)?;
         let workers = match role {
-            Role::Coordinator => Some(WorkerList::start(&config.workers, interval)?),
+            Role::Coordinator => Some(WorkerList::start(&config.workers, interval, &credentials)?),
             _ => None,
         };
         Ok(Self {
             role,
             codec,
-            channels: WorkerChannels::new(workers.clone()),
+            channels: WorkerChannels::new(workers.clone(), credentials.clone()),
             workers,
+            credentials,
         })
+    }
+
+    /// What this process presents to workers, and a worker admits (`security.rs`).
+    pub fn credentials(&self) -> &ClusterCredentials {
+        &self.credentials
     }
 
     /// This process's role.

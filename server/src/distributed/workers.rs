@@ -20,10 +20,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use datafusion::common::{DataFusionError, Result};
-use datafusion_distributed::grpc::{BoxCloneSyncChannel, create_worker_client};
 use datafusion_distributed::{GetWorkerInfoRequest, WorkerResolver};
 use url::Url;
 
+use super::security::ClusterCredentials;
 use crate::config::{ConfigError, parse_worker_urls};
 
 /// Time a health probe may take, connection included.
@@ -39,6 +39,8 @@ pub struct WorkerList {
 struct Inner {
     /// In configuration order, with the channel each is probed on.
     configured: Vec<(Url, tonic::transport::Channel)>,
+    /// What the probes present.
+    credentials: ClusterCredentials,
     down: Mutex<HashSet<Url>>,
 }
 
@@ -50,16 +52,22 @@ enum Probe {
     Unreachable,
     /// Something answered that is not a datafusion-distributed worker.
     NotAWorker,
+    /// A worker answered that refused this process's credentials.
+    Refused,
 }
 
 impl WorkerList {
     /// Parses `urls` and starts probing them every `interval` (a background task on the current
-    /// tokio runtime that ends with the list). Every worker counts as up until a probe or a
-    /// query finds it down.
+    /// tokio runtime that ends with the list), presenting `credentials`. Every worker counts as
+    /// up until a probe or a query finds it down.
     ///
-    /// Errors: no workers, or a URL that does not parse as `http://host:port`.
-    pub fn start(urls: &[String], interval: Duration) -> Result<Self, ConfigError> {
-        let list = Self::new(urls)?;
+    /// Errors: as [`Self::new`].
+    pub fn start(
+        urls: &[String],
+        interval: Duration,
+        credentials: &ClusterCredentials,
+    ) -> Result<Self, ConfigError> {
+        let list = Self::new(urls, credentials)?;
         let weak = Arc::downgrade(&list.inner);
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(interval);
@@ -75,12 +83,13 @@ impl WorkerList {
 
     /// The list without probing (tests).
     ///
-    /// Errors: as [`parse_worker_urls`].
-    pub fn new(urls: &[String]) -> Result<Self, ConfigError> {
-        let mut configured: Vec<(Url, tonic::transport::Channel)> = vec![];
-        for url in parse_worker_urls(urls)? {
-            let channel = tonic::transport::Endpoint::from_shared(url.to_string())
-                .map_err(|e| ConfigError::Invalid(format!("distributed.workers: {url}: {e}")))?
+    /// Errors: as [`parse_worker_urls`] (`https://` under `[distributed.tls]`), or TLS files
+    /// tonic cannot use.
+    pub fn new(urls: &[String], credentials: &ClusterCredentials) -> Result<Self, ConfigError> {
+        let mut configured = vec![];
+        for url in parse_worker_urls(urls, credentials.uses_tls())? {
+            let channel = credentials
+                .endpoint(&url)?
                 .connect_timeout(PROBE_TIMEOUT)
                 .timeout(PROBE_TIMEOUT)
                 .connect_lazy();
@@ -89,6 +98,7 @@ impl WorkerList {
         Ok(Self {
             inner: Arc::new(Inner {
                 configured,
+                credentials: credentials.clone(),
                 down: Mutex::new(HashSet::new()),
             }),
         })
@@ -126,12 +136,13 @@ impl WorkerList {
 
     /// Asks every worker for its info once and records which answered.
     pub async fn probe(&self) {
+        let credentials = &self.inner.credentials;
         let probes = self
             .inner
             .configured
             .iter()
             .map(|(url, channel)| async move {
-                let mut client = create_worker_client(BoxCloneSyncChannel::new(channel.clone()));
+                let mut client = credentials.client(channel.clone());
                 let found = match tokio::time::timeout(
                     PROBE_TIMEOUT,
                     client.get_worker_info(GetWorkerInfoRequest {}),
@@ -144,6 +155,12 @@ impl WorkerList {
                             .is_some_and(|s| s.code() == tonic::Code::Unimplemented) =>
                     {
                         Probe::NotAWorker
+                    }
+                    Ok(Err(DataFusionError::External(e)))
+                        if e.downcast_ref::<tonic::Status>()
+                            .is_some_and(|s| s.code() == tonic::Code::Unauthenticated) =>
+                    {
+                        Probe::Refused
                     }
                     _ => Probe::Unreachable,
                 };
@@ -160,6 +177,15 @@ impl WorkerList {
                 Probe::Unreachable => {
                     if down.insert(url.clone()) {
                         tracing::warn!(worker = %url, "worker down");
+                    }
+                }
+                Probe::Refused => {
+                    if down.insert(url.clone()) {
+                        tracing::warn!(
+                            worker = %url,
+                            "the worker refused this coordinator's credentials: every member \
+                             needs the same [distributed] secret_file"
+                        );
                     }
                 }
                 Probe::NotAWorker => {
@@ -209,7 +235,7 @@ mod tests {
         let up = format!("http://{addr}");
         let other = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let silent = format!("http://{}", other.local_addr().unwrap());
-        let list = WorkerList::new(&[up.clone(), silent]).unwrap();
+        let list = WorkerList::new(&[up.clone(), silent], &ClusterCredentials::default()).unwrap();
         let url = Url::parse(&up).unwrap();
         list.probe().await;
         assert_eq!(list.get_urls().unwrap(), vec![url.clone()]);

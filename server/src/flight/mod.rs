@@ -150,7 +150,9 @@ pub async fn serve(
         }
     });
     let tls = server.tls.as_ref().map(tls::Tls::from_config).transpose()?;
-    let reloader = tls.as_ref().map(|t| reload_on_sighup(Arc::clone(&t.cert)));
+    let reloader = tls
+        .as_ref()
+        .map(|t| tls::reload_on_sighup(Arc::clone(&t.cert)));
     tracing::info!(address = %bound, tls = tls.is_some(), "Flight SQL server listening");
     on_ready(bound);
     // grpc.health.v1 beside Flight SQL: SERVING while the server runs.
@@ -190,23 +192,4 @@ pub async fn serve(
         r.abort();
     }
     result
-}
-
-/// Reads the TLS certificate and key again on every SIGHUP, logging the outcome (a failed
-/// reload keeps the current pair).
-fn reload_on_sighup(cert: Arc<tls::ReloadableCert>) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let Ok(mut hangups) =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
-        else {
-            tracing::warn!("cannot listen for SIGHUP: the TLS certificate is not reloaded");
-            return;
-        };
-        while hangups.recv().await.is_some() {
-            match cert.reload() {
-                Ok(()) => tracing::info!("SIGHUP: TLS certificate reloaded"),
-                Err(e) => tracing::error!(error = %e, "SIGHUP: TLS certificate not reloaded"),
-            }
-        }
-    })
 }
