@@ -143,3 +143,81 @@ async fn metadata_answers_aggregates_and_a_limit_opens_only_the_files_it_needs()
         [["11"]]
     );
 }
+
+/// Answers from metadata under a partition filter: on a table partitioned by `region`
+/// (identity), a filter on `region` that every planned file's partition value satisfies is
+/// dropped (`ProvenFilterRule`), and `count(*)`, `count(col)`, `min`/`max` come from the
+/// manifests of the files that remain: no scan in the plan, equal to the answer of a scan made
+/// to run by a filter on another column. A filter on another column, or one a NULL partition
+/// value leaves undecided, keeps its scan; rows read through a dropped filter are the rows it
+/// passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metadata_answers_under_a_partition_filter() {
+    let dir = tempfile::tempdir().unwrap();
+    common::make_history(dir.path());
+    let engine = common::engine(dir.path(), 2).await;
+    let ctx = engine.session(None, Some("history"), &[]).unwrap();
+    common::statement_ok(
+        &ctx,
+        "CREATE TABLE pm (id BIGINT, region VARCHAR, d DATE) WITH (partitioning = ARRAY['region'])",
+    )
+    .await;
+    for k in 0..4 {
+        common::statement_ok(
+            &ctx,
+            &format!(
+                "INSERT INTO pm VALUES ({a}, 'EU', DATE '2024-01-01' + INTERVAL '{k} day'), \
+                 ({b}, 'US', NULL), ({c}, 'ASIA', DATE '2020-02-02'), ({d}, NULL, NULL)",
+                a = k * 10 + 1,
+                b = 100 + k,
+                c = -k,
+                d = 1000 + k,
+            ),
+        )
+        .await;
+    }
+    let proven = [
+        "SELECT count(*) FROM pm WHERE region = 'EU'",
+        "SELECT count(*), count(d), min(id), max(id), min(d), max(d) FROM pm WHERE region IN ('EU', 'US')",
+        "SELECT count(id), max(id) FROM pm WHERE region = 'ASIA' OR region = 'US'",
+    ];
+    for sql in proven {
+        let scanned = common::statement_ok(&ctx, &format!("{sql} AND id > -1000")).await;
+        let run = execute(&ctx, sql).await.unwrap();
+        assert_eq!(rows(&run.batches), scanned, "{sql}");
+        assert!(scans(&run.plan).is_empty(), "{sql}: a scan is planned");
+    }
+    // Not proven by partition values (another column): the scan runs.
+    for (sql, count) in [
+        (
+            "SELECT count(*) FROM pm WHERE region = 'EU' AND id > 5",
+            "3",
+        ),
+        (
+            "SELECT count(*) FROM pm WHERE region = 'EU' OR id = 1000",
+            "5",
+        ),
+    ] {
+        let run = execute(&ctx, sql).await.unwrap();
+        assert_eq!(scans(&run.plan).len(), 1, "{sql}");
+        assert_eq!(rows(&run.batches), [[count]], "{sql}");
+    }
+    // NULL partition values: a comparison is NULL there (not proven, or the file is pruned),
+    // IS NULL is true; either way the count is SQL's.
+    for (sql, count) in [
+        ("SELECT count(*) FROM pm WHERE region <> 'EU'", "8"),
+        (
+            "SELECT count(*) FROM pm WHERE region IS NULL OR region = 'US'",
+            "8",
+        ),
+        ("SELECT count(*) FROM pm WHERE region IS NULL", "4"),
+    ] {
+        assert_eq!(common::statement_ok(&ctx, sql).await, [[count]], "{sql}");
+    }
+    // A dropped filter still passes exactly its rows.
+    let all = common::statement_sorted(&ctx, "SELECT * FROM pm WHERE region = 'US'").await;
+    let checked =
+        common::statement_sorted(&ctx, "SELECT * FROM pm WHERE region = 'US' AND id > -1000").await;
+    assert_eq!(all, checked);
+    assert_eq!(all.len(), 4);
+}

@@ -20,12 +20,13 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use arrow::array::RecordBatch;
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, new_null_array};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::stats::Precision;
 use datafusion::common::{Result, Statistics, internal_err};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_expr_common::physical_expr::is_dynamic_physical_expr;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
@@ -43,6 +44,7 @@ use iceberg::scan::FileScanTask;
 use iceberg::table::Table;
 
 use crate::model::columns::{ColumnResolver, ScanColumns};
+use crate::model::literal::{identity_partition_value, literal_scalar};
 use crate::plan::metrics_index::FileMetricsIndex;
 use crate::plan::planned::{PlannedScan, ScanInputs};
 use crate::pushdown::domain::{Domains, normalize};
@@ -449,6 +451,61 @@ impl IcebergScanExec {
     /// The scanned table, at the snapshot that was planned.
     pub fn table(&self) -> &Table {
         &self.table
+    }
+
+    /// Whether `predicate` (over this scan's output columns) is true for every row the scan
+    /// returns: each column it reads is identity-partitioned in every planned file's spec (so
+    /// constant within the file, [`identity_partition_value`]) and the predicate is true, not
+    /// NULL, on each file's values. `false` when unsure: a column some file's spec does not
+    /// partition by identity, a value that does not convert, no column read, no file planned.
+    pub fn proves(&self, predicate: &Arc<dyn PhysicalExpr>) -> bool {
+        let columns = collect_columns(predicate);
+        let schema = self.output_schema();
+        let tasks: Vec<&FileScanTask> = self.file_groups.iter().flatten().collect();
+        if columns.is_empty() || tasks.is_empty() || !self.dictionary_columns.is_empty() {
+            return false;
+        }
+        let proven_on = |task: &FileScanTask| -> Option<bool> {
+            let mut arrays: Vec<ArrayRef> = schema
+                .fields()
+                .iter()
+                .map(|f| new_null_array(f.data_type(), 1))
+                .collect();
+            for c in &columns {
+                let field = schema.fields().get(c.index())?;
+                let id = *self.field_ids.get(c.index())?;
+                arrays[c.index()] = match identity_partition_value(task, id)? {
+                    Some(lit) => literal_scalar(&lit, field.data_type())?
+                        .to_array_of_size(1)
+                        .ok()?,
+                    None => new_null_array(field.data_type(), 1),
+                };
+            }
+            let batch = RecordBatch::try_new(Arc::clone(&schema), arrays).ok()?;
+            let value = predicate.evaluate(&batch).ok()?.into_array(1).ok()?;
+            let value = value.as_boolean_opt()?;
+            Some(value.len() == 1 && value.is_valid(0) && value.value(0))
+        };
+        tasks.into_iter().all(|t| proven_on(t) == Some(true))
+    }
+
+    /// This scan with a filter above it that [`Self::proves`] removed: it returns every row of
+    /// its files, so what the manifests know exactly is exact again
+    /// ([`FileMetricsIndex::exact_statistics`]). Unchanged under a limit.
+    pub fn with_proven_filter(&self) -> Self {
+        let mut scan = self.clone();
+        if self.limit.is_none() {
+            let tasks: Vec<&FileScanTask> = self.file_groups.iter().flatten().collect();
+            scan.total_statistics = Arc::new(self.index.exact_statistics(
+                self.total_statistics.as_ref().clone(),
+                &tasks,
+                &self.schema,
+                &self.field_ids,
+            ));
+        }
+        scan.metrics = ExecutionPlanMetricsSet::new();
+        scan.recorder = LazyRecorder::default();
+        scan
     }
 
     /// Distinct data files planned (a file split into byte ranges counts once).

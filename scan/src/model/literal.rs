@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use arrow::datatypes::{DataType, TimeUnit};
 use datafusion::common::ScalarValue;
-use iceberg::spec::{Datum, Literal, PrimitiveLiteral, PrimitiveType};
+use iceberg::scan::FileScanTask;
+use iceberg::spec::{Datum, Literal, PrimitiveLiteral, PrimitiveType, Transform};
 
 /// Converts a non-null literal whose Arrow type is exactly `arrow_type` to a [`Datum`] of the
 /// column's iceberg type `ty`. `None` for NULL, another type, or a float NaN / ±0.0.
@@ -149,4 +150,17 @@ pub fn literal_scalar(lit: &Literal, ty: &DataType) -> Option<ScalarValue> {
         return Some(raw);
     }
     raw.cast_to(ty).ok()
+}
+
+/// The value field `id` has in every row of `task`'s data file when the file's partition spec
+/// partitions by it with the identity transform (the Iceberg spec: an identity partition value
+/// is the rows' value, and the column may be left out of the file; case c05): `Some(None)` for a
+/// NULL partition value; `None` when the field is not identity-partitioned in that spec.
+pub fn identity_partition_value(task: &FileScanTask, id: i32) -> Option<Option<Literal>> {
+    let (spec, partition) = (task.partition_spec.as_ref()?, task.partition.as_ref()?);
+    let at = spec
+        .fields()
+        .iter()
+        .position(|f| f.source_id == id && f.transform == Transform::Identity)?;
+    partition.fields().get(at).cloned()
 }

@@ -389,7 +389,8 @@ impl FileMetricsIndex {
     ///   exclude NaN, as `count(col)` counts NaN);
     /// - a column's min and max: exact for integer, date and timestamp columns when every file
     ///   either has both bounds or holds only NULLs in it (bounds of those types are never
-    ///   truncated; strings' may be, floats' leave NaN out: case c02).
+    ///   truncated; strings' may be, floats' leave NaN out: case c02); NULL when every file
+    ///   holds only NULLs there.
     ///
     /// The caller guarantees the scan returns every row of its files (no static predicate, no
     /// limit). Columns of `schema` are top-level (a nested leaf's null count would not count
@@ -438,18 +439,9 @@ impl FileMetricsIndex {
                     | DataType::Date32
                     | DataType::Timestamp(_, _)
             );
-            let bounded = files.iter().all(|f| {
-                let both = f.lower_bounds().contains_key(id) && f.upper_bounds().contains_key(id);
-                let all_null = f.null_value_counts().get(id) == Some(&f.record_count());
-                both || all_null
-            });
-            if exact_type && bounded {
-                if let Precision::Inexact(v) = &cs.min_value {
-                    cs.min_value = Precision::Exact(v.clone());
-                }
-                if let Precision::Inexact(v) = &cs.max_value {
-                    cs.max_value = Precision::Exact(v.clone());
-                }
+            if exact_type && let Some((min, max)) = exact_range(&files, *id, field.data_type()) {
+                cs.min_value = Precision::Exact(min);
+                cs.max_value = Precision::Exact(max);
             }
         }
         stats
@@ -599,4 +591,37 @@ fn column_statistics(files: &[&DataFile], id: i32, data_type: &DataType) -> Colu
         }
     }
     cs
+}
+/// The exact range of field `id` (Arrow type `data_type`, one whose bounds are never
+/// truncated) over `files`: the least lower and greatest upper bound of the files holding a
+/// value there, NULL for both when none does; `None` when a file with values lacks a bound or
+/// a count says nothing.
+fn exact_range(
+    files: &[&DataFile],
+    id: i32,
+    data_type: &DataType,
+) -> Option<(ScalarValue, ScalarValue)> {
+    let mut range: Option<(ScalarValue, ScalarValue)> = None;
+    for f in files {
+        if f.null_value_counts().get(&id) == Some(&f.record_count()) {
+            continue;
+        }
+        let b = FileMetricsIndex::bounds(f, id, data_type);
+        let (lo, hi) = (b.min?, b.max?);
+        range = Some(match range {
+            None => (lo, hi),
+            Some((min, max)) => (
+                if lo < min { lo } else { min },
+                if hi > max { hi } else { max },
+            ),
+        });
+    }
+    match range {
+        Some(r) => Some(r),
+        None if files.is_empty() => None,
+        None => {
+            let null = ScalarValue::try_from(data_type).ok()?;
+            Some((null.clone(), null))
+        }
+    }
 }

@@ -36,7 +36,7 @@ use futures::FutureExt;
 use futures::future::BoxFuture;
 use iceberg::io::FileRead;
 use iceberg::scan::FileScanTask;
-use iceberg::spec::{Literal, Transform};
+use iceberg::spec::Literal;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{
     ArrowPredicate, ArrowPredicateFn, ArrowReaderMetadata, ArrowReaderOptions, RowFilter,
@@ -49,7 +49,7 @@ use parquet::basic::Type as PhysicalType;
 use parquet::errors::ParquetError;
 use parquet::file::metadata::ParquetMetaData;
 
-use crate::model::literal::literal_scalar;
+use crate::model::literal::{identity_partition_value, literal_scalar};
 use crate::model::metadata_columns::{self, FileLineage};
 use crate::pushdown::row_filter::{self, ConjunctKey, ScanRowFilter};
 use crate::read::struct_evolution::align;
@@ -496,14 +496,8 @@ impl FilePlan {
 /// (the Iceberg spec: identity partition columns may be omitted from data files; case c05),
 /// else the field's `initial-default`.
 fn missing_value(task: &FileScanTask, id: i32) -> Option<Literal> {
-    if let (Some(spec), Some(partition)) = (&task.partition_spec, &task.partition) {
-        let at = spec
-            .fields()
-            .iter()
-            .position(|f| f.source_id == id && f.transform == Transform::Identity);
-        if let Some(at) = at {
-            return partition.fields().get(at).cloned().flatten();
-        }
+    if let Some(value) = identity_partition_value(task, id) {
+        return value;
     }
     task.schema.field_by_id(id)?.initial_default.clone()
 }
