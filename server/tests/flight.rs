@@ -267,7 +267,9 @@ async fn a_prepared_statement_runs_with_each_bound_parameter() {
 }
 
 /// Catalogs (the engine's `system` catalog too, as in Trino), schemas with a NULL catalog
-/// filter, tables with their schemas, SqlInfo, table types.
+/// filter, tables with their schemas and the column metadata JDBC's `getColumns` reads, one
+/// table type per object across GetTables and information_schema, `GetXdbcTypeInfo`,
+/// `GetPrimaryKeys` from identifier fields, SqlInfo, table types.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metadata_commands_answer_as_clients_expect() {
     let (server, mut c) = logged_in().await;
@@ -317,6 +319,135 @@ async fn metadata_commands_answer_as_clients_expect() {
     assert_eq!(orderkey.metadata()["ARROW:FLIGHT:SQL:TYPE_NAME"], "BIGINT");
     let price = table_schema.field_with_name("l_extendedprice").unwrap();
     assert_eq!(price.metadata()["ARROW:FLIGHT:SQL:PRECISION"], "15");
+    // JDBC's COLUMN_SIZE is PRECISION where present ("0" included): each type's own size;
+    // booleans as FlightSql.proto encodes them, "1" / "0" (the JDBC driver reads "true" as
+    // false); an Iceberg table is writable.
+    for (column, precision, scale) in [
+        ("l_orderkey", "19", "0"),
+        ("l_shipdate", "10", "0"),
+        ("l_comment", "2147483647", "0"),
+        ("l_extendedprice", "15", "2"),
+    ] {
+        let m = table_schema.field_with_name(column).unwrap().metadata();
+        assert_eq!(
+            (
+                m["ARROW:FLIGHT:SQL:PRECISION"].as_str(),
+                m["ARROW:FLIGHT:SQL:SCALE"].as_str()
+            ),
+            (precision, scale),
+            "{column}"
+        );
+        assert_eq!(m["ARROW:FLIGHT:SQL:IS_READ_ONLY"], "0", "{column}");
+        assert_eq!(m["ARROW:FLIGHT:SQL:IS_AUTO_INCREMENT"], "0", "{column}");
+        assert_eq!(m["ARROW:FLIGHT:SQL:IS_SEARCHABLE"], "1", "{column}");
+    }
+    // One table type per object: GetTables says what information_schema says of the system
+    // catalog's tables, with or without their schemas; they are read-only.
+    let info = c
+        .execute(
+            "SELECT table_schema, table_name, table_type FROM information_schema.tables \
+             WHERE table_catalog = 'system' AND table_schema = 'runtime' ORDER BY 2"
+                .into(),
+            None,
+        )
+        .await
+        .unwrap();
+    let sql_types: Vec<Vec<String>> = common::rows(&fetch(&mut c, info).await)
+        .into_iter()
+        .map(|r| {
+            vec![
+                r[0].clone(),
+                r[1].clone(),
+                r[2].replace("BASE TABLE", "TABLE"),
+            ]
+        })
+        .collect();
+    assert!(sql_types.len() >= 3, "{sql_types:?}");
+    for include_schema in [false, true] {
+        let info = c
+            .get_tables(CommandGetTables {
+                catalog: Some("system".into()),
+                db_schema_filter_pattern: Some("runtime".into()),
+                table_name_filter_pattern: None,
+                table_types: vec![],
+                include_schema,
+            })
+            .await
+            .unwrap();
+        let batches = fetch(&mut c, info).await;
+        let got: Vec<Vec<String>> = common::rows(&batches)
+            .into_iter()
+            .map(|r| vec![r[1].clone(), r[2].clone(), r[3].clone()])
+            .collect();
+        assert_eq!(got, sql_types, "include_schema {include_schema}");
+        if include_schema {
+            let ipc = batches[0]
+                .column_by_name("table_schema")
+                .unwrap()
+                .as_any()
+                .downcast_ref::<arrow::array::BinaryArray>()
+                .unwrap()
+                .value(0)
+                .to_vec();
+            let schema = arrow::ipc::convert::try_schema_from_ipc_buffer(&ipc).unwrap();
+            assert_eq!(
+                schema.field(0).metadata()["ARROW:FLIGHT:SQL:IS_READ_ONLY"],
+                "1"
+            );
+        }
+    }
+    // GetXdbcTypeInfo: every scalar type a column can have, with its JDBC column size.
+    let info = c
+        .get_xdbc_type_info(arrow_flight::sql::CommandGetXdbcTypeInfo { data_type: None })
+        .await
+        .unwrap();
+    let types = fetch(&mut c, info).await;
+    let names: Vec<(String, String)> = common::rows(&types)
+        .into_iter()
+        .map(|r| (r[0].clone(), r[2].clone()))
+        .collect();
+    for (name, size) in [
+        ("BIGINT", "19"),
+        ("VARCHAR", "2147483647"),
+        ("DATE", "10"),
+        ("TIMESTAMP", "26"),
+        ("TIMESTAMP WITH TIME ZONE", "32"),
+        ("TIME", "15"),
+        ("VARBINARY", "2147483647"),
+        ("DECIMAL", "38"),
+        ("BOOLEAN", "1"),
+    ] {
+        assert!(
+            names.contains(&(name.to_string(), size.to_string())),
+            "{name} {size}: {names:?}"
+        );
+    }
+    // GetPrimaryKeys: an Iceberg table's identifier fields (set by pyiceberg; SQL has no way
+    // to), in field id order; none for a table without.
+    let info = c
+        .execute(
+            "CREATE TABLE keyed (a INT NOT NULL, v VARCHAR, k BIGINT NOT NULL)".into(),
+            None,
+        )
+        .await
+        .unwrap();
+    fetch(&mut c, info).await;
+    common::pyiceberg_rw(server._dir.path(), &["set-identifier", "tpch.keyed", "k,a"]);
+    let keys = |table: &str| arrow_flight::sql::CommandGetPrimaryKeys {
+        catalog: None,
+        db_schema: Some("tpch".into()),
+        table: table.into(),
+    };
+    let info = c.get_primary_keys(keys("keyed")).await.unwrap();
+    assert_eq!(
+        common::rows(&fetch(&mut c, info).await),
+        [
+            ["local", "tpch", "keyed", "a", "NULL", "1"],
+            ["local", "tpch", "keyed", "k", "NULL", "2"]
+        ]
+    );
+    let info = c.get_primary_keys(keys("lineitem")).await.unwrap();
+    assert!(common::rows(&fetch(&mut c, info).await).is_empty());
     let info = c
         .get_sql_info(vec![
             SqlInfo::FlightSqlServerName,

@@ -159,6 +159,12 @@ impl IcebergTableProvider {
         })
     }
 
+    /// Whether statements can write the table: it is read at its current snapshot and
+    /// iceflight can write every column's type (`ScanPlanner::check_writable`).
+    pub fn is_writable(&self) -> bool {
+        self.writes.is_some() && self.planner.check_writable().is_ok()
+    }
+
     /// The catalog writes commit through; `None` for a table read at a past snapshot.
     pub fn writes(&self) -> Option<&Arc<dyn CommitCatalog>> {
         self.writes.as_ref()

@@ -9,7 +9,7 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow_flight::sql::metadata::{XdbcTypeInfo, XdbcTypeInfoData, XdbcTypeInfoDataBuilder};
 use arrow_flight::sql::{
     CommandGetCatalogs, CommandGetDbSchemas, CommandGetTableTypes, CommandGetTables, Nullable,
-    Searchable, XdbcDataType,
+    Searchable, XdbcDataType, XdbcDatetimeSubcode,
 };
 use datafusion::common::{DataFusionError, Result};
 use datafusion::datasource::TableType;
@@ -133,11 +133,23 @@ pub async fn tables(
         let mut names = provider.table_names();
         names.sort();
         for name in names {
-            let (kind, table_schema) = if include_schema || schema == "information_schema" {
+            // The type of an Iceberg table is known without loading it; the system catalog's and
+            // information_schema's tables are in memory, and some are views (as SHOW TABLES and
+            // information_schema.tables say).
+            let load = include_schema
+                || schema == "information_schema"
+                || catalog == crate::system::CATALOG;
+            let (kind, table_schema) = if load {
                 match provider.table(&name).await {
                     Ok(Some(t)) => (
                         t.table_type(),
-                        with_column_metadata(&flight_schema(&t.schema()), &catalog, &schema, &name),
+                        with_column_metadata(
+                            &flight_schema(&t.schema()),
+                            &catalog,
+                            &schema,
+                            &name,
+                            !writable(t.as_ref()),
+                        ),
                     ),
                     Ok(None) => continue,
                     Err(e) => {
@@ -156,40 +168,54 @@ pub async fn tables(
     builder.build().map_err(arrow_err)
 }
 
+/// Whether INSERT, DELETE, UPDATE and MERGE can change `table`: an Iceberg table at its current
+/// snapshot whose columns iceflight can all write.
+fn writable(table: &dyn datafusion::catalog::TableProvider) -> bool {
+    table
+        .downcast_ref::<iceflight_scan::IcebergTableProvider>()
+        .is_some_and(|t| t.is_writable())
+}
+
 /// Adds the Flight SQL column metadata keys (`ARROW:FLIGHT:SQL:*`, FlightSql.proto) to every
-/// field of a table schema, as `GetTables(include_schema)` clients read them.
+/// field of a table schema, as `GetTables(include_schema)` clients read them: names, the SQL
+/// type name, precision and scale ([`column_size`]; absent for nested types, where the client
+/// derives its own), and the boolean keys as FlightSql.proto encodes them, `"1"` or `"0"`
+/// (the JDBC driver reads anything else as false). `read_only`: no statement can write the
+/// table.
 pub fn with_column_metadata(
     schema: &SchemaRef,
     catalog: &str,
     db_schema: &str,
     table: &str,
+    read_only: bool,
 ) -> SchemaRef {
+    let flag = |b: bool| if b { "1" } else { "0" }.to_string();
     let fields: Vec<Field> = schema
         .fields()
         .iter()
         .map(|f| {
             let mut m = f.metadata().clone();
-            let (precision, scale) = match f.data_type() {
-                DataType::Decimal128(p, s) | DataType::Decimal256(p, s) => {
-                    (i32::from(*p), i32::from(*s))
-                }
-                _ => (0, 0),
-            };
-            for (k, v) in [
+            let mut keys = vec![
                 ("CATALOG_NAME", catalog.to_string()),
                 ("DB_SCHEMA_NAME", db_schema.to_string()),
                 ("TABLE_NAME", table.to_string()),
                 ("TYPE_NAME", sql_type_name(f.data_type()).to_string()),
-                ("PRECISION", precision.to_string()),
-                ("SCALE", scale.to_string()),
-                ("IS_AUTO_INCREMENT", "false".to_string()),
+                ("IS_AUTO_INCREMENT", flag(false)),
                 (
                     "IS_CASE_SENSITIVE",
-                    matches!(f.data_type(), DataType::Utf8 | DataType::LargeUtf8).to_string(),
+                    flag(matches!(
+                        f.data_type(),
+                        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+                    )),
                 ),
-                ("IS_READ_ONLY", "true".to_string()),
-                ("IS_SEARCHABLE", "true".to_string()),
-            ] {
+                ("IS_READ_ONLY", flag(read_only)),
+                ("IS_SEARCHABLE", flag(true)),
+            ];
+            if let Some((precision, scale)) = column_size(f.data_type()) {
+                keys.push(("PRECISION", precision.to_string()));
+                keys.push(("SCALE", scale.to_string()));
+            }
+            for (k, v) in keys {
                 m.insert(format!("ARROW:FLIGHT:SQL:{k}"), v);
             }
             // The keys ADBC's GetObjects fills a column's nullability from (its drivers'
@@ -206,6 +232,47 @@ pub fn with_column_metadata(
         })
         .collect();
     Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
+}
+
+/// JDBC's `COLUMN_SIZE` and `DECIMAL_DIGITS` of a column of type `t` (`DatabaseMetaData.getColumns`:
+/// digits of a number, characters of a date or time value's text, characters of a string, bytes
+/// of a binary; unbounded strings and binaries report `i32::MAX`, as `GetXdbcTypeInfo` does).
+/// `None` for nested types.
+pub fn column_size(t: &DataType) -> Option<(i32, i32)> {
+    use arrow::datatypes::TimeUnit;
+    let digits = |unit: &TimeUnit| match unit {
+        TimeUnit::Second => 0,
+        TimeUnit::Millisecond => 3,
+        TimeUnit::Microsecond => 6,
+        TimeUnit::Nanosecond => 9,
+    };
+    // `yyyy-mm-dd hh:mm:ss` is 19 characters, `hh:mm:ss` 8; a fraction adds its point; a zone
+    // adds `+hh:mm`.
+    let fraction = |d: i32| if d > 0 { d + 1 } else { 0 };
+    Some(match t {
+        DataType::Boolean => (1, 0),
+        DataType::Int8 => (3, 0),
+        DataType::Int16 => (5, 0),
+        DataType::Int32 => (10, 0),
+        DataType::Int64 => (19, 0),
+        DataType::Float32 => (7, 0),
+        DataType::Float64 => (15, 0),
+        DataType::Decimal128(p, s) | DataType::Decimal256(p, s) => (i32::from(*p), i32::from(*s)),
+        DataType::Utf8
+        | DataType::LargeUtf8
+        | DataType::Utf8View
+        | DataType::Binary
+        | DataType::LargeBinary
+        | DataType::BinaryView => (i32::MAX, 0),
+        DataType::FixedSizeBinary(n) => (*n, 0),
+        DataType::Date32 | DataType::Date64 => (10, 0),
+        DataType::Time32(u) | DataType::Time64(u) => (8 + fraction(digits(u)), digits(u)),
+        DataType::Timestamp(u, zone) => {
+            let zone = if zone.is_some() { 6 } else { 0 };
+            (19 + fraction(digits(u)) + zone, digits(u))
+        }
+        _ => return None,
+    })
 }
 
 /// The SQL name of an Arrow type, as `TYPE_NAME` reports it.
@@ -244,46 +311,164 @@ pub fn table_types(query: CommandGetTableTypes, names: TableTypeNames) -> Result
     builder.build().map_err(arrow_err)
 }
 
-/// SQL types iceflight returns, for `GetXdbcTypeInfo`.
+/// SQL types iceflight returns, for `GetXdbcTypeInfo`: every scalar type a result or a table
+/// column can have ([`sql_type_name`]), with the sizes [`column_size`] reports for its columns
+/// (a timestamp's and a time's at microseconds, Iceberg's unit), sorted by data type as ODBC's
+/// `SQLGetTypeInfo` orders them. Nested types (STRUCT, ARRAY, MAP) have no XDBC data type.
 pub static XDBC_TYPES: LazyLock<XdbcTypeInfoData> = LazyLock::new(|| {
+    use arrow::datatypes::TimeUnit::Microsecond;
     let mut b = XdbcTypeInfoDataBuilder::new();
-    let types: [(&str, XdbcDataType, Option<i32>, Option<&str>); 10] = [
-        ("BOOLEAN", XdbcDataType::XdbcBit, Some(1), None),
-        ("TINYINT", XdbcDataType::XdbcTinyint, Some(3), None),
-        ("SMALLINT", XdbcDataType::XdbcSmallint, Some(5), None),
-        ("INTEGER", XdbcDataType::XdbcInteger, Some(10), None),
-        ("BIGINT", XdbcDataType::XdbcBigint, Some(19), None),
-        ("REAL", XdbcDataType::XdbcReal, Some(7), None),
-        ("DOUBLE", XdbcDataType::XdbcDouble, Some(15), None),
-        ("DECIMAL", XdbcDataType::XdbcDecimal, Some(38), None),
+    let utc = Some(Arc::from("UTC"));
+    // (name, XDBC type, Arrow type it stands for, literal prefix, create params)
+    type Row<'a> = (
+        &'a str,
+        XdbcDataType,
+        DataType,
+        Option<&'a str>,
+        Option<&'a str>,
+    );
+    let types: [Row; 14] = [
+        (
+            "BOOLEAN",
+            XdbcDataType::XdbcBit,
+            DataType::Boolean,
+            None,
+            None,
+        ),
+        (
+            "TINYINT",
+            XdbcDataType::XdbcTinyint,
+            DataType::Int8,
+            None,
+            None,
+        ),
+        (
+            "SMALLINT",
+            XdbcDataType::XdbcSmallint,
+            DataType::Int16,
+            None,
+            None,
+        ),
+        (
+            "INTEGER",
+            XdbcDataType::XdbcInteger,
+            DataType::Int32,
+            None,
+            None,
+        ),
+        (
+            "BIGINT",
+            XdbcDataType::XdbcBigint,
+            DataType::Int64,
+            None,
+            None,
+        ),
+        (
+            "REAL",
+            XdbcDataType::XdbcReal,
+            DataType::Float32,
+            None,
+            None,
+        ),
+        (
+            "DOUBLE",
+            XdbcDataType::XdbcDouble,
+            DataType::Float64,
+            None,
+            None,
+        ),
+        (
+            "DECIMAL",
+            XdbcDataType::XdbcDecimal,
+            DataType::Decimal128(38, 0),
+            None,
+            Some("precision,scale"),
+        ),
         (
             "VARCHAR",
             XdbcDataType::XdbcVarchar,
-            Some(i32::MAX),
+            DataType::Utf8,
             Some("'"),
+            None,
         ),
-        ("DATE", XdbcDataType::XdbcDate, Some(10), Some("DATE '")),
+        (
+            "VARBINARY",
+            XdbcDataType::XdbcVarbinary,
+            DataType::Binary,
+            Some("X'"),
+            None,
+        ),
+        (
+            "DATE",
+            XdbcDataType::XdbcDate,
+            DataType::Date32,
+            Some("DATE '"),
+            None,
+        ),
+        (
+            "TIME",
+            XdbcDataType::XdbcTime,
+            DataType::Time64(Microsecond),
+            Some("TIME '"),
+            None,
+        ),
+        (
+            "TIMESTAMP",
+            XdbcDataType::XdbcTimestamp,
+            DataType::Timestamp(Microsecond, None),
+            Some("TIMESTAMP '"),
+            None,
+        ),
+        (
+            "TIMESTAMP WITH TIME ZONE",
+            XdbcDataType::XdbcTimestamp,
+            DataType::Timestamp(Microsecond, utc),
+            Some("TIMESTAMP '"),
+            None,
+        ),
     ];
-    for (name, data_type, size, prefix) in types {
+    for (name, data_type, arrow_type, prefix, create_params) in types {
+        let (size, scale) = column_size(&arrow_type).expect("a scalar type");
+        let numeric = arrow_type.is_numeric();
+        let datetime = matches!(
+            data_type,
+            XdbcDataType::XdbcDate | XdbcDataType::XdbcTime | XdbcDataType::XdbcTimestamp
+        );
         b.append(XdbcTypeInfo {
             type_name: name.to_string(),
             data_type,
-            column_size: size,
+            column_size: Some(size),
             literal_prefix: prefix.map(str::to_string),
             literal_suffix: prefix.map(|_| "'".to_string()),
-            create_params: None,
+            create_params: create_params.map(|p| p.split(',').map(str::to_string).collect()),
             nullable: Nullable::NullabilityNullable,
             case_sensitive: name == "VARCHAR",
             searchable: Searchable::Full,
-            unsigned_attribute: Some(false),
+            unsigned_attribute: numeric.then_some(false),
             fixed_prec_scale: name == "DECIMAL",
-            auto_increment: Some(false),
+            auto_increment: numeric.then_some(false),
             local_type_name: Some(name.to_string()),
-            minimum_scale: None,
-            maximum_scale: None,
-            sql_data_type: data_type,
-            datetime_subcode: None,
-            num_prec_radix: Some(10),
+            minimum_scale: (name == "DECIMAL" || datetime).then_some(0),
+            maximum_scale: match name {
+                "DECIMAL" => Some(38),
+                _ if datetime => Some(scale),
+                _ => None,
+            },
+            // ODBC: SQL_DATETIME (9) with a subcode for date and time types.
+            sql_data_type: if datetime {
+                XdbcDataType::XdbcDatetime
+            } else {
+                data_type
+            },
+            datetime_subcode: match data_type {
+                // SQL_CODE_DATE (1): FlightSql.proto's XDBC_SUBCODE_DATE, an alias the Rust enum
+                // keeps only as its first name.
+                XdbcDataType::XdbcDate => Some(XdbcDatetimeSubcode::XdbcSubcodeYear),
+                XdbcDataType::XdbcTime => Some(XdbcDatetimeSubcode::XdbcSubcodeTime),
+                XdbcDataType::XdbcTimestamp => Some(XdbcDatetimeSubcode::XdbcSubcodeTimestamp),
+                _ => None,
+            },
+            num_prec_radix: numeric.then_some(10),
             interval_precision: None,
         });
     }
@@ -300,6 +485,65 @@ pub fn primary_keys_schema() -> SchemaRef {
         Field::new("key_name", DataType::Utf8, true),
         Field::new("key_sequence", DataType::Int32, false),
     ]))
+}
+
+/// `GetPrimaryKeys`: an Iceberg table's identifier fields (the columns its schema says identify
+/// a row; Iceberg's closest thing to a primary key, which no engine enforces), in field id
+/// order, as `key_sequence` 1, 2, …; nothing for other tables. An omitted
+/// catalog or schema does not narrow the search (FlightSql.proto).
+pub async fn primary_keys(
+    ctx: &SessionContext,
+    query: &arrow_flight::sql::CommandGetPrimaryKeys,
+) -> Result<RecordBatch> {
+    use arrow::array::{Int32Array, StringArray};
+    let mut rows: Vec<(String, String, String, i32)> = vec![];
+    for (catalog, schema) in schema_pairs(ctx, query.catalog.as_deref()) {
+        if query.db_schema.as_deref().is_some_and(|s| s != schema) {
+            continue;
+        }
+        let Some(provider) = ctx.catalog(&catalog).and_then(|c| c.schema(&schema)) else {
+            continue;
+        };
+        if !provider.table_exist(&query.table) {
+            continue;
+        }
+        let Some(table) = provider.table(&query.table).await? else {
+            continue;
+        };
+        let Some(iceberg) = table.downcast_ref::<iceflight_scan::IcebergTableProvider>() else {
+            continue;
+        };
+        let current = iceberg.table().metadata().current_schema();
+        let mut ids: Vec<i32> = current.identifier_field_ids().collect();
+        ids.sort_unstable();
+        for (i, id) in ids.into_iter().enumerate() {
+            if let Some(name) = current.name_by_field_id(id) {
+                rows.push((
+                    catalog.clone(),
+                    schema.clone(),
+                    name.to_string(),
+                    i as i32 + 1,
+                ));
+            }
+        }
+    }
+    let column = |f: fn(&(String, String, String, i32)) -> &str| {
+        Arc::new(StringArray::from_iter_values(rows.iter().map(f))) as _
+    };
+    RecordBatch::try_new(
+        primary_keys_schema(),
+        vec![
+            column(|r| &r.0),
+            column(|r| &r.1),
+            Arc::new(StringArray::from_iter_values(
+                rows.iter().map(|_| query.table.as_str()),
+            )),
+            column(|r| &r.2),
+            Arc::new(StringArray::new_null(rows.len())),
+            Arc::new(Int32Array::from_iter_values(rows.iter().map(|r| r.3))),
+        ],
+    )
+    .map_err(DataFusionError::from)
 }
 
 /// Schema of `GetExportedKeys`, `GetImportedKeys` and `GetCrossReference` results.

@@ -742,10 +742,14 @@ impl FlightSqlService for IceflightService {
 
     async fn do_get_primary_keys(
         &self,
-        _query: CommandGetPrimaryKeys,
+        query: CommandGetPrimaryKeys,
         request: Request<Ticket>,
     ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
-        self.empty_result(metadata::primary_keys_schema(), &request)
+        let caller = self.caller(&request)?;
+        let batch = metadata::primary_keys(&caller.session.ctx, &query)
+            .await
+            .map_err(to_status)?;
+        Ok(Response::new(results::encode_batch(batch)))
     }
 
     async fn get_flight_info_exported_keys(

@@ -454,6 +454,10 @@ public class JdbcTest {
         }
         require(names.equals(wantNames), "columns " + names + ", want " + wantNames);
         require(types.get("l_orderkey")[0] == Types.BIGINT, "l_orderkey DATA_TYPE " + types.get("l_orderkey")[0]);
+        // COLUMN_SIZE is the server's PRECISION key: digits, characters of a date, unbounded text.
+        require(types.get("l_orderkey")[1] == 19, "l_orderkey COLUMN_SIZE " + types.get("l_orderkey")[1]);
+        require(types.get("l_shipdate")[1] == 10, "l_shipdate COLUMN_SIZE " + types.get("l_shipdate")[1]);
+        require(types.get("l_comment")[1] == Integer.MAX_VALUE, "l_comment COLUMN_SIZE " + types.get("l_comment")[1]);
         int[] qty = types.get("l_quantity");
         require(qty[0] == Types.DECIMAL && qty[1] == 15 && qty[2] == 2,
             "l_quantity DATA_TYPE/COLUMN_SIZE/DECIMAL_DIGITS " + Arrays.toString(qty));
@@ -462,6 +466,22 @@ public class JdbcTest {
         require(s == Types.VARCHAR || s == Types.LONGVARCHAR, "l_comment DATA_TYPE " + s);
         List<String> rName = column(md.getColumns(null, SCHEMA, "region", "r_n%"), "COLUMN_NAME");
         require(rName.equals(List.of("r_name")), "region r_n% = " + rName);
+      });
+
+      check("DatabaseMetaData key and type calls answer", () -> {
+        // A table without identifier fields has no primary key; Iceberg has no foreign keys. The
+        // driver checks each column's Arrow type against its own schema, so a mismatch throws.
+        List<String> keys = column(md.getPrimaryKeys(CATALOG, SCHEMA, "lineitem"), "COLUMN_NAME");
+        require(keys.isEmpty(), "primary keys " + keys);
+        List<String> imported = column(md.getImportedKeys(CATALOG, SCHEMA, "lineitem"), "PKTABLE_NAME");
+        require(imported.isEmpty(), "imported keys " + imported);
+        List<String> exported = column(md.getExportedKeys(CATALOG, SCHEMA, "orders"), "FKTABLE_NAME");
+        require(exported.isEmpty(), "exported keys " + exported);
+        // Driver 18.3.0 limit: getTypeInfo is Avatica's empty result, never GetXdbcTypeInfo (the
+        // server's types are tested over Flight SQL in server/tests/flight.rs); a driver that
+        // asks the server must find BIGINT among them.
+        List<String> typeInfo = column(md.getTypeInfo(), "TYPE_NAME");
+        require(typeInfo.isEmpty() || typeInfo.contains("BIGINT"), "getTypeInfo " + typeInfo);
       });
 
       check("DatabaseMetaData backed by GetSqlInfo", () -> {
