@@ -83,6 +83,9 @@ pub struct FileChanges {
     /// The changes rewrite files without changing the table's rows (compaction): the snapshot's
     /// operation is `replace`.
     pub rewrite: bool,
+    /// Table properties the same commit sets (`add_files.rs`: the name mapping its files are
+    /// read by).
+    pub properties: HashMap<String, String>,
 }
 
 impl FileChanges {
@@ -330,6 +333,7 @@ pub async fn commit_changes(
         summary.build(),
         changes.operation(),
         sequence_number,
+        changes.properties.clone(),
     )
     .await
 }
@@ -470,6 +474,7 @@ pub async fn rewrite_manifests(
         summary,
         Operation::Replace,
         metadata.next_sequence_number(),
+        HashMap::new(),
     )
     .await?;
     Ok(report)
@@ -477,7 +482,8 @@ pub async fn rewrite_manifests(
 
 /// Writes the manifest list of `manifests` for the snapshot `files` names and commits that
 /// snapshot on `main` (its parent: the table's current snapshot, a requirement), with
-/// `summary` (added and removed counts; totals carried from the parent) and `operation`.
+/// `summary` (added and removed counts; totals carried from the parent) and `operation`,
+/// setting the table `properties` in the same commit.
 async fn commit_snapshot(
     catalog: &dyn CommitCatalog,
     files: &NewFiles<'_>,
@@ -485,6 +491,7 @@ async fn commit_snapshot(
     summary: HashMap<String, String>,
     operation: Operation,
     sequence_number: i64,
+    properties: HashMap<String, String>,
 ) -> Result<()> {
     let (table, snapshot_id, commit_id) = (files.table, files.snapshot_id, files.commit_id);
     let metadata = table.metadata();
@@ -533,7 +540,7 @@ async fn commit_snapshot(
             .build(),
         None => snapshot.build(),
     };
-    let updates = vec![
+    let mut updates = vec![
         TableUpdate::AddSnapshot { snapshot },
         TableUpdate::SetSnapshotRef {
             ref_name: MAIN_BRANCH.to_string(),
@@ -543,6 +550,11 @@ async fn commit_snapshot(
             ),
         },
     ];
+    if !properties.is_empty() {
+        updates.push(TableUpdate::SetProperties {
+            updates: properties,
+        });
+    }
     let requirements = vec![
         TableRequirement::UuidMatch {
             uuid: metadata.uuid(),

@@ -3,10 +3,12 @@
 //! removed and added, delete files added, deletion vectors replaced), behind the
 //! [`commit::CommitCatalog`] trait the catalogs implement, the [`deletion_vector`] blob
 //! (Puffin `deletion-vector-v1`, read and written), [`row_lineage`] (first row ids a
-//! manifest entry inherits), [`snapshots`] (rollback and expiry), [`orphan_files`] (files nothing references) and [`time_travel`] (a table read at
+//! manifest entry inherits), [`snapshots`] (rollback and expiry), [`orphan_files`] (files nothing references), [`add_files`] (Parquet files
+//! already in storage added as data files) and [`time_travel`] (a table read at
 //! another snapshot). Below `iceflight-catalog` and
 //! `iceflight-scan`; it goes away once iceberg can write overwrite snapshots itself.
 
+pub mod add_files;
 pub mod commit;
 pub mod deletion_vector;
 pub mod orphan_files;

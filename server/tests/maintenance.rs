@@ -727,3 +727,205 @@ async fn layout_advice_from_the_ssb_workload() {
         "sorted by {column}: {queries_read} of {untouched} bytes"
     );
 }
+
+/// Writes Parquet files with DuckDB (no field ids, columns in DuckDB's order): each `(name,
+/// query)` becomes `dir/name`.
+fn duckdb_parquet(dir: &Path, files: &[(&str, &str)]) {
+    for (name, _) in files {
+        std::fs::create_dir_all(dir.join(name).parent().unwrap()).unwrap();
+    }
+    let script: String = files
+        .iter()
+        .map(|(name, query)| {
+            format!(
+                "duckdb.sql(\"COPY ({query}) TO '{}' (FORMAT parquet)\")\n",
+                dir.join(name).display()
+            )
+        })
+        .collect();
+    let out = std::process::Command::new(common::python())
+        .args(["-c", &format!("import duckdb\n{script}")])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `add_files` brings DuckDB-written Parquet files (no field ids, columns in another order
+/// than the table's) into a table as they are: one `append` snapshot; iceflight, pyiceberg and
+/// DuckDB read the rows DuckDB wrote (by name, through the name mapping set in that commit);
+/// the files' bounds prune. A file whose columns do not fit, a file already in the table, no
+/// file at all, another format or a partitioned table fail in one line and commit nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn add_files_brings_parquet_files_in_place() {
+    let (dir, _engine, ctx) = session(std::time::Duration::from_secs(0)).await;
+    ok(
+        &ctx,
+        "CREATE TABLE imported (id BIGINT NOT NULL, name VARCHAR, price DECIMAL(10, 2), d DATE)",
+    )
+    .await;
+    ok(
+        &ctx,
+        "INSERT INTO imported VALUES (0, 'own', 1.50, DATE '2020-01-01')",
+    )
+    .await;
+    let incoming = dir.path().join("incoming");
+    duckdb_parquet(
+        &incoming,
+        &[
+            (
+                "a.parquet",
+                "SELECT 'n' || i AS name, i::BIGINT AS id, DATE '2024-01-01' + i::INT AS d, \
+                 (i / 4)::DECIMAL(10, 2) AS price FROM range(1, 101) t(i)",
+            ),
+            (
+                "nested/b.parquet",
+                "SELECT i::BIGINT AS id, NULL::VARCHAR AS name, (i * 2)::DECIMAL(10, 2) AS price \
+                 FROM range(1001, 1051) t(i)",
+            ),
+        ],
+    );
+    std::fs::write(incoming.join("_SUCCESS"), "").unwrap();
+    let added = metrics(
+        &ctx,
+        &format!(
+            "ALTER TABLE imported EXECUTE add_files(location => '{}', format => 'PARQUET')",
+            incoming.display()
+        ),
+    )
+    .await;
+    assert_eq!(added["added_data_files_count"], 2, "{added:?}");
+    assert_eq!(added["added_rows_count"], 150, "{added:?}");
+    assert_eq!(operations(&ctx, "imported").await.last().unwrap(), "append");
+
+    let ours = sorted(&ctx, "SELECT * FROM imported").await;
+    assert_eq!(ours.len(), 151);
+    assert!(
+        ours.contains(&vec![
+            "1001".into(),
+            "NULL".into(),
+            "2002.00".into(),
+            "NULL".into()
+        ]),
+        "{ours:?}"
+    );
+    assert!(
+        ours.contains(&vec![
+            "7".into(),
+            "n7".into(),
+            "1.75".into(),
+            "2024-01-08".into()
+        ]),
+        "{ours:?}"
+    );
+    assert_eq!(
+        oracle(dir.path(), "read", "history.imported"),
+        ours,
+        "pyiceberg"
+    );
+    assert_eq!(
+        oracle(dir.path(), "duckdb", "history.imported"),
+        ours,
+        "DuckDB"
+    );
+    // The manifests carry the files' bounds: ids over 1000 are in one file.
+    let (rows, files) = common::rows_and_files_read(
+        &ctx,
+        "history.imported",
+        "SELECT * FROM imported WHERE id > 1000",
+    )
+    .await;
+    assert_eq!((rows.len(), files), (50, 1));
+
+    // Bad input commits nothing.
+    let snapshots = operations(&ctx, "imported").await.len();
+    let bad = dir.path().join("bad");
+    duckdb_parquet(
+        &bad.join("extra"),
+        &[("x.parquet", "SELECT 1::BIGINT AS id, 'x' AS colour")],
+    );
+    duckdb_parquet(&bad.join("type"), &[("x.parquet", "SELECT 'one' AS id")]);
+    duckdb_parquet(
+        &bad.join("nulls"),
+        &[("x.parquet", "SELECT NULL::BIGINT AS id, 'x' AS name")],
+    );
+    duckdb_parquet(&bad.join("noid"), &[("x.parquet", "SELECT 'x' AS name")]);
+    std::fs::create_dir_all(bad.join("empty")).unwrap();
+    std::fs::write(bad.join("empty/readme.txt"), "no data").unwrap();
+    let call = |sub: &str| {
+        format!(
+            "ALTER TABLE imported EXECUTE add_files(location => '{}')",
+            bad.join(sub).display()
+        )
+    };
+    use tonic::Code::{InvalidArgument, Unimplemented};
+    refused(
+        &ctx,
+        &call("extra"),
+        InvalidArgument,
+        "column colour is not a column of the table",
+    )
+    .await;
+    refused(&ctx, &call("type"), InvalidArgument, "column id is Utf8").await;
+    refused(
+        &ctx,
+        &call("nulls"),
+        InvalidArgument,
+        "column id holds NULL",
+    )
+    .await;
+    refused(
+        &ctx,
+        &call("noid"),
+        InvalidArgument,
+        "NOT NULL column id is not in the file",
+    )
+    .await;
+    refused(
+        &ctx,
+        &call("empty"),
+        InvalidArgument,
+        "no Parquet file under",
+    )
+    .await;
+    refused(
+        &ctx,
+        &format!(
+            "ALTER TABLE imported EXECUTE add_files(location => '{}')",
+            incoming.display()
+        ),
+        InvalidArgument,
+        "is already a data file of",
+    )
+    .await;
+    refused(
+        &ctx,
+        &format!(
+            "ALTER TABLE imported EXECUTE add_files(location => '{}', format => 'ORC')",
+            incoming.display()
+        ),
+        InvalidArgument,
+        "format ORC",
+    )
+    .await;
+    assert_eq!(operations(&ctx, "imported").await.len(), snapshots);
+    ok(
+        &ctx,
+        "CREATE TABLE parted (id BIGINT, p VARCHAR) WITH (partitioning = ARRAY['p'])",
+    )
+    .await;
+    refused(
+        &ctx,
+        &format!(
+            "ALTER TABLE parted EXECUTE add_files(location => '{}')",
+            incoming.display()
+        ),
+        Unimplemented,
+        "partitioned table",
+    )
+    .await;
+    assert_eq!(sorted(&ctx, "SELECT * FROM imported").await, ours);
+}

@@ -51,7 +51,8 @@ const EXECUTE: &str = "iceflight.execute";
 /// Trino's default `file_size_threshold` of `optimize`.
 const DEFAULT_FILE_SIZE_THRESHOLD: u64 = 100 * 1000 * 1000;
 
-/// Times `optimize_manifests` reads the manifests again after another commit came first.
+/// Times `optimize_manifests` and `add_files` read the table again after another commit came
+/// first (both only describe files, so redoing costs metadata reads).
 const MANIFEST_REWRITE_ATTEMPTS: usize = 8;
 
 /// Limits of the procedures from the server's configuration (`[maintenance]`), a session
@@ -266,7 +267,7 @@ pub async fn plan_call(ctx: &SessionContext, function: &Function) -> Result<Logi
         other => {
             return plan_err!(
                 "unknown procedure {other}; there are ALTER TABLE … EXECUTE optimize, \
-                 expire_snapshots, remove_orphan_files, optimize_manifests, \
+                 expire_snapshots, remove_orphan_files, optimize_manifests, add_files, \
                  rollback_to_snapshot, CALL system.rollback_to_snapshot and \
                  CALL system.runtime.kill_query"
             );
@@ -428,6 +429,58 @@ pub async fn plan_call(ctx: &SessionContext, function: &Function) -> Result<Logi
                 })
             })
         }
+        "add_files" => {
+            no_condition(&procedure, &condition)?;
+            let [location, format] = take(&procedure, args, &["location", "format"])?;
+            let Some(location) = location else {
+                return plan_err!("add_files needs location, the directory of the files to add");
+            };
+            let location = string(&location, "location")?;
+            if let Some(format) = format {
+                let format = string(&format, "format")?;
+                if !format.eq_ignore_ascii_case("parquet") {
+                    return plan_err!("add_files adds Parquet files; format {format} is not one");
+                }
+            }
+            let catalog = writes(&iceberg)?;
+            iceberg.planner().check_writable()?;
+            let ident = iceberg.table().identifier().clone();
+            Arc::new(move |_| {
+                let (catalog, ident, location) =
+                    (Arc::clone(&catalog), ident.clone(), location.clone());
+                Box::pin(async move {
+                    // Another commit first: read the table again and redo (the files are only
+                    // described, never written).
+                    let mut attempt = 0;
+                    let r = loop {
+                        let table = catalog.load_table(&ident).await.map_err(to_df)?;
+                        let lister =
+                            iceflight_catalog::listing::StorageLister::new(table.file_io());
+                        match iceflight_iceberg::add_files::add_files(
+                            catalog.as_ref(),
+                            &table,
+                            &lister,
+                            &location,
+                        )
+                        .await
+                        {
+                            Err(e)
+                                if e.kind() == iceberg::ErrorKind::CatalogCommitConflicts
+                                    && attempt < MANIFEST_REWRITE_ATTEMPTS =>
+                            {
+                                attempt += 1;
+                            }
+                            other => break other.map_err(|e| failed(e, "add_files", &ident))?,
+                        }
+                    };
+                    Ok(vec![
+                        ("added_data_files_count", r.added_files),
+                        ("added_rows_count", r.added_rows),
+                        ("added_bytes", r.added_bytes),
+                    ])
+                })
+            })
+        }
         "rollback_to_snapshot" => {
             no_condition(&procedure, &condition)?;
             let [id] = take(&procedure, args, &["snapshot_id"])?;
@@ -450,7 +503,7 @@ pub async fn plan_call(ctx: &SessionContext, function: &Function) -> Result<Logi
         other => {
             return plan_err!(
                 "unknown procedure {other} of ALTER TABLE … EXECUTE; there are optimize, \
-                 expire_snapshots, remove_orphan_files, optimize_manifests and \
+                 expire_snapshots, remove_orphan_files, optimize_manifests, add_files and \
                  rollback_to_snapshot"
             );
         }
@@ -577,6 +630,9 @@ fn failed(e: iceberg::Error, procedure: &str, table: &iceberg::TableIdent) -> Da
 fn to_df(e: iceberg::Error) -> DataFusionError {
     match e.kind() {
         iceberg::ErrorKind::DataInvalid => DataFusionError::Plan(e.message().to_string()),
+        iceberg::ErrorKind::FeatureUnsupported => {
+            DataFusionError::NotImplemented(e.message().to_string())
+        }
         _ => DataFusionError::External(Box::new(e)),
     }
 }
