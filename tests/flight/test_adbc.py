@@ -20,6 +20,7 @@ import decimal
 import json
 import os
 import pathlib
+import time
 
 import adbc_driver_flightsql
 import adbc_driver_flightsql.dbapi as flight_sql
@@ -283,6 +284,39 @@ def test_unknown_table_error_names_the_table(conn):
             cur.execute("SELECT * FROM no_such_table_xyz")
     assert err.value.status_code in (AdbcStatusCode.INVALID_ARGUMENT, AdbcStatusCode.NOT_FOUND), err.value
     assert "no_such_table_xyz" in str(err.value), str(err.value)
+
+
+def test_statement_timeout_option_ends_the_query_on_the_server(server):
+    """ADBC's statement timeout (the per-RPC deadline ``adbc.flight.sql.rpc.timeout_seconds.*``,
+    set here on the statement) cancels the result stream at the deadline, and the server ends
+    the query: listed CANCELLED in system.runtime.queries, not left RUNNING."""
+    marker = -7351
+    slow = ("SELECT count(*) FROM lineitem a, lineitem b "
+            f"WHERE a.l_orderkey + b.l_orderkey = {marker}")
+    with server.connect() as c:
+        c.adbc_current_catalog = CATALOG
+        c.adbc_current_db_schema = SCHEMA
+        with contextlib.closing(c.cursor()) as cur:
+            cur.adbc_statement.set_options(**{
+                adbc_driver_flightsql.DatabaseOptions.TIMEOUT_QUERY.value: "1",
+                adbc_driver_flightsql.DatabaseOptions.TIMEOUT_FETCH.value: "1",
+            })
+            start = time.monotonic()
+            with pytest.raises(adbc_driver_manager.Error) as err:
+                cur.execute(slow)
+                cur.fetch_arrow_table()
+            elapsed = time.monotonic() - start
+        assert elapsed < 20, f"the 1 s timeout took {elapsed:.1f} s"
+        assert err.value.status_code in (AdbcStatusCode.TIMEOUT, AdbcStatusCode.CANCELLED), err.value
+        lookup = ("SELECT state FROM system.runtime.queries "
+                  f"WHERE query LIKE '%= {marker}%' AND query NOT LIKE '%system.runtime%'")
+        deadline = time.monotonic() + 15
+        while True:
+            states = [r["state"] for r in query_all(c, lookup).to_pylist()]
+            if states == ["CANCELLED"] or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert states == ["CANCELLED"], states
 
 
 # ---------------------------------------------------------------- session: current schema
