@@ -6,11 +6,17 @@
 # input under input/fuzz/artifacts/. Prints each target's executions.
 #
 #   scripts/fuzz.sh [SECONDS]
+#   scripts/fuzz.sh --build     builds the targets only (CI builds them while the tests run)
 #
 # Builds in its own directory ($ICEFLIGHT_FUZZ_TARGET_DIR, default $HOME/.cache/iceflight-fuzz):
 # instrumented code cannot share the workspace's build.
 set -euo pipefail
 seconds=${1:-20}
+build_only=false
+if [ "$seconds" = "--build" ]; then
+  build_only=true
+  seconds=0
+fi
 if ! [[ "$seconds" =~ ^[0-9]+$ ]]; then
   sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
@@ -24,6 +30,9 @@ cd "$here/input/fuzz"
 # Safe Rust: no sanitizer (it would only slow the run); the stable toolchain then suffices.
 fuzz=(cargo fuzz run --sanitizer none --target-dir "$target_dir")
 cargo fuzz build --sanitizer none --target-dir "$target_dir"
+if $build_only; then
+  exit 0
+fi
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 for target in $(cargo fuzz list); do
