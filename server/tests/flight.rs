@@ -266,6 +266,19 @@ async fn a_prepared_statement_runs_with_each_bound_parameter() {
     server.stop().await;
 }
 
+/// The Arrow schema of the first table a `GetTables(include_schema)` answer lists.
+fn first_table_schema(tables: &[RecordBatch]) -> Schema {
+    let ipc = tables[0]
+        .column_by_name("table_schema")
+        .unwrap()
+        .as_any()
+        .downcast_ref::<arrow::array::BinaryArray>()
+        .unwrap()
+        .value(0)
+        .to_vec();
+    arrow::ipc::convert::try_schema_from_ipc_buffer(&ipc).unwrap()
+}
+
 /// Catalogs (the engine's `system` catalog too, as in Trino), schemas with a NULL catalog
 /// filter, tables with their schemas and the column metadata JDBC's `getColumns` reads, one
 /// table type per object across GetTables and information_schema, `GetXdbcTypeInfo`,
@@ -302,15 +315,7 @@ async fn metadata_commands_answer_as_clients_expect() {
     let tables = fetch(&mut c, info).await;
     assert_eq!(tables.iter().map(|b| b.num_rows()).sum::<usize>(), 1);
     // include_schema carries the table's columns with the Flight SQL column metadata keys.
-    let ipc = tables[0]
-        .column_by_name("table_schema")
-        .unwrap()
-        .as_any()
-        .downcast_ref::<arrow::array::BinaryArray>()
-        .unwrap()
-        .value(0)
-        .to_vec();
-    let table_schema = arrow::ipc::convert::try_schema_from_ipc_buffer(&ipc).unwrap();
+    let table_schema = first_table_schema(&tables);
     let orderkey = table_schema.field_with_name("l_orderkey").unwrap();
     assert_eq!(
         orderkey.metadata()["ARROW:FLIGHT:SQL:TABLE_NAME"],
@@ -381,15 +386,7 @@ async fn metadata_commands_answer_as_clients_expect() {
             .collect();
         assert_eq!(got, sql_types, "include_schema {include_schema}");
         if include_schema {
-            let ipc = batches[0]
-                .column_by_name("table_schema")
-                .unwrap()
-                .as_any()
-                .downcast_ref::<arrow::array::BinaryArray>()
-                .unwrap()
-                .value(0)
-                .to_vec();
-            let schema = arrow::ipc::convert::try_schema_from_ipc_buffer(&ipc).unwrap();
+            let schema = first_table_schema(&batches);
             assert_eq!(
                 schema.field(0).metadata()["ARROW:FLIGHT:SQL:IS_READ_ONLY"],
                 "1"
