@@ -7,13 +7,15 @@
 //!        (by field id when the file has them, else by name) ──► metrics: iceberg's
 //!        ParquetWriter::parquet_to_data_file_builder (counts, null counts, bounds)
 //!   ──► one `append` snapshot with every file, and, for files without field ids, the table's
-//!       name mapping (`schema.name-mapping.default`) set in the same commit when it has none
+//!       name mapping (`schema.name-mapping.default`) set or extended to the current columns in
+//!       the same commit
 //! ```
 //!
 //! A file that does not fit fails the whole call, naming the file and the column; nothing is
-//! committed. What fits: every column of the file is a column of the table with the same type
-//! (strings and binaries of any Arrow width; a nested column's children alike), and every
-//! required column of the table is in the file without NULLs. A file already in the table is
+//! committed. What fits: every column of the file is a column of the table with the same name
+//! and type (strings and binaries of any Arrow width; a nested column's children alike), all
+//! found by field id or all by name, and every required column of the table is in the file
+//! (a primitive one without NULLs). A file already in the table is
 //! refused (its rows would count twice). Partitioned tables are not supported yet: the files'
 //! partition values would have to be proven from their rows.
 
@@ -110,14 +112,20 @@ pub async fn add_files(
     let mut added: Vec<DataFile> = vec![];
     let mut without_ids = false;
     for path in paths {
-        let input = table.file_io().new_input(&path)?;
-        let file_metadata = input.metadata().await?;
+        let unreadable = |e: Error| {
+            Error::new(
+                e.kind(),
+                format!("add_files: {path} cannot be read: {}", e.message()),
+            )
+        };
+        let input = table.file_io().new_input(&path).map_err(unreadable)?;
+        let file_metadata = input.metadata().await.map_err(unreadable)?;
         let size = file_metadata.size;
         let mut reader = ArrowFileReader::new(file_metadata, input.reader().await?);
         let footer = reader.get_metadata(None).await.map_err(|e| {
             Error::new(
                 ErrorKind::DataInvalid,
-                format!("add_files: {path} is not a Parquet file: {e}"),
+                format!("add_files: {path}: no Parquet footer could be read: {e}"),
             )
         })?;
         without_ids |= check_columns(&path, &footer, schema, &table_arrow)?;
@@ -138,15 +146,26 @@ pub async fn add_files(
         report.added_bytes += file.file_size_in_bytes();
         added.push(file);
     }
+    // Files without field ids are read by name: the table's mapping must name every current
+    // column (a column added since the mapping was written would otherwise read as NULL).
     let mut properties = HashMap::new();
-    if without_ids
-        && !metadata
+    if without_ids {
+        let existing: Option<NameMapping> = metadata
             .properties()
-            .contains_key(DEFAULT_SCHEMA_NAME_MAPPING)
-    {
-        let mapping = serde_json::to_string(&name_mapping(schema))
-            .map_err(|e| Error::new(ErrorKind::Unexpected, e.to_string()))?;
-        properties.insert(DEFAULT_SCHEMA_NAME_MAPPING.to_string(), mapping);
+            .get(DEFAULT_SCHEMA_NAME_MAPPING)
+            .and_then(|m| serde_json::from_str(m).ok());
+        let mapping = match &existing {
+            Some(old) => {
+                let old: Vec<&MappedField> = old.fields().iter().collect();
+                NameMapping::new(merge(&old, mapped_fields(schema.as_struct())))
+            }
+            None => name_mapping(schema),
+        };
+        if existing.as_ref() != Some(&mapping) {
+            let mapping = serde_json::to_string(&mapping)
+                .map_err(|e| Error::new(ErrorKind::Unexpected, e.to_string()))?;
+            properties.insert(DEFAULT_SCHEMA_NAME_MAPPING.to_string(), mapping);
+        }
     }
     let changes = FileChanges {
         added_data_files: added,
@@ -171,6 +190,12 @@ fn on_table_storage(location: &str, table_location: &str) -> Result<String> {
             .replace("s3n", "s3"),
         None => "file".to_string(),
     };
+    if !location.contains("://") && !location.starts_with('/') {
+        return Err(Error::new(
+            ErrorKind::DataInvalid,
+            format!("add_files: location {location} is relative; give an absolute path or URL"),
+        ));
+    }
     let (theirs, ours) = (scheme(location), scheme(table_location));
     if theirs != ours {
         return Err(Error::new(
@@ -218,6 +243,12 @@ fn check_columns(
     )
     .map_err(|e| misfit(format!("its schema does not convert to Arrow: {e}")))?;
     let without_ids = file_arrow.fields().iter().all(|f| field_id(f).is_none());
+    if !without_ids && file_arrow.fields().iter().any(|f| field_id(f).is_none()) {
+        return Err(misfit(
+            "some columns have field ids and some do not; a file is read by ids or by names"
+                .to_string(),
+        ));
+    }
     let mut found: HashSet<i32> = HashSet::new();
     for column in file_arrow.fields() {
         let table_field = match field_id(column) {
@@ -234,6 +265,15 @@ fn check_columns(
                 column.name()
             )));
         };
+        // Metrics are taken by column name (iceberg's footer reading): a file whose ids name
+        // other columns than the table's would describe them under the wrong ids.
+        if table_field.name() != column.name() {
+            return Err(misfit(format!(
+                "column {} has the field id of the table's column {}",
+                column.name(),
+                table_field.name()
+            )));
+        }
         if !same_type(column.data_type(), table_field.data_type()) {
             return Err(misfit(format!(
                 "column {} is {} in the file, {} in the table",
@@ -335,6 +375,44 @@ fn nested(t: &Type) -> Vec<MappedField> {
     }
 }
 
+/// `old` mapped fields with `fresh` ones merged in by field id: a field keeps its old names and
+/// gains its current one (a renamed column is found under either), its children merged alike;
+/// fields only `fresh` names are added, fields only `old` names are kept (older files may hold
+/// them).
+fn merge(old: &[&MappedField], fresh: Vec<MappedField>) -> Vec<MappedField> {
+    let mut out: Vec<MappedField> = vec![];
+    for f in old {
+        let now = fresh
+            .iter()
+            .find(|n| n.field_id().is_some() && n.field_id() == f.field_id());
+        let mut names = f.names().to_vec();
+        let children = match now {
+            Some(n) => {
+                for name in n.names() {
+                    if !names.contains(name) {
+                        names.push(name.clone());
+                    }
+                }
+                let fresh_children = n.fields().iter().map(|c| c.as_ref().clone()).collect();
+                let old_children: Vec<&MappedField> =
+                    f.fields().iter().map(|c| c.as_ref()).collect();
+                merge(&old_children, fresh_children)
+            }
+            None => f.fields().iter().map(|c| c.as_ref().clone()).collect(),
+        };
+        out.push(MappedField::new(f.field_id(), names, children));
+    }
+    for n in fresh {
+        if !old
+            .iter()
+            .any(|f| f.field_id().is_some() && f.field_id() == n.field_id())
+        {
+            out.push(n);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -350,6 +428,32 @@ mod tests {
         assert!(on_table_storage("/tmp/in", "s3://b/ns/t").is_err());
         assert!(on_table_storage("s3a://b/in", "s3://b/ns/t").is_ok());
         assert!(on_table_storage("gs://b/in", local).is_err());
+        assert!(on_table_storage("in/dir", local).is_err());
+    }
+
+    /// A merged mapping keeps old names and gains new fields and current names.
+    #[test]
+    fn mappings_merge_by_field_id() {
+        let (a, b) = (
+            MappedField::new(Some(1), vec!["id".into()], vec![]),
+            MappedField::new(Some(2), vec!["old_name".into()], vec![]),
+        );
+        let old = vec![&a, &b];
+        let fresh = vec![
+            MappedField::new(Some(1), vec!["id".into()], vec![]),
+            MappedField::new(Some(2), vec!["new_name".into()], vec![]),
+            MappedField::new(Some(3), vec!["added".into()], vec![]),
+        ];
+        let merged = merge(&old, fresh);
+        let names: Vec<Vec<String>> = merged.iter().map(|f| f.names().to_vec()).collect();
+        assert_eq!(
+            names,
+            [
+                vec!["id".to_string()],
+                vec!["old_name".into(), "new_name".into()],
+                vec!["added".into()]
+            ]
+        );
     }
 
     /// Hidden and non-Parquet files are not added.

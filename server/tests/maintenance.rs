@@ -928,4 +928,29 @@ async fn add_files_brings_parquet_files_in_place() {
     )
     .await;
     assert_eq!(sorted(&ctx, "SELECT * FROM imported").await, ours);
+
+    // A column added since: the name mapping gains it, so a later file's values are read.
+    ok(&ctx, "ALTER TABLE imported ADD COLUMN extra INT").await;
+    let later = dir.path().join("later");
+    duckdb_parquet(
+        &later,
+        &[("c.parquet", "SELECT 5000::BIGINT AS id, 42::INT AS extra")],
+    );
+    let added = metrics(
+        &ctx,
+        &format!(
+            "ALTER TABLE imported EXECUTE add_files(location => '{}')",
+            later.display()
+        ),
+    )
+    .await;
+    assert_eq!(added["added_data_files_count"], 1, "{added:?}");
+    assert_eq!(
+        ok(&ctx, "SELECT extra, name FROM imported WHERE id = 5000").await,
+        [["42", "NULL"]]
+    );
+    assert_eq!(
+        oracle(dir.path(), "read", "history.imported").len(),
+        ours.len() + 1
+    );
 }

@@ -14,7 +14,8 @@
 //! identity-partitioned in each planned file's spec, so each row of the file holds the
 //! partition value (the Iceberg spec), and the predicate is true on those values; files that
 //! planning pruned hold no row that passes. Dropping such a filter keeps every row it kept. A
-//! filter with a projection of its own, or over anything but a scan, stays. The rule runs
+//! filter with a projection or a row limit of its own, a volatile one (`random()`), or one
+//! over anything but a scan, stays. The rule runs
 //! before `AggregateStatistics` (`table/register.rs`).
 
 use std::sync::Arc;
@@ -46,7 +47,10 @@ impl PhysicalOptimizerRule for ProvenFilterRule {
             let Some(scan) = filter.input().downcast_ref::<IcebergScanExec>() else {
                 return Ok(Transformed::no(node));
             };
-            if filter.projection().is_some() || !scan.proves(filter.predicate()) {
+            if filter.projection().is_some()
+                || filter.fetch().is_some()
+                || !scan.proves(filter.predicate())
+            {
                 return Ok(Transformed::no(node));
             }
             Ok(Transformed::yes(

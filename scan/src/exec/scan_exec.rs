@@ -28,7 +28,7 @@ use datafusion::common::{Result, Statistics, internal_err};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
-use datafusion::physical_expr_common::physical_expr::is_dynamic_physical_expr;
+use datafusion::physical_expr_common::physical_expr::{is_dynamic_physical_expr, is_volatile};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::filter_pushdown::{
     ChildPushdownResult, FilterPushdownPhase, FilterPushdownPropagation, PushedDown,
@@ -455,16 +455,31 @@ impl IcebergScanExec {
 
     /// Whether `predicate` (over this scan's output columns) is true for every row the scan
     /// returns: each column it reads is identity-partitioned in every planned file's spec (so
-    /// constant within the file, [`identity_partition_value`]) and the predicate is true, not
-    /// NULL, on each file's values. `false` when unsure: a column some file's spec does not
-    /// partition by identity, a value that does not convert, no column read, no file planned.
+    /// constant within the file, [`identity_partition_value`]; the Iceberg spec makes the
+    /// partition value every row's value, and a file that stored other values would break the
+    /// table's own partitioning) and the predicate is true, not NULL, on each file's values.
+    /// `false` when unsure: a column some file's spec does not partition by identity, a value
+    /// that does not convert, a volatile function, no column read, no file planned.
     pub fn proves(&self, predicate: &Arc<dyn PhysicalExpr>) -> bool {
         let columns = collect_columns(predicate);
-        let schema = self.output_schema();
-        let tasks: Vec<&FileScanTask> = self.file_groups.iter().flatten().collect();
-        if columns.is_empty() || tasks.is_empty() || !self.dictionary_columns.is_empty() {
+        let tasks = self.planned_tasks_flat();
+        // A volatile predicate (`random()`) is not one value per file.
+        if columns.is_empty()
+            || tasks.is_empty()
+            || !self.dictionary_columns.is_empty()
+            || is_volatile(predicate)
+        {
             return false;
         }
+        // The probe row holds NULL in the columns the predicate does not read, so every
+        // field may be NULL there.
+        let schema = Arc::new(Schema::new(
+            self.output_schema()
+                .fields()
+                .iter()
+                .map(|f| f.as_ref().clone().with_nullable(true))
+                .collect::<Vec<_>>(),
+        ));
         let proven_on = |task: &FileScanTask| -> Option<bool> {
             let mut arrays: Vec<ArrayRef> = schema
                 .fields()
@@ -489,13 +504,18 @@ impl IcebergScanExec {
         tasks.into_iter().all(|t| proven_on(t) == Some(true))
     }
 
+    /// Every planned task, across partitions.
+    fn planned_tasks_flat(&self) -> Vec<&FileScanTask> {
+        self.file_groups.iter().flatten().collect()
+    }
+
     /// This scan with a filter above it that [`Self::proves`] removed: it returns every row of
     /// its files, so what the manifests know exactly is exact again
     /// ([`FileMetricsIndex::exact_statistics`]). Unchanged under a limit.
     pub fn with_proven_filter(&self) -> Self {
         let mut scan = self.clone();
         if self.limit.is_none() {
-            let tasks: Vec<&FileScanTask> = self.file_groups.iter().flatten().collect();
+            let tasks = self.planned_tasks_flat();
             scan.total_statistics = Arc::new(self.index.exact_statistics(
                 self.total_statistics.as_ref().clone(),
                 &tasks,

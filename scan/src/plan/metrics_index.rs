@@ -392,8 +392,9 @@ impl FileMetricsIndex {
     ///   truncated; strings' may be, floats' leave NaN out: case c02); NULL when every file
     ///   holds only NULLs there.
     ///
-    /// The caller guarantees the scan returns every row of its files (no static predicate, no
-    /// limit). Columns of `schema` are top-level (a nested leaf's null count would not count
+    /// The caller guarantees the scan returns every row of its files: no static predicate, or
+    /// one every file's identity partition values prove (`exec/proven_filter_rule.rs`), and no
+    /// limit. Columns of `schema` are top-level (a nested leaf's null count would not count
     /// NULL parents: case c01).
     pub fn exact_statistics(
         &self,

@@ -139,8 +139,15 @@ impl ClusterCredentials {
             .ca_certificate(Certificate::from_pem(&tls.ca))
             .identity(Identity::from_pem(&tls.cert, &tls.key));
         endpoint.tls_config(config).map_err(|e| {
+            // tonic's error says only "transport error"; its sources say why.
+            let mut why = e.to_string();
+            let mut source = std::error::Error::source(&e);
+            while let Some(s) = source {
+                why = format!("{why}: {s}");
+                source = s.source();
+            }
             ConfigError::Invalid(format!(
-                "distributed.tls ({}, {}): {e}",
+                "distributed.tls ({}, {}): {why}",
                 tls.files.cert.display(),
                 tls.files.key.display()
             ))
@@ -152,8 +159,10 @@ impl ClusterCredentials {
         let Some(secret) = &self.secret else {
             return create_worker_client(BoxCloneSyncChannel::new(channel));
         };
-        let value = http::HeaderValue::try_from(format!("Bearer {secret}"))
+        let mut value = http::HeaderValue::try_from(format!("Bearer {secret}"))
             .expect("checked printable in from_config");
+        // Never indexed by HTTP/2 header compression, hidden from Debug.
+        value.set_sensitive(true);
         create_worker_client(BoxCloneSyncChannel::new(WithSecret {
             inner: channel,
             value,

@@ -53,7 +53,7 @@ const DEFAULT_FILE_SIZE_THRESHOLD: u64 = 100 * 1000 * 1000;
 
 /// Times `optimize_manifests` and `add_files` read the table again after another commit came
 /// first (both only describe files, so redoing costs metadata reads).
-const MANIFEST_REWRITE_ATTEMPTS: usize = 8;
+const COMMIT_ATTEMPTS: usize = 8;
 
 /// Limits of the procedures from the server's configuration (`[maintenance]`), a session
 /// config extension.
@@ -411,7 +411,7 @@ pub async fn plan_call(ctx: &SessionContext, function: &Function) -> Result<Logi
                         {
                             Err(e)
                                 if e.kind() == iceberg::ErrorKind::CatalogCommitConflicts
-                                    && attempt < MANIFEST_REWRITE_ATTEMPTS =>
+                                    && attempt < COMMIT_ATTEMPTS =>
                             {
                                 attempt += 1;
                             }
@@ -466,7 +466,7 @@ pub async fn plan_call(ctx: &SessionContext, function: &Function) -> Result<Logi
                         {
                             Err(e)
                                 if e.kind() == iceberg::ErrorKind::CatalogCommitConflicts
-                                    && attempt < MANIFEST_REWRITE_ATTEMPTS =>
+                                    && attempt < COMMIT_ATTEMPTS =>
                             {
                                 attempt += 1;
                             }
