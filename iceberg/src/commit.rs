@@ -35,10 +35,10 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use iceberg::spec::{
-    DataContentType, DataFile, FormatVersion, MAIN_BRANCH, ManifestContentType, ManifestFile,
-    ManifestListWriter, ManifestWriter, ManifestWriterBuilder, Operation, PartitionSpecRef,
-    Snapshot, SnapshotReference, SnapshotRetention, SnapshotSummaryCollector, Summary,
-    TableMetadata,
+    DataContentType, DataFile, FormatVersion, MAIN_BRANCH, Manifest, ManifestContentType,
+    ManifestEntryRef, ManifestFile, ManifestListWriter, ManifestWriter, ManifestWriterBuilder,
+    Operation, PartitionSpecRef, Snapshot, SnapshotReference, SnapshotRetention,
+    SnapshotSummaryCollector, Summary, TableMetadata,
 };
 use iceberg::table::Table;
 use iceberg::{Catalog, Error, ErrorKind, Result, TableIdent, TableRequirement, TableUpdate};
@@ -229,18 +229,7 @@ pub async fn commit_changes(
             let spec = Arc::new(manifest.metadata().partition_spec().clone());
             let schema = Arc::clone(manifest.metadata().schema());
             let mut writer = files.manifest_writer(&schema, &spec, manifest_file.content)?;
-            // Rows keep their ids: an inherited first row id is written out (`row_lineage.rs`).
-            let first_row_ids = row_lineage::first_row_ids(&manifest_file, &manifest);
-            for (entry, first_row_id) in manifest.entries().iter().zip(first_row_ids) {
-                if !entry.is_alive() {
-                    continue;
-                }
-                let file = match first_row_id {
-                    Some(id) if entry.data_file().first_row_id().is_none() => {
-                        row_lineage::with_first_row_id(entry.data_file(), id)?
-                    }
-                    _ => entry.data_file().clone(),
-                };
+            for (entry, file) in live_files(&manifest_file, &manifest)? {
                 let seq = entry.sequence_number.unwrap_or(0);
                 if removed(&file) {
                     match file.content_type() {
@@ -411,17 +400,7 @@ pub async fn rewrite_manifests(
         let mut bound = None;
         for manifest_file in &group {
             let manifest = manifest_file.load_manifest(table.file_io()).await?;
-            let first_row_ids = row_lineage::first_row_ids(manifest_file, &manifest);
-            for (entry, first_row_id) in manifest.entries().iter().zip(first_row_ids) {
-                if !entry.is_alive() {
-                    continue;
-                }
-                let file = match first_row_id {
-                    Some(id) if entry.data_file().first_row_id().is_none() => {
-                        row_lineage::with_first_row_id(entry.data_file(), id)?
-                    }
-                    _ => entry.data_file().clone(),
-                };
+            for (entry, file) in live_files(manifest_file, &manifest)? {
                 let added_by = entry.snapshot_id.unwrap_or(manifest_file.added_snapshot_id);
                 let seq = entry.sequence_number.unwrap_or(0);
                 entries.push((
@@ -567,6 +546,30 @@ async fn commit_snapshot(
     catalog
         .commit_updates(table.identifier(), requirements, updates)
         .await
+}
+
+/// The live entries of `manifest` (read from `manifest_file`), each with its data file; a
+/// first row id the file inherits is written out, so rows keep their ids when the entry is
+/// written again (`row_lineage.rs`).
+fn live_files<'a>(
+    manifest_file: &ManifestFile,
+    manifest: &'a Manifest,
+) -> Result<Vec<(&'a ManifestEntryRef, DataFile)>> {
+    let first_row_ids = row_lineage::first_row_ids(manifest_file, manifest);
+    let mut live = vec![];
+    for (entry, first_row_id) in manifest.entries().iter().zip(first_row_ids) {
+        if !entry.is_alive() {
+            continue;
+        }
+        let file = match first_row_id {
+            Some(id) if entry.data_file().first_row_id().is_none() => {
+                row_lineage::with_first_row_id(entry.data_file(), id)?
+            }
+            _ => entry.data_file().clone(),
+        };
+        live.push((entry, file));
+    }
+    Ok(live)
 }
 
 /// Names and writers of the manifests one commit writes (`<location>/metadata/<commit>-m<n>.avro`,

@@ -399,28 +399,18 @@ pub async fn plan_call(ctx: &SessionContext, function: &Function) -> Result<Logi
                 let (catalog, ident) = (Arc::clone(&catalog), ident.clone());
                 Box::pin(async move {
                     // Another commit first: read the manifests again and redo (metadata only).
-                    let mut attempt = 0;
-                    let r = loop {
-                        let table = catalog.load_table(&ident).await.map_err(to_df)?;
-                        match iceflight_iceberg::commit::rewrite_manifests(
-                            catalog.as_ref(),
-                            &table,
-                            iceflight_iceberg::commit::MANIFEST_TARGET_SIZE_BYTES,
-                        )
-                        .await
-                        {
-                            Err(e)
-                                if e.kind() == iceberg::ErrorKind::CatalogCommitConflicts
-                                    && attempt < COMMIT_ATTEMPTS =>
-                            {
-                                attempt += 1;
-                            }
-                            other => {
-                                break other
-                                    .map_err(|e| failed(e, "optimize_manifests", &ident))?;
-                            }
+                    let r = on_fresh_table(&catalog, &ident, "optimize_manifests", |table| {
+                        let catalog = Arc::clone(&catalog);
+                        async move {
+                            iceflight_iceberg::commit::rewrite_manifests(
+                                catalog.as_ref(),
+                                &table,
+                                iceflight_iceberg::commit::MANIFEST_TARGET_SIZE_BYTES,
+                            )
+                            .await
                         }
-                    };
+                    })
+                    .await?;
                     Ok(vec![
                         ("rewritten_manifests_count", r.rewritten_manifests),
                         ("added_manifests_count", r.added_manifests),
@@ -451,28 +441,21 @@ pub async fn plan_call(ctx: &SessionContext, function: &Function) -> Result<Logi
                 Box::pin(async move {
                     // Another commit first: read the table again and redo (the files are only
                     // described, never written).
-                    let mut attempt = 0;
-                    let r = loop {
-                        let table = catalog.load_table(&ident).await.map_err(to_df)?;
-                        let lister =
-                            iceflight_catalog::listing::StorageLister::new(table.file_io());
-                        match iceflight_iceberg::add_files::add_files(
-                            catalog.as_ref(),
-                            &table,
-                            &lister,
-                            &location,
-                        )
-                        .await
-                        {
-                            Err(e)
-                                if e.kind() == iceberg::ErrorKind::CatalogCommitConflicts
-                                    && attempt < COMMIT_ATTEMPTS =>
-                            {
-                                attempt += 1;
-                            }
-                            other => break other.map_err(|e| failed(e, "add_files", &ident))?,
+                    let r = on_fresh_table(&catalog, &ident, "add_files", |table| {
+                        let (catalog, location) = (Arc::clone(&catalog), location.clone());
+                        async move {
+                            let lister =
+                                iceflight_catalog::listing::StorageLister::new(table.file_io());
+                            iceflight_iceberg::add_files::add_files(
+                                catalog.as_ref(),
+                                &table,
+                                &lister,
+                                &location,
+                            )
+                            .await
                         }
-                    };
+                    })
+                    .await?;
                     Ok(vec![
                         ("added_data_files_count", r.added_files),
                         ("added_rows_count", r.added_rows),
@@ -597,6 +580,35 @@ fn older_than_ms(retention: Duration) -> Result<i64> {
         .duration_since(UNIX_EPOCH)
         .map_err(|e| DataFusionError::External(Box::new(e)))?;
     Ok(now.saturating_sub(retention).as_millis() as i64)
+}
+
+/// Runs `run` on `ident` loaded fresh from `catalog`, loading it again and rerunning when
+/// another commit came first, at most [`COMMIT_ATTEMPTS`] times more.
+///
+/// Errors: `run`'s last error as [`failed`] maps it (a conflict left after the last attempt is
+/// a `WriteConflict` of `procedure`), or the table failing to load.
+async fn on_fresh_table<T, F>(
+    catalog: &Arc<dyn iceflight_iceberg::commit::CommitCatalog>,
+    ident: &iceberg::TableIdent,
+    procedure: &str,
+    run: impl Fn(iceberg::table::Table) -> F,
+) -> Result<T>
+where
+    F: std::future::Future<Output = iceberg::Result<T>>,
+{
+    let mut attempt = 0;
+    loop {
+        let table = catalog.load_table(ident).await.map_err(to_df)?;
+        match run(table).await {
+            Err(e)
+                if e.kind() == iceberg::ErrorKind::CatalogCommitConflicts
+                    && attempt < COMMIT_ATTEMPTS =>
+            {
+                attempt += 1;
+            }
+            other => return other.map_err(|e| failed(e, procedure, ident)),
+        }
+    }
 }
 
 /// The table's catalog for commits. Errors: a table read at a past snapshot.
