@@ -11,6 +11,7 @@ use crate::cached_storage::{CachingStorageFactory, StorageCache};
 use crate::commit::EmbeddedCatalog;
 use crate::config::{CatalogConfig, CatalogKind};
 use crate::error::CatalogError;
+use crate::rest::CredentialCounters;
 
 /// Connects to one configured catalog.
 ///
@@ -19,11 +20,13 @@ use crate::error::CatalogError;
 /// through iceberg-storage-opendal's resolving factory, under `cache` when given
 /// (`cached_storage.rs`).
 ///
+/// Returns the catalog and, for a REST catalog, the counters of its credentials.
+///
 /// Errors: [`CatalogError::Unavailable`] naming the catalog and URI when it cannot be reached.
 pub async fn connect(
     config: &CatalogConfig,
     cache: Option<&StorageCache>,
-) -> Result<Arc<dyn CommitCatalog>, CatalogError> {
+) -> Result<(Arc<dyn CommitCatalog>, Option<CredentialCounters>), CatalogError> {
     let config = &resolve_secrets(config)?;
     let storage = Arc::new(CachingStorageFactory::new(cache.cloned()));
     let mut props: HashMap<String, String> = config.properties.clone().into_iter().collect();
@@ -84,11 +87,15 @@ pub async fn connect(
             let catalog = EmbeddedCatalog::connect(catalog, config.name.clone(), &uri, dollar)
                 .await
                 .map_err(unavailable)?;
-            Ok(Arc::new(catalog))
+            Ok((Arc::new(catalog), None))
         }
-        CatalogKind::Rest => Ok(Arc::new(
-            crate::rest::ManagedRestCatalog::new(config)?.with_storage_cache(cache.cloned()),
-        )),
+        CatalogKind::Rest => {
+            let rest = crate::rest::ManagedRestCatalog::new(config)?
+                .with_storage_cache(cache.cloned())
+                .shared();
+            let counters = rest.counters();
+            Ok((rest, Some(counters)))
+        }
     }
 }
 

@@ -21,6 +21,7 @@ pub mod provider;
 pub mod rest;
 pub mod table_ref;
 pub mod tables;
+pub mod vended_storage;
 
 use std::sync::Arc;
 
@@ -39,6 +40,8 @@ pub struct Catalogs {
     entries: Vec<(String, String, Arc<dyn Catalog>)>,
     /// The caches, by catalog name.
     caches: Vec<(String, Arc<cache::CachingCatalog>)>,
+    /// The credential counters of the REST catalogs, by catalog name.
+    credentials: Vec<(String, rest::CredentialCounters)>,
 }
 
 impl Catalogs {
@@ -51,6 +54,7 @@ impl Catalogs {
         let mut entries: Vec<(String, String, Arc<dyn Catalog>)> =
             Vec::with_capacity(configs.len());
         let mut caches = Vec::with_capacity(configs.len());
+        let mut credentials = vec![];
         for c in configs {
             if entries.iter().any(|(n, _, _)| n == &c.name) {
                 return Err(CatalogError::Config(format!(
@@ -58,15 +62,23 @@ impl Catalogs {
                     c.name
                 )));
             }
+            let (catalog, counters) = connect::connect(c, cache).await?;
+            if let Some(counters) = counters {
+                credentials.push((c.name.clone(), counters));
+            }
             let cached = Arc::new(cache::CachingCatalog::new(
-                connect::connect(c, cache).await?,
+                catalog,
                 c.metadata_cache_ttl.unwrap_or(cache::DEFAULT_METADATA_TTL),
                 c.listing_cache_ttl.unwrap_or(cache::DEFAULT_LISTING_TTL),
             ));
             caches.push((c.name.clone(), Arc::clone(&cached)));
             entries.push((c.name.clone(), c.uri.clone(), cached as Arc<dyn Catalog>));
         }
-        Ok(Self { entries, caches })
+        Ok(Self {
+            entries,
+            caches,
+            credentials,
+        })
     }
 
     /// The catalog called `name`. Errors with [`CatalogError::NotFound`] listing the known names.
@@ -108,6 +120,15 @@ impl Catalogs {
             }
             acc
         })
+    }
+
+    /// Per REST catalog, in configuration order: `(name, [OAuth2 tokens fetched, vended storage
+    /// credentials renewed])` ([`rest::CredentialCounters`]).
+    pub fn credential_stats(&self) -> Vec<(String, [u64; 2])> {
+        self.credentials
+            .iter()
+            .map(|(n, c)| (n.clone(), c.get()))
+            .collect()
     }
 
     /// Catalog names in configuration order.

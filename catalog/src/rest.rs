@@ -17,15 +17,20 @@
 //! static token, and replaces the client at 90 % of `expires_in` (capped by the catalog's
 //! `token_lifetime`) or when the server answers 401. The client is built lazily: a catalog that
 //! is down at start-up only fails the queries that use it. Secrets are never logged. Storage
-//! credentials vended at table load win over configured ones (which only fill in).
+//! credentials vended at table load (asked for with `vended_credentials`) win over configured
+//! ones (which only fill in); vended ones with an expiry are renewed by loading the table again
+//! before they expire (`vended_storage.rs`).
 
 use std::collections::HashMap;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use crate::cached_storage::{CachingStorageFactory, StorageCache};
+use crate::vended_storage::{CredentialSource, EXPIRES_AT_MS, Renewal, RenewingStorageFactory};
 use async_trait::async_trait;
+use futures::FutureExt;
+use futures::future::BoxFuture;
 use iceberg::table::Table;
 use iceberg::{
     Catalog, CatalogBuilder, Error, ErrorKind, Namespace, NamespaceIdent, Result, TableCommit,
@@ -71,6 +76,27 @@ fn with_fallback_credentials(
     Some(props)
 }
 
+/// What a REST catalog fetched to stay signed in, counted since it was connected (`/metrics`,
+/// tests). Clones share the counts.
+#[derive(Debug, Default, Clone)]
+pub struct CredentialCounters {
+    /// OAuth2 tokens fetched, refreshes and replacements of rejected tokens included.
+    pub tokens_fetched: Arc<AtomicU64>,
+    /// Vended storage credentials renewed before they expired, over all tables
+    /// (`vended_storage.rs`).
+    pub storage_renewed: Arc<AtomicU64>,
+}
+
+impl CredentialCounters {
+    /// `[tokens fetched, storage credentials renewed]`.
+    pub fn get(&self) -> [u64; 2] {
+        [
+            self.tokens_fetched.load(Ordering::Relaxed),
+            self.storage_renewed.load(Ordering::Relaxed),
+        ]
+    }
+}
+
 /// A REST catalog client with token refresh, retries and typed errors (module docs).
 pub struct ManagedRestCatalog {
     name: String,
@@ -91,9 +117,14 @@ pub struct ManagedRestCatalog {
     token_lifetime: Option<Duration>,
     http: reqwest::Client,
     client: tokio::sync::Mutex<Option<Client>>,
-    tokens_fetched: AtomicUsize,
+    counters: CredentialCounters,
     /// The storage of every table's `FileIO` (the engine's block cache, if any).
     storage: Arc<CachingStorageFactory>,
+    /// Upper bound on how long vended storage credentials are used (`credential_lifetime`).
+    credential_lifetime: Option<Duration>,
+    /// This catalog, for the tables whose vended credentials it renews ([`Self::shared`]; empty
+    /// when built without it: nothing is renewed).
+    this: Weak<Self>,
 }
 
 /// Names and endpoints only: no credential, token or storage secret.
@@ -103,7 +134,7 @@ impl std::fmt::Debug for ManagedRestCatalog {
             .field("name", &self.name)
             .field("uri", &self.uri)
             .field("token_uri", &self.token_uri)
-            .field("tokens_fetched", &self.tokens_fetched())
+            .field("counters", &self.counters.get())
             .finish_non_exhaustive()
     }
 }
@@ -198,6 +229,11 @@ impl ManagedRestCatalog {
             .iter()
             .filter_map(|k| props.remove(*k).map(|v| (k.to_string(), v)))
             .collect();
+        if config.vended_credentials {
+            props
+                .entry("header.X-Iceberg-Access-Delegation".into())
+                .or_insert_with(|| "vended-credentials".into());
+        }
         let token_uri = props
             .remove("oauth2-server-uri")
             .unwrap_or_else(|| format!("{}/v1/oauth/tokens", config.uri.trim_end_matches('/')));
@@ -217,8 +253,18 @@ impl ManagedRestCatalog {
                 .build()
                 .map_err(|e| CatalogError::Config(format!("catalog {}: {e}", config.name)))?,
             client: tokio::sync::Mutex::new(None),
-            tokens_fetched: AtomicUsize::new(0),
+            counters: CredentialCounters::default(),
             storage: Arc::new(CachingStorageFactory::new(None)),
+            credential_lifetime: config.credential_lifetime,
+            this: Weak::new(),
+        })
+    }
+
+    /// This catalog behind an `Arc`, able to renew its tables' vended storage credentials.
+    pub fn shared(self) -> Arc<Self> {
+        Arc::new_cyclic(|this| Self {
+            this: this.clone(),
+            ..self
         })
     }
 
@@ -229,8 +275,13 @@ impl ManagedRestCatalog {
     }
 
     /// OAuth2 tokens fetched so far (refreshes included).
-    pub fn tokens_fetched(&self) -> usize {
-        self.tokens_fetched.load(Ordering::Relaxed)
+    pub fn tokens_fetched(&self) -> u64 {
+        self.counters.tokens_fetched.load(Ordering::Relaxed)
+    }
+
+    /// The counters of this catalog's credentials, shared (they keep counting).
+    pub fn counters(&self) -> CredentialCounters {
+        self.counters.clone()
     }
 
     fn unavailable(&self, message: String) -> Error {
@@ -301,7 +352,7 @@ impl ManagedRestCatalog {
             .get("expires_in")
             .and_then(|v| v.as_u64())
             .map(Duration::from_secs);
-        self.tokens_fetched.fetch_add(1, Ordering::Relaxed);
+        self.counters.tokens_fetched.fetch_add(1, Ordering::Relaxed);
         tracing::debug!(catalog = %self.name, expires_in = ?expires_in, "fetched an OAuth2 token");
         Ok((token.to_string(), expires_in))
     }
@@ -368,16 +419,29 @@ impl ManagedRestCatalog {
         Ok(catalog)
     }
 
-    /// `table` with the configured storage credentials when its load vended none.
+    /// `table` with the configured storage credentials when its load vended none, or with
+    /// storage that renews vended credentials that expire.
     fn complete(&self, table: Table) -> Result<Table> {
-        let Some(props) =
-            with_fallback_credentials(table.file_io().config().props(), &self.fallback_storage)
-        else {
+        let vended = table.file_io().config().props();
+        let file_io = if let Some(props) = with_fallback_credentials(vended, &self.fallback_storage)
+        {
+            iceberg::io::FileIOBuilder::new(Arc::clone(&self.storage) as _).with_props(props)
+        } else if let (true, Some(this)) = (vended.contains_key(EXPIRES_AT_MS), self.this.upgrade())
+        {
+            let renewal = Renewal {
+                source: Arc::new(TableCredentials {
+                    catalog: Arc::downgrade(&this),
+                    table: table.identifier().clone(),
+                }),
+                lifetime: self.credential_lifetime,
+                renewed: Arc::clone(&self.counters.storage_renewed),
+            };
+            let factory = RenewingStorageFactory::new((*self.storage).clone(), renewal);
+            iceberg::io::FileIOBuilder::new(Arc::new(factory)).with_props(vended.clone())
+        } else {
             return Ok(table);
         };
-        let file_io = iceberg::io::FileIOBuilder::new(Arc::clone(&self.storage) as _)
-            .with_props(props)
-            .build();
+        let file_io = file_io.build();
         let mut builder = Table::builder()
             .metadata(table.metadata_ref())
             .identifier(table.identifier().clone())
@@ -590,10 +654,42 @@ impl Catalog for ManagedRestCatalog {
     async fn update_table(&self, commit: TableCommit) -> Result<Table> {
         // Not retried: a commit may have been applied before the error.
         let catalog = self.client(None).await?;
-        catalog
+        let updated = catalog
             .update_table(commit)
             .await
-            .map_err(|e| self.typed(e))
+            .map_err(|e| self.typed(e))?;
+        self.complete(updated)
+    }
+}
+
+/// Fresh vended credentials for one table: the table loaded again, through the catalog's token
+/// refresh and retries.
+#[derive(Debug)]
+struct TableCredentials {
+    /// Weak: a table's storage does not keep its catalog alive.
+    catalog: Weak<ManagedRestCatalog>,
+    table: TableIdent,
+}
+
+impl CredentialSource for TableCredentials {
+    fn renew(&self) -> BoxFuture<'static, Result<HashMap<String, String>>> {
+        let (catalog, table) = (self.catalog.upgrade(), self.table.clone());
+        async move {
+            let Some(catalog) = catalog else {
+                return Err(Error::new(
+                    ErrorKind::Unexpected,
+                    format!("the catalog of {table} is closed"),
+                ));
+            };
+            let loaded = catalog
+                .call(true, |c| {
+                    let t = table.clone();
+                    async move { c.load_table(&t).await }
+                })
+                .await?;
+            Ok(loaded.file_io().config().props().clone())
+        }
+        .boxed()
     }
 }
 

@@ -47,6 +47,17 @@ pub struct CatalogConfig {
     /// it for longer; it is refreshed at 90 % of the shorter lifetime.
     #[serde(default, with = "crate::units::duration_text::option")]
     pub token_lifetime: Option<std::time::Duration>,
+    /// `rest`: ask the catalog for storage credentials scoped to each table (the REST header
+    /// `X-Iceberg-Access-Delegation: vended-credentials`, as Trino's
+    /// `iceberg.rest-catalog.vended-credentials-enabled`). Vended credentials win over the
+    /// configured `s3.*` keys; ones that carry an expiry (`s3.session-token-expires-at-ms`) are
+    /// renewed from the catalog before they expire (`catalog/src/vended_storage.rs`).
+    #[serde(default)]
+    pub vended_credentials: bool,
+    /// `rest`: use vended storage credentials at most this long (e.g. `600s`), even when they
+    /// are valid for longer; they are renewed at 90 % of the shorter lifetime.
+    #[serde(default, with = "crate::units::duration_text::option")]
+    pub credential_lifetime: Option<std::time::Duration>,
     /// How long a loaded table is reused before the catalog is asked again (default `0s`: every
     /// query plans against the catalog's current metadata). `cache.rs`.
     #[serde(default, with = "crate::units::duration_text::option")]
@@ -72,6 +83,8 @@ impl std::fmt::Debug for CatalogConfig {
             .field("token", &hide(&self.token))
             .field("scope", &self.scope)
             .field("token_lifetime", &self.token_lifetime)
+            .field("vended_credentials", &self.vended_credentials)
+            .field("credential_lifetime", &self.credential_lifetime)
             .field("metadata_cache_ttl", &self.metadata_cache_ttl)
             .field("listing_cache_ttl", &self.listing_cache_ttl)
             .field("properties", &self.properties.keys().collect::<Vec<_>>())
@@ -94,6 +107,8 @@ impl CatalogConfig {
             token: None,
             scope: None,
             token_lifetime: None,
+            vended_credentials: false,
+            credential_lifetime: None,
             metadata_cache_ttl: None,
             listing_cache_ttl: None,
             properties: BTreeMap::new(),

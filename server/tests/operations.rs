@@ -176,12 +176,15 @@ async fn metrics_count_queries_rows_sessions_and_refused_logins() {
         body.contains("iceflight_cache_hits_total{cache=\"footer\"}"),
         "{body}"
     );
-    // The workload record's per-table families (no Iceberg table was scanned here: no sample).
+    // The workload record's per-table families (no Iceberg table was scanned here: no sample),
+    // and the REST catalogs' credential counts (none configured here; `rest.rs` counts them).
     for family in [
         "table_scans",
         "table_files_pruned",
         "table_files_read",
         "table_read_bytes",
+        "catalog_tokens_fetched",
+        "storage_credentials_renewed",
     ] {
         assert!(
             body.contains(&format!("# TYPE iceflight_{family} counter")),

@@ -5,7 +5,8 @@
 //! with the embedded catalog, pruned over S3; iceflight's INSERT, CREATE TABLE AS and DELETE commit
 //! over REST and pyiceberg reads them. The OAuth2 flow is checked: a rejected token is
 //! replaced, a token past its lifetime is refreshed mid-session, and wrong credentials fail as
-//! `Unauthenticated`. Stopping the server fails the queries that need it as `Unavailable`, while
+//! `Unauthenticated`; a token and vended storage credentials that expire while a statement runs
+//! are replaced and the statement completes. Stopping the server fails the queries that need it as `Unavailable`, while
 //! the embedded catalog keeps serving; after a restart the same engine works again.
 //!
 //! Each test starts a SeaweedFS of its own (about two seconds) with pyiceberg's `py.people`; the
@@ -114,6 +115,14 @@ impl Lake {
     fn start() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let weed = Weed::start(dir.path());
+        pyiceberg_table(&weed);
+        Self { dir, weed }
+    }
+
+    /// A lake whose catalog vends storage credentials ([`Weed::start_vending`]).
+    fn start_vending() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let weed = Weed::start_vending(dir.path());
         pyiceberg_table(&weed);
         Self { dir, weed }
     }
@@ -248,6 +257,134 @@ async fn a_rejected_token_is_replaced_and_an_ageing_one_refreshed() {
         client.tokens_fetched(),
         2,
         "refreshed after 90 % of the lifetime"
+    );
+}
+
+/// Plans `sql` on `ctx` now and runs the plan after `pause`: a statement that runs that long
+/// after its tables were loaded.
+async fn run_after(
+    ctx: &datafusion::prelude::SessionContext,
+    sql: &str,
+    pause: Duration,
+) -> datafusion::common::Result<Vec<Vec<String>>> {
+    let plan = ctx.sql(sql).await?.create_physical_plan().await?;
+    tokio::time::sleep(pause).await;
+    let batches = datafusion::physical_plan::collect(plan, ctx.task_ctx()).await?;
+    Ok(rows(&batches))
+}
+
+/// `[OAuth2 tokens fetched, vended storage credentials renewed]` of catalog `lake`.
+fn lake_credentials(engine: &Engine) -> [u64; 2] {
+    let stats = engine.catalogs().credential_stats();
+    let (name, counts) = &stats[0];
+    assert_eq!(name, "lake");
+    *counts
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_catalog_token_that_expires_mid_statement_is_replaced_and_the_write_commits() {
+    let _one = one_at_a_time().await;
+    let lake = Lake::start();
+    // A token the server accepts for 3 s, and the credential to replace it.
+    let token = weed::mint_token(Duration::from_secs(3));
+    assert_eq!(
+        weed::status_with_token(&lake.weed, &token),
+        Some(200),
+        "SeaweedFS accepts the minted token (its signing changed?)"
+    );
+    let mut config = self::lake(&lake.weed, &format!("{KEY}:{SECRET}"));
+    config.token = Some(token.clone());
+    let engine = make_engine(&lake.dir.path().join("local"), config).await;
+    let ctx = engine.session(None, None, &[]).unwrap();
+    // Planned with the minted token (the table loaded), run after it expired: the commit is
+    // refused with 401, a token is fetched with the credential and the commit sent again.
+    let insert = "INSERT INTO lake.py.people SELECT id + 10, name FROM lake.py.people";
+    let pending = ctx.sql(insert).await.unwrap();
+    let plan = pending.create_physical_plan().await.unwrap();
+    assert_eq!(
+        lake_credentials(&engine),
+        [0, 0],
+        "planned with the minted token"
+    );
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(weed::status_with_token(&lake.weed, &token), Some(401));
+    let inserted = datafusion::physical_plan::collect(plan, ctx.task_ctx())
+        .await
+        .unwrap();
+    assert_eq!(rows(&inserted), [["3"]]);
+    assert_eq!(
+        lake_credentials(&engine),
+        [1, 0],
+        "one token replaced the expired one"
+    );
+    pyiceberg(
+        &lake.weed,
+        r#"ids = sorted(c.load_table("py.people").scan().to_arrow()["id"].to_pylist())
+assert ids == [1, 2, 3, 11, 12, 13], ids"#,
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vended_storage_credentials_are_renewed_while_a_statement_runs() {
+    let _one = one_at_a_time().await;
+    let lake = Lake::start_vending();
+    let credential = format!("{KEY}:{SECRET}");
+    // No storage keys of its own: every read and write uses what the catalog vends.
+    let without_keys = |vended: bool| {
+        let mut config = self::lake(&lake.weed, &credential);
+        config.properties.retain(|k, _| !k.contains("access-key"));
+        // Nor from the environment or a cloud's metadata service.
+        for off in ["s3.disable-ec2-metadata", "s3.disable-config-load"] {
+            config.properties.insert(off.into(), "true".into());
+        }
+        config.vended_credentials = vended;
+        config
+    };
+    let keyless = make_engine(&lake.dir.path().join("keyless"), without_keys(false)).await;
+    let ctx = keyless.session(None, None, &[]).unwrap();
+    let sum = "SELECT sum(id), min(name) FROM lake.py.people";
+    let Err(refused) = execute(&ctx, sum).await else {
+        panic!("without vended credentials or keys the data files cannot be read");
+    };
+    assert!(
+        refused
+            .to_string()
+            .contains("failed to load signing credential"),
+        "{refused}"
+    );
+    // Vended credentials used for at most 2 s (SeaweedFS grants 900 s at the least): renewed
+    // 1.8 s after each table load.
+    let mut config = without_keys(true);
+    config.credential_lifetime = Some(Duration::from_secs(2));
+    let engine = make_engine(&lake.dir.path().join("local"), config).await;
+    let ctx = engine.session(None, None, &[]).unwrap();
+    assert_eq!(
+        run_after(&ctx, sum, Duration::ZERO).await.unwrap(),
+        [["6", "a"]]
+    );
+    assert_eq!(lake_credentials(&engine)[1], 0, "fresh credentials");
+    // Planned (the table loaded, its manifests read), run 2.5 s later: the first read renews
+    // the credentials by loading the table again, and the rest of the statement uses them.
+    assert_eq!(
+        run_after(&ctx, sum, Duration::from_millis(2500))
+            .await
+            .unwrap(),
+        [["6", "a"]]
+    );
+    let renewed = lake_credentials(&engine)[1];
+    assert_eq!(renewed, 1, "renewed once mid-statement");
+    // A write that starts after the renewal is due: its data file, manifest and commit.
+    let insert = "INSERT INTO lake.py.people SELECT id + 10, name FROM lake.py.people";
+    assert_eq!(
+        run_after(&ctx, insert, Duration::from_millis(2500))
+            .await
+            .unwrap(),
+        [["3"]]
+    );
+    assert!(lake_credentials(&engine)[1] > renewed);
+    assert_eq!(
+        column(&ctx, "SELECT count(*) FROM lake.py.people WHERE id > 10").await,
+        ["3"]
     );
 }
 

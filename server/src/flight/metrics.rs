@@ -12,6 +12,8 @@
 //! | `iceflight_cache_hits` / `iceflight_cache_misses` (`_total`) `{cache}` | counter | block (lake files), footer, table (catalog loads) |
 //! | `iceflight_cache_bytes` `{cache}` | gauge | bytes held by the block and footer caches |
 //! | `iceflight_storage_read_bytes` (`_total`) | counter | bytes read from the lake's storage (block cache misses) |
+//! | `iceflight_catalog_tokens_fetched` (`_total`) `{catalog}` | counter | OAuth2 tokens a REST catalog fetched (refreshes included) |
+//! | `iceflight_storage_credentials_renewed` (`_total`) `{catalog}` | counter | vended storage credentials renewed before they expired |
 //!
 //! The first four come from the queries' history (`query_history.rs`); the rest are read from
 //! the sessions and caches at each scrape.
@@ -155,6 +157,25 @@ impl Collector for Now {
                 .map(|(table, t)| (table.as_str(), value(t)))
                 .collect();
             counters(&mut encoder, name, help, "table", &values)?;
+        }
+
+        // What the REST catalogs fetched to stay signed in (`catalog/src/rest.rs`).
+        let credentials = self.engine.catalogs().credential_stats();
+        for (i, (name, help)) in [
+            ("catalog_tokens_fetched", "OAuth2 tokens fetched by catalog"),
+            (
+                "storage_credentials_renewed",
+                "Vended storage credentials renewed before they expired, by catalog",
+            ),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let values: Vec<(&str, u64)> = credentials
+                .iter()
+                .map(|(catalog, c)| (catalog.as_str(), c[i]))
+                .collect();
+            counters(&mut encoder, name, help, "catalog", &values)?;
         }
         Ok(())
     }

