@@ -243,11 +243,15 @@ impl Catalog for CachingCatalog {
         let generation = self.generation();
         bump(&self.counters.requests);
         let loaded = self.inner.load_table(table).await?;
-        // Unchanged metadata location and storage settings (vended credentials are renewed):
-        // keep the cached table and what hangs off it (iceberg's manifest cache), at any TTL.
+        // Unchanged metadata location and storage settings: keep the cached table and what
+        // hangs off it (iceberg's manifest cache), at any TTL. New vended credentials replace it,
+        // unless its storage renews its own (`vended_storage.rs`).
         let cached = fresh(&self.tables, table, Duration::MAX).filter(|t| {
             t.metadata_location() == loaded.metadata_location()
-                && t.file_io().config().props() == loaded.file_io().config().props()
+                && crate::vended_storage::same_storage(
+                    t.file_io().config().props(),
+                    loaded.file_io().config().props(),
+                )
         });
         bump(match cached {
             Some(_) => &self.counters.hits,

@@ -122,9 +122,8 @@ impl Catalogs {
         })
     }
 
-    /// Per REST catalog, in configuration order: `(name, [OAuth2 tokens fetched, vended storage
-    /// credentials renewed])` ([`rest::CredentialCounters`]).
-    pub fn credential_stats(&self) -> Vec<(String, [u64; 2])> {
+    /// Per REST catalog, in configuration order: its name and what it fetched to stay signed in.
+    pub fn credential_stats(&self) -> Vec<(String, rest::CredentialStats)> {
         self.credentials
             .iter()
             .map(|(n, c)| (n.clone(), c.get()))

@@ -76,24 +76,30 @@ fn with_fallback_credentials(
     Some(props)
 }
 
-/// What a REST catalog fetched to stay signed in, counted since it was connected (`/metrics`,
-/// tests). Clones share the counts.
+/// What a REST catalog fetched to stay signed in, counted since it was connected. Clones share
+/// the counts.
 #[derive(Debug, Default, Clone)]
 pub struct CredentialCounters {
+    tokens_fetched: Arc<AtomicU64>,
+    storage_renewed: Arc<AtomicU64>,
+}
+
+/// The counts of a [`CredentialCounters`] at one moment (`/metrics`, tests).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct CredentialStats {
     /// OAuth2 tokens fetched, refreshes and replacements of rejected tokens included.
-    pub tokens_fetched: Arc<AtomicU64>,
-    /// Vended storage credentials renewed before they expired, over all tables
-    /// (`vended_storage.rs`).
-    pub storage_renewed: Arc<AtomicU64>,
+    pub tokens_fetched: u64,
+    /// Vended storage credentials renewed, over all tables (`vended_storage.rs`).
+    pub storage_renewed: u64,
 }
 
 impl CredentialCounters {
-    /// `[tokens fetched, storage credentials renewed]`.
-    pub fn get(&self) -> [u64; 2] {
-        [
-            self.tokens_fetched.load(Ordering::Relaxed),
-            self.storage_renewed.load(Ordering::Relaxed),
-        ]
+    /// The counts now.
+    pub fn get(&self) -> CredentialStats {
+        CredentialStats {
+            tokens_fetched: self.tokens_fetched.load(Ordering::Relaxed),
+            storage_renewed: self.storage_renewed.load(Ordering::Relaxed),
+        }
     }
 }
 
@@ -204,7 +210,8 @@ fn classify(e: &Error) -> Failure {
 }
 
 impl ManagedRestCatalog {
-    /// A client for `config` (type `rest`); no request is made until the first call.
+    /// A client for `config` (type `rest`); no request is made until the first call. Vended
+    /// storage credentials are renewed only once it is [`Self::shared`].
     ///
     /// Errors: [`CatalogError::Config`] for a `credential` without `:`.
     pub fn new(config: &CatalogConfig) -> std::result::Result<Self, CatalogError> {
@@ -260,7 +267,8 @@ impl ManagedRestCatalog {
         })
     }
 
-    /// This catalog behind an `Arc`, able to renew its tables' vended storage credentials.
+    /// This catalog behind an `Arc`, able to renew its tables' vended storage credentials (one
+    /// used without it never renews them).
     pub fn shared(self) -> Arc<Self> {
         Arc::new_cyclic(|this| Self {
             this: this.clone(),
@@ -428,14 +436,14 @@ impl ManagedRestCatalog {
             iceberg::io::FileIOBuilder::new(Arc::clone(&self.storage) as _).with_props(props)
         } else if let (true, Some(this)) = (vended.contains_key(EXPIRES_AT_MS), self.this.upgrade())
         {
-            let renewal = Renewal {
-                source: Arc::new(TableCredentials {
+            let renewal = Renewal::new(
+                Arc::new(TableCredentials {
                     catalog: Arc::downgrade(&this),
                     table: table.identifier().clone(),
                 }),
-                lifetime: self.credential_lifetime,
-                renewed: Arc::clone(&self.counters.storage_renewed),
-            };
+                self.credential_lifetime,
+                Arc::clone(&self.counters.storage_renewed),
+            );
             let factory = RenewingStorageFactory::new((*self.storage).clone(), renewal);
             iceberg::io::FileIOBuilder::new(Arc::new(factory)).with_props(vended.clone())
         } else {

@@ -3,13 +3,18 @@
 //!
 //! ```text
 //!   FileIO ──► RenewingStorage ──► credentials due? ── no ──► current storage (block cache, OpenDAL)
-//!                                    │ yes: 90 % of min(expiry − receipt, credential_lifetime)
+//!                                    │ yes: 90 % of min(expiry − receipt, credential_lifetime),
+//!                                    │      at least 1 s after receipt
+//!                                    ├─ still valid: renew in the background, read on with the
+//!                                    │  current credentials
+//!                                    └─ expired: wait for the renewal
 //!                                    ▼
 //!                      CredentialSource::renew (the REST catalog loads the table again,
 //!                      with its own token refresh) ──► new storage from the new properties
 //!                                    │
-//!                      readers opened before reopen on their next read; a failed renewal keeps
-//!                      the current credentials until they expire, then fails the read
+//!                      readers opened before reopen on their next read; a failed renewal is
+//!                      tried again after 1, 2, 4 … 60 s, and fails reads once the credentials
+//!                      have expired
 //! ```
 //!
 //! The expiry is the REST spec's `s3.session-token-expires-at-ms` (milliseconds since the Unix
@@ -40,12 +45,48 @@ use crate::cached_storage::CachingStorageFactory;
 /// epoch (Iceberg REST spec, `LoadTableResult.config`).
 pub const EXPIRES_AT_MS: &str = "s3.session-token-expires-at-ms";
 
+/// The storage properties that hold vended credentials and their expiry.
+const CREDENTIAL_KEYS: [&str; 4] = [
+    "s3.access-key-id",
+    "s3.secret-access-key",
+    "s3.session-token",
+    EXPIRES_AT_MS,
+];
+
+/// Whether storage built from `a` and from `b` reads the same store the same way: equal
+/// properties, or, when both carry expiring credentials (which the storage renews itself),
+/// equal but for those credentials.
+pub fn same_storage(a: &HashMap<String, String>, b: &HashMap<String, String>) -> bool {
+    if a == b {
+        return true;
+    }
+    if !(a.contains_key(EXPIRES_AT_MS) && b.contains_key(EXPIRES_AT_MS)) {
+        return false;
+    }
+    let rest = |m: &HashMap<String, String>| -> Vec<(String, String)> {
+        let mut kept: Vec<(String, String)> = m
+            .iter()
+            .filter(|(k, _)| !CREDENTIAL_KEYS.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        kept.sort();
+        kept
+    };
+    rest(a) == rest(b)
+}
+
 /// Share of a credential's lifetime after which it is renewed, as for OAuth2 tokens in
 /// `rest.rs`: a renewal finishes well before the credential expires.
 const RENEW_AT: f64 = 0.9;
 
-/// After a failed renewal of still-valid credentials, the next attempt waits this long.
+/// Credentials are renewed at the earliest this long after they were received: a catalog that
+/// vends credentials about to expire cannot make every read load the table again.
+const MIN_INTERVAL: Duration = Duration::from_secs(1);
+
+/// After the n-th failed renewal in a row, the next is tried `RETRY_AFTER · 2ⁿ⁻¹` later, at
+/// most [`MAX_RETRY_AFTER`].
 const RETRY_AFTER: Duration = Duration::from_secs(1);
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
 /// Where fresh credentials for one table come from.
 pub trait CredentialSource: std::fmt::Debug + Send + Sync {
@@ -59,28 +100,44 @@ pub trait CredentialSource: std::fmt::Debug + Send + Sync {
 /// How to renew the credentials of one table's storage.
 #[derive(Debug, Clone)]
 pub struct Renewal {
-    /// The catalog call that returns fresh credentials.
-    pub source: Arc<dyn CredentialSource>,
-    /// Upper bound on how long one set of credentials is used (`credential_lifetime`).
-    pub lifetime: Option<Duration>,
-    /// Renewals done, added to by every storage of the catalog.
-    pub renewed: Arc<AtomicU64>,
+    source: Arc<dyn CredentialSource>,
+    lifetime: Option<Duration>,
+    renewed: Arc<AtomicU64>,
+    /// When the first credentials were received (the table load), monotonic and wall clock.
+    received: (Instant, SystemTime),
 }
 
-/// When credentials received `now` (wall clock `wall`) with storage properties `props` are due
-/// for renewal: at 90 % of the shorter of their remaining lifetime and `lifetime`; `None` when
-/// `props` carry no expiry. An expiry already past is due at once.
-pub fn renewal_due(
+impl Renewal {
+    /// Credentials received now, renewed from `source`, each set used at most `lifetime`
+    /// (`credential_lifetime`); `renewed` counts the renewals (shared by a catalog's tables).
+    pub fn new(
+        source: Arc<dyn CredentialSource>,
+        lifetime: Option<Duration>,
+        renewed: Arc<AtomicU64>,
+    ) -> Self {
+        Self {
+            source,
+            lifetime,
+            renewed,
+            received: (Instant::now(), SystemTime::now()),
+        }
+    }
+}
+
+/// When credentials received at `received` (monotonic and wall clock) with storage properties
+/// `props` are due for renewal: at 90 % of the shorter of their lifetime left at receipt and
+/// `lifetime`, and at least [`MIN_INTERVAL`] after receipt; `None` when `props` carry no
+/// expiry.
+fn renewal_due(
     props: &HashMap<String, String>,
-    now: Instant,
-    wall: SystemTime,
+    received: (Instant, SystemTime),
     lifetime: Option<Duration>,
 ) -> Option<Instant> {
-    let expires_ms: u64 = props.get(EXPIRES_AT_MS)?.trim().parse().ok()?;
-    let expires = UNIX_EPOCH + Duration::from_millis(expires_ms);
-    let remaining = expires.duration_since(wall).unwrap_or(Duration::ZERO);
+    let remaining = expiry(props)?
+        .duration_since(received.1)
+        .unwrap_or(Duration::ZERO);
     let used = lifetime.map_or(remaining, |l| l.min(remaining));
-    Some(now + used.mul_f64(RENEW_AT))
+    Some(received.0 + used.mul_f64(RENEW_AT).max(MIN_INTERVAL))
 }
 
 /// A [`StorageFactory`] whose storage renews expiring vended credentials (module docs); plain
@@ -109,15 +166,23 @@ impl StorageFactory for RenewingStorageFactory {
         let Some(renewal) = &self.renewal else {
             return Ok(storage);
         };
-        let Some(due) = renewal_due(
-            config.props(),
-            Instant::now(),
-            SystemTime::now(),
-            renewal.lifetime,
-        ) else {
+        let Some(due) = renewal_due(config.props(), renewal.received, renewal.lifetime) else {
             return Ok(storage);
         };
-        Ok(Arc::new(RenewingStorage(Arc::new(Shared {
+        Ok(Arc::new(self.renewing(storage, config, due, renewal)))
+    }
+}
+
+impl RenewingStorageFactory {
+    /// The renewing storage around `storage`, built from `config` and due at `due`.
+    fn renewing(
+        &self,
+        storage: Arc<dyn Storage>,
+        config: &StorageConfig,
+        due: Instant,
+        renewal: &Renewal,
+    ) -> RenewingStorage {
+        RenewingStorage(Arc::new(Shared {
             factory: self.inner.clone(),
             renewal: renewal.clone(),
             current: RwLock::new(Current {
@@ -125,9 +190,10 @@ impl StorageFactory for RenewingStorageFactory {
                 due: Some(due),
                 expires: expiry(config.props()),
                 generation: 0,
+                failures: 0,
             }),
-            renewing: tokio::sync::Mutex::new(()),
-        }))))
+            renewing: Arc::new(tokio::sync::Mutex::new(())),
+        }))
     }
 }
 
@@ -147,7 +213,7 @@ struct Shared {
     renewal: Renewal,
     current: RwLock<Current>,
     /// Held while renewing: concurrent reads that find the credentials due renew once.
-    renewing: tokio::sync::Mutex<()>,
+    renewing: Arc<tokio::sync::Mutex<()>>,
 }
 
 /// The storage built from the newest credentials.
@@ -160,6 +226,8 @@ struct Current {
     expires: Option<SystemTime>,
     /// Renewals of this storage so far; a reader reopens when it changes.
     generation: u64,
+    /// Failed renewals since the last one that succeeded.
+    failures: u32,
 }
 
 impl RenewingStorage {
@@ -171,21 +239,56 @@ impl RenewingStorage {
             .clone()
     }
 
-    /// The storage to use now, renewed first when its credentials are due.
+    /// The storage to use now. Credentials that are due are renewed in the background while
+    /// they are still valid; expired ones are renewed before the caller goes on, and fail it
+    /// while the last renewal failed and the next attempt is not due.
     async fn current(&self) -> Result<Current> {
-        let fresh = |c: &Current| c.due.is_none_or(|due| Instant::now() < due);
         let now = self.snapshot();
-        if fresh(&now) {
+        if valid(&now) {
+            if !fresh(&now)
+                && let Ok(guard) = Arc::clone(&self.0.renewing).try_lock_owned()
+            {
+                let this = self.clone();
+                tokio::spawn(async move {
+                    let _renewing = guard;
+                    // A failure is logged and tried again later; reads go on meanwhile.
+                    let _ = this.renew().await;
+                });
+            }
             return Ok(now);
         }
         let _renewing = self.0.renewing.lock().await;
         let now = self.snapshot();
-        if fresh(&now) {
+        if valid(&now) {
             return Ok(now);
         }
+        if fresh(&now) {
+            return Err(Error::new(
+                ErrorKind::Unexpected,
+                format!(
+                    "the vended storage credentials expired; renewing them failed {} time(s)",
+                    now.failures
+                ),
+            ));
+        }
+        self.renew().await
+    }
+
+    /// Renews the credentials unless another renewal just did (the caller holds `renewing`).
+    async fn renew(&self) -> Result<Current> {
+        let now = self.snapshot();
+        if fresh(&now) && valid(&now) {
+            return Ok(now);
+        }
+        let received = (Instant::now(), SystemTime::now());
         let renewed = async {
-            let props = self.0.renewal.source.renew().await?;
-            let config = StorageConfig::from_props(props);
+            let config = StorageConfig::from_props(self.0.renewal.source.renew().await?);
+            if expiry(config.props()).is_some_and(|x| x <= received.1 + MIN_INTERVAL) {
+                return Err(Error::new(
+                    ErrorKind::Unexpected,
+                    "the catalog vended storage credentials that are about to expire",
+                ));
+            }
             let storage = self.0.factory.build(&config)?;
             Ok::<_, Error>((storage, config))
         }
@@ -193,34 +296,60 @@ impl RenewingStorage {
         let mut slot = self.0.current.write().unwrap_or_else(|p| p.into_inner());
         match renewed {
             Ok((storage, config)) => {
-                // Renewed properties without an expiry are used until the table is loaded again.
-                let due = renewal_due(
-                    config.props(),
-                    Instant::now(),
-                    SystemTime::now(),
-                    self.0.renewal.lifetime,
-                );
                 *slot = Current {
                     storage,
-                    due,
+                    // Renewed properties without an expiry are used until the table is loaded
+                    // again.
+                    due: renewal_due(config.props(), received, self.0.renewal.lifetime),
                     expires: expiry(config.props()),
                     generation: slot.generation + 1,
+                    failures: 0,
                 };
                 self.0.renewal.renewed.fetch_add(1, Ordering::Relaxed);
                 tracing::debug!("renewed vended storage credentials");
                 Ok(slot.clone())
             }
-            Err(e) if slot.expires.is_some_and(|x| SystemTime::now() < x) => {
-                tracing::warn!(error = %e, "renewing vended storage credentials failed; using the current ones until they expire");
-                slot.due = Some(Instant::now() + RETRY_AFTER);
-                Ok(slot.clone())
+            Err(e) => {
+                slot.failures = slot.failures.saturating_add(1);
+                let wait = RETRY_AFTER
+                    .saturating_mul(1 << (slot.failures - 1).min(16))
+                    .min(MAX_RETRY_AFTER);
+                slot.due = Some(Instant::now() + wait);
+                if valid(&slot) {
+                    tracing::warn!(error = %e, retry_in = ?wait, "renewing vended storage credentials failed; using the current ones until they expire");
+                    Ok(slot.clone())
+                } else {
+                    Err(Error::new(
+                        ErrorKind::Unexpected,
+                        "the vended storage credentials expired and could not be renewed",
+                    )
+                    .with_source(e))
+                }
             }
-            Err(e) => Err(Error::new(
-                ErrorKind::Unexpected,
-                "the vended storage credentials expired and could not be renewed",
-            )
-            .with_source(e)),
         }
+    }
+}
+
+/// Whether `c` need no renewal now.
+fn fresh(c: &Current) -> bool {
+    c.due.is_none_or(|due| Instant::now() < due)
+}
+
+/// Whether the credentials of `c` still work (unknown expiry: assumed).
+fn valid(c: &Current) -> bool {
+    c.expires.is_none_or(|x| SystemTime::now() < x)
+}
+
+impl RenewingStorage {
+    /// A reader of `path` that follows the renewals.
+    async fn open(&self, path: &str) -> Result<RenewingReader> {
+        let now = self.current().await?;
+        let opened: Arc<dyn FileRead> = Arc::from(now.storage.reader(path).await?);
+        Ok(RenewingReader {
+            storage: self.clone(),
+            path: path.to_string(),
+            opened: Mutex::new((now.generation, opened)),
+        })
     }
 }
 
@@ -254,13 +383,7 @@ impl Storage for RenewingStorage {
     }
 
     async fn reader(&self, path: &str) -> Result<Box<dyn FileRead>> {
-        let now = self.current().await?;
-        let opened: Arc<dyn FileRead> = Arc::from(now.storage.reader(path).await?);
-        Ok(Box::new(RenewingReader {
-            storage: self.clone(),
-            path: path.to_string(),
-            opened: Mutex::new((now.generation, opened)),
-        }))
+        Ok(Box::new(self.open(path).await?))
     }
 
     async fn write(&self, path: &str, bs: Bytes) -> Result<()> {
@@ -307,15 +430,18 @@ impl FileRead for RenewingReader {
         let now = self.storage.current().await?;
         let held = {
             let opened = self.opened.lock().unwrap_or_else(|p| p.into_inner());
-            (opened.0 == now.generation).then(|| Arc::clone(&opened.1))
+            (opened.0 >= now.generation).then(|| Arc::clone(&opened.1))
         };
         let reader = match held {
             Some(r) => r,
             None => {
-                let fresh: Arc<dyn FileRead> = Arc::from(now.storage.reader(&self.path).await?);
-                *self.opened.lock().unwrap_or_else(|p| p.into_inner()) =
-                    (now.generation, Arc::clone(&fresh));
-                fresh
+                let reopened: Arc<dyn FileRead> = Arc::from(now.storage.reader(&self.path).await?);
+                let mut opened = self.opened.lock().unwrap_or_else(|p| p.into_inner());
+                // A concurrent read may have reopened on a newer generation meanwhile.
+                if opened.0 < now.generation {
+                    *opened = (now.generation, Arc::clone(&reopened));
+                }
+                reopened
             }
         };
         reader.read(range).await
@@ -324,34 +450,196 @@ impl FileRead for RenewingReader {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::AtomicUsize;
+
     use super::*;
 
-    fn props(expires_ms: u128) -> HashMap<String, String> {
-        [(EXPIRES_AT_MS.to_string(), expires_ms.to_string())].into()
+    /// Storage properties whose credentials expire `valid_for` from now.
+    fn expiring(valid_for: Duration) -> HashMap<String, String> {
+        let at = (SystemTime::now() + valid_for)
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_millis();
+        [(EXPIRES_AT_MS.to_string(), at.to_string())].into()
     }
 
     #[test]
-    fn renewal_is_due_at_ninety_percent_of_the_shorter_lifetime() {
-        let wall = SystemTime::now();
-        let now = Instant::now();
-        let ms = wall.duration_since(UNIX_EPOCH).unwrap().as_millis();
-        // 1000 s left: due after 900 s.
-        let due = renewal_due(&props(ms + 1_000_000), now, wall, None).unwrap();
-        assert_eq!(due - now, Duration::from_secs(900));
+    fn renewal_is_due_at_ninety_percent_of_the_shorter_lifetime_and_not_at_once() {
+        let received = (Instant::now(), SystemTime::now());
+        let after = |props: &HashMap<String, String>, lifetime| {
+            renewal_due(props, received, lifetime).map(|due| due - received.0)
+        };
+        let hour = expiring(Duration::from_secs(3600));
+        // About 3600 s left: due after about 3240 s.
+        let due = after(&hour, None).unwrap();
+        assert!(
+            due.abs_diff(Duration::from_secs(3240)) < Duration::from_secs(1),
+            "{due:?}"
+        );
         // Capped at 10 s: due after 9 s.
-        let due = renewal_due(
-            &props(ms + 1_000_000),
-            now,
-            wall,
-            Some(Duration::from_secs(10)),
-        )
-        .unwrap();
-        assert_eq!(due - now, Duration::from_secs(9));
-        // Already expired: due at once.
-        assert_eq!(renewal_due(&props(ms - 5_000), now, wall, None), Some(now));
+        assert_eq!(
+            after(&hour, Some(Duration::from_secs(10))),
+            Some(Duration::from_secs(9))
+        );
+        // Already expired, or a zero cap: not before MIN_INTERVAL.
+        assert_eq!(after(&expiring(Duration::ZERO), None), Some(MIN_INTERVAL));
+        assert_eq!(after(&hour, Some(Duration::ZERO)), Some(MIN_INTERVAL));
         // No expiry, or an unreadable one: never renewed.
-        assert_eq!(renewal_due(&HashMap::new(), now, wall, None), None);
+        assert_eq!(after(&HashMap::new(), None), None);
         let bad: HashMap<String, String> = [(EXPIRES_AT_MS.to_string(), "soon".to_string())].into();
-        assert_eq!(renewal_due(&bad, now, wall, None), None);
+        assert_eq!(after(&bad, None), None);
+    }
+
+    #[test]
+    fn storage_is_the_same_but_for_credentials_only_when_both_renew() {
+        let with = |key: &str, expiring: bool| -> HashMap<String, String> {
+            let mut m: HashMap<String, String> = [
+                ("s3.endpoint".to_string(), "http://s3".to_string()),
+                ("s3.access-key-id".to_string(), key.to_string()),
+            ]
+            .into();
+            if expiring {
+                m.insert(EXPIRES_AT_MS.into(), format!("1{key}"));
+            }
+            m
+        };
+        assert!(same_storage(&with("1", false), &with("1", false)));
+        assert!(!same_storage(&with("1", false), &with("2", false)));
+        assert!(same_storage(&with("1", true), &with("2", true)));
+        assert!(!same_storage(&with("1", true), &with("2", false)));
+        let mut moved = with("2", true);
+        moved.insert("s3.endpoint".into(), "http://elsewhere".into());
+        assert!(!same_storage(&with("1", true), &moved));
+    }
+
+    /// A catalog's renewals: answers `answer` after `delay`, counting the calls.
+    #[derive(Debug)]
+    struct Catalog {
+        calls: AtomicUsize,
+        answer: Mutex<std::result::Result<HashMap<String, String>, String>>,
+        delay: Duration,
+    }
+
+    impl Catalog {
+        fn answering(valid_for: Duration, delay: Duration) -> Arc<Self> {
+            Arc::new(Self {
+                calls: AtomicUsize::new(0),
+                answer: Mutex::new(Ok(expiring(valid_for))),
+                delay,
+            })
+        }
+
+        fn calls(&self) -> usize {
+            self.calls.load(Ordering::SeqCst)
+        }
+    }
+
+    impl CredentialSource for Catalog {
+        fn renew(&self) -> BoxFuture<'static, Result<HashMap<String, String>>> {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            let answer = self.answer.lock().unwrap().clone();
+            let delay = self.delay;
+            Box::pin(async move {
+                tokio::time::sleep(delay).await;
+                answer.map_err(|m| Error::new(ErrorKind::Unexpected, m))
+            })
+        }
+    }
+
+    /// Local-file storage with credentials expiring `valid_for` from now, renewed from
+    /// `catalog` after at most `lifetime`; and its renewal count.
+    fn storage(
+        catalog: &Arc<Catalog>,
+        valid_for: Duration,
+        lifetime: Option<Duration>,
+    ) -> (RenewingStorage, Arc<AtomicU64>) {
+        let renewed = Arc::new(AtomicU64::new(0));
+        let renewal = Renewal::new(
+            Arc::clone(catalog) as Arc<dyn CredentialSource>,
+            lifetime,
+            Arc::clone(&renewed),
+        );
+        let factory =
+            RenewingStorageFactory::new(CachingStorageFactory::new(None), renewal.clone());
+        let config = StorageConfig::from_props(expiring(valid_for));
+        let inner = factory.inner.build(&config).unwrap();
+        let due = renewal_due(config.props(), renewal.received, lifetime).unwrap();
+        (factory.renewing(inner, &config, due, &renewal), renewed)
+    }
+
+    fn generation(s: &RenewingStorage) -> u64 {
+        s.snapshot().generation
+    }
+
+    #[tokio::test]
+    async fn due_credentials_are_renewed_once_in_the_background_and_open_readers_follow() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = format!("file://{}/data.bin", dir.path().display());
+        let catalog = Catalog::answering(Duration::from_secs(3600), Duration::from_millis(200));
+        let (storage, renewed) = storage(&catalog, Duration::from_secs(3600), Some(Duration::ZERO));
+        storage
+            .write(&path, Bytes::from_static(b"abcdef"))
+            .await
+            .unwrap();
+        let reader = storage.open(&path).await.unwrap();
+        tokio::time::sleep(MIN_INTERVAL + Duration::from_millis(100)).await;
+        // Due but valid: eight concurrent reads go on at once, one renewal starts.
+        let reads = (0..8).map(|_| storage.read(&path));
+        let started = Instant::now();
+        for read in futures::future::join_all(reads).await {
+            assert_eq!(read.unwrap(), Bytes::from_static(b"abcdef"));
+        }
+        assert!(
+            started.elapsed() < Duration::from_millis(150),
+            "reads waited"
+        );
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert_eq!(catalog.calls(), 1);
+        assert_eq!(renewed.load(Ordering::SeqCst), 1);
+        assert_eq!(generation(&storage), 1);
+        // The reader opened before reopens on the renewed storage.
+        assert_eq!(reader.opened.lock().unwrap().0, 0);
+        assert_eq!(reader.read(1..3).await.unwrap(), Bytes::from_static(b"bc"));
+        assert_eq!(reader.opened.lock().unwrap().0, 1);
+    }
+
+    #[tokio::test]
+    async fn a_failed_renewal_keeps_valid_credentials_and_fails_expired_ones_until_it_succeeds() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = format!("file://{}/data.bin", dir.path().display());
+        let catalog = Catalog::answering(Duration::from_secs(3600), Duration::ZERO);
+        *catalog.answer.lock().unwrap() = Err("catalog down".into());
+        // Valid for 1.3 s, due after 1.17 s.
+        let (storage, renewed) = storage(&catalog, Duration::from_millis(1300), None);
+        storage
+            .write(&path, Bytes::from_static(b"abc"))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        // Due, still valid: the background renewal fails, reads go on.
+        storage.read(&path).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!((catalog.calls(), generation(&storage)), (1, 0));
+        // Expired, and the next attempt (1 s after the failure) not yet due: refused at once.
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        let refused = storage.read(&path).await.unwrap_err();
+        assert!(refused.to_string().contains("expired"), "{refused}");
+        assert_eq!(catalog.calls(), 1);
+        // The attempt due after the back-off fails too: the read fails with the cause.
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        let refused = storage.read(&path).await.unwrap_err();
+        assert!(
+            refused.to_string().contains("could not be renewed"),
+            "{refused}"
+        );
+        assert_eq!(catalog.calls(), 2);
+        // Once the catalog answers again, the read after the back-off (2 s) renews and goes on.
+        *catalog.answer.lock().unwrap() = Ok(expiring(Duration::from_secs(3600)));
+        tokio::time::sleep(Duration::from_millis(2100)).await;
+        assert_eq!(
+            storage.read(&path).await.unwrap(),
+            Bytes::from_static(b"abc")
+        );
+        assert_eq!((catalog.calls(), renewed.load(Ordering::SeqCst)), (3, 1));
     }
 }

@@ -49,13 +49,15 @@ pub struct CatalogConfig {
     pub token_lifetime: Option<std::time::Duration>,
     /// `rest`: ask the catalog for storage credentials scoped to each table (the REST header
     /// `X-Iceberg-Access-Delegation: vended-credentials`, as Trino's
-    /// `iceberg.rest-catalog.vended-credentials-enabled`). Vended credentials win over the
-    /// configured `s3.*` keys; ones that carry an expiry (`s3.session-token-expires-at-ms`) are
-    /// renewed from the catalog before they expire (`catalog/src/vended_storage.rs`).
+    /// `iceberg.rest-catalog.vended-credentials-enabled`). A vended access key, secret and
+    /// session token win over configured ones; ones that carry an expiry
+    /// (`s3.session-token-expires-at-ms`) are renewed from the catalog before they expire
+    /// (`catalog/src/vended_storage.rs`).
     #[serde(default)]
     pub vended_credentials: bool,
-    /// `rest`: use vended storage credentials at most this long (e.g. `600s`), even when they
-    /// are valid for longer; they are renewed at 90 % of the shorter lifetime.
+    /// `rest`: use vended storage credentials at most this long after the table load (e.g.
+    /// `600s`), even when they are valid for longer; they are renewed at 90 % of the shorter
+    /// lifetime, and at most once a second. Must be longer than `0s`.
     #[serde(default, with = "crate::units::duration_text::option")]
     pub credential_lifetime: Option<std::time::Duration>,
     /// How long a loaded table is reused before the catalog is asked again (default `0s`: every

@@ -579,6 +579,19 @@ impl Config {
             }
             _ => {}
         }
+        for c in &self.catalogs {
+            for (key, value) in [
+                ("token_lifetime", c.token_lifetime),
+                ("credential_lifetime", c.credential_lifetime),
+            ] {
+                if value.is_some_and(|d| d.is_zero()) {
+                    return Err(ConfigError::Invalid(format!(
+                        "catalog {}: {key} must be longer than 0s",
+                        c.name
+                    )));
+                }
+            }
+        }
         if self.cache.block_size_bytes() > 64 << 20 {
             return Err(ConfigError::Invalid(format!(
                 "cache.block_size must be at most 64MiB, got {}",
@@ -780,6 +793,20 @@ mod tests {
             err.starts_with("invalid size \"lots\"") && err.contains("cache.memory"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_zero_token_or_credential_lifetime_is_refused() {
+        for key in ["token_lifetime", "credential_lifetime"] {
+            let text = format!(
+                "[[catalog]]\nname = \"lake\"\ntype = \"rest\"\nuri = \"http://x\"\n{key} = \"0s\""
+            );
+            let err = Config::from_toml(&text).unwrap().validate().unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                format!("invalid configuration: catalog lake: {key} must be longer than 0s")
+            );
+        }
     }
 
     #[test]

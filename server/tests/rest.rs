@@ -5,8 +5,8 @@
 //! with the embedded catalog, pruned over S3; iceflight's INSERT, CREATE TABLE AS and DELETE commit
 //! over REST and pyiceberg reads them. The OAuth2 flow is checked: a rejected token is
 //! replaced, a token past its lifetime is refreshed mid-session, and wrong credentials fail as
-//! `Unauthenticated`; a token and vended storage credentials that expire while a statement runs
-//! are replaced and the statement completes. Stopping the server fails the queries that need it as `Unavailable`, while
+//! `Unauthenticated`; a token that expires while a statement runs is replaced and the statement
+//! commits, and vended storage credentials are renewed while a table is in use. Stopping the server fails the queries that need it as `Unavailable`, while
 //! the embedded catalog keeps serving; after a restart the same engine works again.
 //!
 //! Each test starts a SeaweedFS of its own (about two seconds) with pyiceberg's `py.people`; the
@@ -18,7 +18,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{column, execute, rows, scan_metric};
+use common::{column, execute, rows, scan_metric, statement_ok};
 use datafusion::common::DataFusionError;
 use iceberg::{Catalog, NamespaceIdent};
 use iceflight::config::Config;
@@ -273,20 +273,20 @@ async fn run_after(
     Ok(rows(&batches))
 }
 
-/// `[OAuth2 tokens fetched, vended storage credentials renewed]` of catalog `lake`.
-fn lake_credentials(engine: &Engine) -> [u64; 2] {
+/// `(OAuth2 tokens fetched, vended storage credentials renewed)` by catalog `lake`.
+fn lake_credentials(engine: &Engine) -> (u64, u64) {
     let stats = engine.catalogs().credential_stats();
     let (name, counts) = &stats[0];
     assert_eq!(name, "lake");
-    *counts
+    (counts.tokens_fetched, counts.storage_renewed)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_catalog_token_that_expires_mid_statement_is_replaced_and_the_write_commits() {
     let _one = one_at_a_time().await;
     let lake = Lake::start();
-    // A token the server accepts for 3 s, and the credential to replace it.
-    let token = weed::mint_token(Duration::from_secs(3));
+    // A token the server accepts for 5 s, and the credential to replace it.
+    let token = weed::mint_token(Duration::from_secs(5));
     assert_eq!(
         weed::status_with_token(&lake.weed, &token),
         Some(200),
@@ -296,17 +296,18 @@ async fn a_catalog_token_that_expires_mid_statement_is_replaced_and_the_write_co
     config.token = Some(token.clone());
     let engine = make_engine(&lake.dir.path().join("local"), config).await;
     let ctx = engine.session(None, None, &[]).unwrap();
-    // Planned with the minted token (the table loaded), run after it expired: the commit is
-    // refused with 401, a token is fetched with the credential and the commit sent again.
+    // Planned with the minted token (the table loaded), run after it expired: the data file is
+    // written, the commit's table load is refused with 401, a token is fetched with the
+    // credential, and the load and then the commit go through with it.
     let insert = "INSERT INTO lake.py.people SELECT id + 10, name FROM lake.py.people";
     let pending = ctx.sql(insert).await.unwrap();
     let plan = pending.create_physical_plan().await.unwrap();
     assert_eq!(
         lake_credentials(&engine),
-        [0, 0],
+        (0, 0),
         "planned with the minted token"
     );
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    tokio::time::sleep(Duration::from_secs(6)).await;
     assert_eq!(weed::status_with_token(&lake.weed, &token), Some(401));
     let inserted = datafusion::physical_plan::collect(plan, ctx.task_ctx())
         .await
@@ -314,7 +315,7 @@ async fn a_catalog_token_that_expires_mid_statement_is_replaced_and_the_write_co
     assert_eq!(rows(&inserted), [["3"]]);
     assert_eq!(
         lake_credentials(&engine),
-        [1, 0],
+        (1, 0),
         "one token replaced the expired one"
     );
     pyiceberg(
@@ -325,7 +326,7 @@ assert ids == [1, 2, 3, 11, 12, 13], ids"#,
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn vended_storage_credentials_are_renewed_while_a_statement_runs() {
+async fn vended_storage_credentials_are_renewed_while_a_table_is_in_use() {
     let _one = one_at_a_time().await;
     let lake = Lake::start_vending();
     let credential = format!("{KEY}:{SECRET}");
@@ -352,39 +353,45 @@ async fn vended_storage_credentials_are_renewed_while_a_statement_runs() {
             .contains("failed to load signing credential"),
         "{refused}"
     );
-    // Vended credentials used for at most 2 s (SeaweedFS grants 900 s at the least): renewed
-    // 1.8 s after each table load.
+    // Vended credentials used for at most 2 s (SeaweedFS grants 900 s at the least): due for
+    // renewal 1.8 s after the table load.
     let mut config = without_keys(true);
     config.credential_lifetime = Some(Duration::from_secs(2));
     let engine = make_engine(&lake.dir.path().join("local"), config).await;
     let ctx = engine.session(None, None, &[]).unwrap();
     assert_eq!(
-        run_after(&ctx, sum, Duration::ZERO).await.unwrap(),
-        [["6", "a"]]
+        column(&ctx, "SELECT sum(id) FROM lake.py.people").await,
+        ["6"]
     );
-    assert_eq!(lake_credentials(&engine)[1], 0, "fresh credentials");
-    // Planned (the table loaded, its manifests read), run 2.5 s later: the first read renews
-    // the credentials by loading the table again, and the rest of the statement uses them.
+    assert_eq!(lake_credentials(&engine).1, 0, "fresh credentials");
+    // Planned (the table loaded again: the same table but for its credentials, so the cached
+    // one is kept with its storage), run 2.5 s later: its credentials are due, still valid, and
+    // renewed in the background by loading the table again while the statement reads on.
+    let before = cache_counters(&ctx).await;
     assert_eq!(
         run_after(&ctx, sum, Duration::from_millis(2500))
             .await
             .unwrap(),
         [["6", "a"]]
     );
-    let renewed = lake_credentials(&engine)[1];
-    assert_eq!(renewed, 1, "renewed once mid-statement");
-    // A write that starts after the renewal is due: its data file, manifest and commit.
+    let after = cache_counters(&ctx).await;
+    assert_eq!(after[1] - before[1], 1, "the cached table was kept");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while lake_credentials(&engine).1 == 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(lake_credentials(&engine).1, 1, "renewed once");
+    // The same table, on the renewed credentials: a data file, a manifest and a commit.
     let insert = "INSERT INTO lake.py.people SELECT id + 10, name FROM lake.py.people";
-    assert_eq!(
-        run_after(&ctx, insert, Duration::from_millis(2500))
-            .await
-            .unwrap(),
-        [["3"]]
-    );
-    assert!(lake_credentials(&engine)[1] > renewed);
+    assert_eq!(statement_ok(&ctx, insert).await, [["3"]]);
     assert_eq!(
         column(&ctx, "SELECT count(*) FROM lake.py.people WHERE id > 10").await,
         ["3"]
+    );
+    pyiceberg(
+        &lake.weed,
+        r#"ids = sorted(c.load_table("py.people").scan().to_arrow()["id"].to_pylist())
+assert ids == [1, 2, 3, 11, 12, 13], ids"#,
     );
 }
 

@@ -13,10 +13,10 @@
 //! | `iceflight_cache_bytes` `{cache}` | gauge | bytes held by the block and footer caches |
 //! | `iceflight_storage_read_bytes` (`_total`) | counter | bytes read from the lake's storage (block cache misses) |
 //! | `iceflight_catalog_tokens_fetched` (`_total`) `{catalog}` | counter | OAuth2 tokens a REST catalog fetched (refreshes included) |
-//! | `iceflight_storage_credentials_renewed` (`_total`) `{catalog}` | counter | vended storage credentials renewed before they expired |
+//! | `iceflight_storage_credentials_renewed` (`_total`) `{catalog}` | counter | vended storage credentials renewed |
 //!
 //! The first four come from the queries' history (`query_history.rs`); the rest are read from
-//! the sessions and caches at each scrape.
+//! the sessions, caches and catalogs at each scrape.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -161,19 +161,21 @@ impl Collector for Now {
 
         // What the REST catalogs fetched to stay signed in (`catalog/src/rest.rs`).
         let credentials = self.engine.catalogs().credential_stats();
-        for (i, (name, help)) in [
-            ("catalog_tokens_fetched", "OAuth2 tokens fetched by catalog"),
+        for (name, help, value) in [
+            (
+                "catalog_tokens_fetched",
+                "OAuth2 tokens fetched by catalog",
+                (|c| c.tokens_fetched) as fn(&iceflight_catalog::rest::CredentialStats) -> u64,
+            ),
             (
                 "storage_credentials_renewed",
-                "Vended storage credentials renewed before they expired, by catalog",
+                "Vended storage credentials renewed, by catalog",
+                |c| c.storage_renewed,
             ),
-        ]
-        .into_iter()
-        .enumerate()
-        {
+        ] {
             let values: Vec<(&str, u64)> = credentials
                 .iter()
-                .map(|(catalog, c)| (catalog.as_str(), c[i]))
+                .map(|(catalog, c)| (catalog.as_str(), value(c)))
                 .collect();
             counters(&mut encoder, name, help, "catalog", &values)?;
         }

@@ -239,6 +239,12 @@ print(f"{{head}}.{{claims}}.{{sig}}")
 "#,
         secs = valid_for.as_secs()
     );
+    python_stdout(&script, "minting a token").trim().to_string()
+}
+
+/// The stdout of `script` run by the test venv's Python, which must succeed (`what` names it
+/// in the failure).
+fn python_stdout(script: &str, what: &str) -> String {
     let out = Command::new(python())
         .arg("-c")
         .arg(script)
@@ -246,10 +252,10 @@ print(f"{{head}}.{{claims}}.{{sig}}")
         .unwrap();
     assert!(
         out.status.success(),
-        "{}",
+        "{what} failed:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
+    String::from_utf8(out.stdout).unwrap()
 }
 
 /// The status `GET /v1/warehouse/namespaces` answers with `token`.
@@ -274,17 +280,7 @@ c = RestCatalog("lake", uri="{uri}", warehouse="warehouse", {auth}
 "#,
         s3 = weed.s3_uri(),
     );
-    let out = Command::new(python())
-        .arg("-c")
-        .arg(script)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "pyiceberg on {uri} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    python_stdout(&script, &format!("pyiceberg on {uri}"))
 }
 
 /// The S3 properties of a catalog whose warehouse is on `weed`'s S3.
