@@ -18,20 +18,6 @@ fn oracle(dir: &Path, command: &str, table: &str) -> Vec<Vec<String>> {
     common::oracle_rows(&common::pyiceberg_rw(dir, &[command, table])[0])
 }
 
-/// A fresh embedded catalog with namespace `history` (`make_history.py`), an engine on it and
-/// a session in `history`.
-async fn history_session() -> (
-    tempfile::TempDir,
-    iceflight::session::Engine,
-    SessionContext,
-) {
-    let dir = tempfile::tempdir().unwrap();
-    common::make_history(dir.path());
-    let engine = common::engine(dir.path(), 2).await;
-    let ctx = engine.session(None, Some("history"), &[]).unwrap();
-    (dir, engine, ctx)
-}
-
 /// The model: rows by id, `(part, v)`, `v` NULL as `None`.
 type Model = BTreeMap<i64, (String, Option<i64>)>;
 
@@ -74,7 +60,7 @@ async fn snapshot_count(ctx: &SessionContext, table: &str) -> Vec<Vec<String>> {
 /// while copy-on-write rewrites the files it hits.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn update_merge_and_delete_in_both_modes() {
-    let (dir, _engine, ctx) = history_session().await;
+    let (dir, _engine, ctx) = common::history_session().await;
     for (mode, version) in [
         ("copy-on-write", 2),
         ("merge-on-read", 2),
@@ -230,7 +216,7 @@ async fn update_merge_and_delete_in_both_modes() {
 /// reads the same.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_updates_of_one_row_lose_no_increment() {
-    let (dir, engine, ctx) = history_session().await;
+    let (dir, engine, ctx) = common::history_session().await;
     for mode in ["copy-on-write", "merge-on-read"] {
         let t = format!("race_{}", mode.replace('-', "_"));
         ok(
@@ -288,7 +274,7 @@ async fn concurrent_updates_of_one_row_lose_no_increment() {
 /// and DuckDB read the same.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn insert_overwrite_replaces_the_partitions_it_writes() {
-    let (dir, _engine, ctx) = history_session().await;
+    let (dir, _engine, ctx) = common::history_session().await;
     let check = |t: &'static str, expected: Vec<Vec<&'static str>>| {
         let ctx = ctx.clone();
         let dir = dir.path().to_path_buf();
@@ -359,7 +345,7 @@ async fn insert_overwrite_replaces_the_partitions_it_writes() {
 /// rows we read. Bad values are one clear line.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn set_properties_switches_mode_and_upgrades_to_v3() {
-    let (dir, _engine, ctx) = history_session().await;
+    let (dir, _engine, ctx) = common::history_session().await;
     ok(&ctx, "CREATE TABLE p (id BIGINT, v BIGINT)").await;
     ok(&ctx, "INSERT INTO p VALUES (1, 1), (2, 2), (3, 3), (4, 4)").await;
     ok(
@@ -405,7 +391,7 @@ async fn set_properties_switches_mode_and_upgrades_to_v3() {
 /// writes it; pyiceberg reads the same.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn column_defaults_are_read_and_written() {
-    let (dir, _engine, ctx) = history_session().await;
+    let (dir, _engine, ctx) = common::history_session().await;
     ok(&ctx, "CREATE TABLE dv (id BIGINT)").await;
     ok(&ctx, "INSERT INTO dv VALUES (1), (2)").await;
     common::pyiceberg_rw(dir.path(), &["add-default", "history.dv", "w", "7"]);
@@ -437,7 +423,7 @@ async fn column_defaults_are_read_and_written() {
 /// convert for pruning: `scan/src/model/literal.rs`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timestamp_ns_columns_keep_nanoseconds() {
-    let (dir, _engine, ctx) = history_session().await;
+    let (dir, _engine, ctx) = common::history_session().await;
     ok(
         &ctx,
         "CREATE TABLE tns (id BIGINT, t TIMESTAMP(9)) WITH (format_version = 3, \
@@ -499,7 +485,7 @@ async fn timestamp_ns_columns_keep_nanoseconds() {
 /// v2 table has none (NULL), `_file` and `_pos` name every row.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn row_lineage_is_inherited_and_kept() {
-    let (_dir, _engine, ctx) = history_session().await;
+    let (_dir, _engine, ctx) = common::history_session().await;
     ok(
         &ctx,
         "CREATE TABLE l (id BIGINT, part VARCHAR) WITH (format_version = 3, \
@@ -587,7 +573,7 @@ async fn row_lineage_is_inherited_and_kept() {
 /// refused (nothing committed), and a schema change written back keeps the types as written.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn columns_of_unsupported_types_fail_only_the_queries_touching_them() {
-    let (dir, _engine, ctx) = history_session().await;
+    let (dir, _engine, ctx) = common::history_session().await;
     ok(&ctx, "CREATE TABLE u (id BIGINT) WITH (format_version = 3)").await;
     ok(&ctx, "INSERT INTO u VALUES (1), (2)").await;
     common::pyiceberg_rw(dir.path(), &["add-unsupported", "history.u"]);
@@ -645,7 +631,7 @@ async fn columns_of_unsupported_types_fail_only_the_queries_touching_them() {
 /// clause; a MERGE whose source is a query runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unsupported_row_change_forms_are_one_line_and_commit_nothing() {
-    let (_dir, _engine, ctx) = history_session().await;
+    let (_dir, _engine, ctx) = common::history_session().await;
     ok(&ctx, "CREATE TABLE r (id BIGINT, v BIGINT)").await;
     ok(&ctx, "INSERT INTO r VALUES (1, 1), (2, 2)").await;
     let snapshots = ok(&ctx, "SELECT count(*) FROM \"r$snapshots\"").await;

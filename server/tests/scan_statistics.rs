@@ -62,16 +62,6 @@ async fn multi_file_table_is_partitioned_and_reports_statistics_from_manifests()
     assert_eq!(distinct, [Some(&6000), None]);
 }
 
-/// An engine on a fresh embedded catalog (with pyiceberg's `history` namespace) and a session
-/// in `history`.
-async fn history_session() -> (tempfile::TempDir, Engine, SessionContext) {
-    let dir = tempfile::tempdir().unwrap();
-    common::make_history(dir.path());
-    let engine = common::engine(dir.path(), 2).await;
-    let ctx = engine.session(None, Some("history"), &[]).unwrap();
-    (dir, engine, ctx)
-}
-
 /// Scans of `history.m` recorded so far.
 async fn recorded(ctx: &SessionContext) -> Vec<Vec<String>> {
     common::statement_ok(
@@ -89,7 +79,7 @@ async fn recorded(ctx: &SessionContext) -> Vec<Vec<String>> {
 /// scan runs. A plain `LIMIT` opens only the files it needs (one of six, over two partitions).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metadata_answers_aggregates_and_a_limit_opens_only_the_files_it_needs() {
-    let (_dir, _engine, ctx) = history_session().await;
+    let (_dir, _engine, ctx) = common::history_session().await;
     common::statement_ok(
         &ctx,
         "CREATE TABLE m (id BIGINT, d DATE, s VARCHAR, n INT) WITH \
@@ -160,7 +150,7 @@ async fn metadata_answers_aggregates_and_a_limit_opens_only_the_files_it_needs()
 /// passes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metadata_answers_under_a_partition_filter() {
-    let (_dir, _engine, ctx) = history_session().await;
+    let (_dir, _engine, ctx) = common::history_session().await;
     common::statement_ok(
         &ctx,
         "CREATE TABLE pm (id BIGINT NOT NULL, region VARCHAR, d DATE) \

@@ -11,19 +11,8 @@ use common::{oracle_rows, statement_ok as ok, statement_rows as sql, statement_s
 use std::path::Path;
 
 use datafusion::prelude::SessionContext;
-use iceflight::session::Engine;
 
 use serde_json::Value;
-
-/// A fresh embedded catalog with namespace `history` (table `events`, partitioned by `p` and
-/// `x`, built by `make_history.py`), an engine on it and a session in `history`.
-async fn history_session() -> (tempfile::TempDir, Engine, SessionContext) {
-    let dir = tempfile::tempdir().unwrap();
-    common::make_history(dir.path());
-    let engine = common::engine(dir.path(), 2).await;
-    let ctx = engine.session(None, Some("history"), &[]).unwrap();
-    (dir, engine, ctx)
-}
 
 /// pyiceberg's command `args` on the catalog in `dir`; its stdout lines.
 fn pyiceberg(dir: &Path, args: &[&str]) -> Vec<String> {
@@ -64,7 +53,7 @@ async fn unimplemented(ctx: &SessionContext, text: &str) -> tonic::Status {
 /// table.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_insert_and_drop() {
-    let (dir, _engine, ctx) = history_session().await;
+    let (dir, _engine, ctx) = common::history_session().await;
 
     ok(&ctx, "CREATE TABLE t (id BIGINT NOT NULL, name VARCHAR)").await;
     assert_eq!(ok(&ctx, "SELECT count(*) FROM t").await, [["0"]]);
@@ -126,7 +115,7 @@ async fn create_insert_and_drop() {
 /// directory, which pyiceberg reads back with the rest of the table.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn insert_into_a_partitioned_table() {
-    let (dir, _engine, ctx) = history_session().await;
+    let (dir, _engine, ctx) = common::history_session().await;
     let before = ok(&ctx, "SELECT count(*) FROM \"events$files\"").await;
     assert_eq!(
         ok(
@@ -161,7 +150,7 @@ async fn insert_into_a_partitioned_table() {
 /// `CREATE TABLE … AS SELECT` of TPC-H q01 holds the query's rows.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_table_as_a_tpch_query() {
-    let (_dir, engine, _) = history_session().await;
+    let (_dir, engine, _) = common::history_session().await;
     common::load_tpch_local(&engine, 0.01).await;
     let ctx = engine.session(None, Some("tpch"), &[]).unwrap();
     let q01 =
@@ -186,7 +175,7 @@ async fn create_table_as_a_tpch_query() {
 /// kept once (a conflicting commit is retried on the new metadata).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_commits_with_pyiceberg_lose_nothing() {
-    let (dir, _engine, ctx) = history_session().await;
+    let (dir, _engine, ctx) = common::history_session().await;
     ok(&ctx, "CREATE TABLE c (id BIGINT, who VARCHAR)").await;
     let path = dir.path().to_path_buf();
     let python =
@@ -250,7 +239,7 @@ async fn concurrent_commits_with_pyiceberg_lose_nothing() {
 /// Table options iceflight understands and cannot keep say so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unsupported_writes_are_not_implemented() {
-    let (_dir, _engine, ctx) = history_session().await;
+    let (_dir, _engine, ctx) = common::history_session().await;
     assert_eq!(ok(&ctx, "SELECT count(*) FROM events").await, [["6"]]);
     // What an Iceberg table cannot keep is refused, not dropped.
     for (text, says) in [
@@ -276,7 +265,7 @@ async fn unsupported_writes_are_not_implemented() {
 /// table; pyiceberg reads the evolved table alike; what iceberg 0.10.1 cannot do is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn alter_table_evolves_the_schema() {
-    let (dir, _engine, ctx) = history_session().await;
+    let (dir, _engine, ctx) = common::history_session().await;
     // Column types as Trino and DuckDB users write them.
     ok(
         &ctx,
@@ -355,7 +344,7 @@ async fn alter_table_evolves_the_schema() {
 /// and pyiceberg reads them back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_table_with_partitioning_and_sort_order() {
-    let (dir, engine, ctx) = history_session().await;
+    let (dir, engine, ctx) = common::history_session().await;
     ok(
         &ctx,
         "CREATE TABLE parted WITH (partitioning = ARRAY['p', 'bucket(id, 4)'], \
@@ -471,7 +460,7 @@ async fn create_table_with_partitioning_and_sort_order() {
 /// pyiceberg and DuckDB then read the rows we read; we read pyiceberg's own delete alike.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delete_rewrites_only_the_files_it_hits() {
-    let (dir, _engine, ctx) = history_session().await;
+    let (dir, _engine, ctx) = common::history_session().await;
     let dir = dir.path();
     ok(
         &ctx,
@@ -596,7 +585,7 @@ async fn delete_rewrites_only_the_files_it_hits() {
 /// once and no appended row is lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deletes_concurrent_with_pyiceberg_appends_lose_nothing() {
-    let (dir, _engine, ctx) = history_session().await;
+    let (dir, _engine, ctx) = common::history_session().await;
     ok(&ctx, "CREATE TABLE c (id BIGINT, who VARCHAR)").await;
     ok(
         &ctx,

@@ -326,6 +326,16 @@ pub async fn statement_sorted(ctx: &SessionContext, text: &str) -> Vec<Vec<Strin
     out
 }
 
+/// A fresh embedded catalog with namespace `history` (table `events`, partitioned by `p` and
+/// `x`, built by `make_history.py`), an engine on it and a session in `history`.
+pub async fn history_session() -> (tempfile::TempDir, Engine, SessionContext) {
+    let dir = tempfile::tempdir().unwrap();
+    make_history(dir.path());
+    let engine = engine(dir.path(), 2).await;
+    let ctx = engine.session(None, Some("history"), &[]).unwrap();
+    (dir, engine, ctx)
+}
+
 /// Builds `history.events` with pyiceberg (`tests/fixtures/make_history.py`: snapshots, a tag,
 /// a branch, a column and a partition field added) into `dir`; returns what pyiceberg reads of
 /// it.
