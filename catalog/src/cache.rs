@@ -243,15 +243,12 @@ impl Catalog for CachingCatalog {
         let generation = self.generation();
         bump(&self.counters.requests);
         let loaded = self.inner.load_table(table).await?;
-        // Unchanged metadata location and storage settings: keep the cached table and what
-        // hangs off it (iceberg's manifest cache), at any TTL. New vended credentials replace it,
-        // unless its storage renews its own (`vended_storage.rs`).
+        // Unchanged metadata location and storage settings (newly vended credentials replace
+        // it, so listings and storage start from the fresh ones): keep the cached table and what
+        // hangs off it (iceberg's manifest cache), at any TTL.
         let cached = fresh(&self.tables, table, Duration::MAX).filter(|t| {
             t.metadata_location() == loaded.metadata_location()
-                && crate::vended_storage::same_storage(
-                    t.file_io().config().props(),
-                    loaded.file_io().config().props(),
-                )
+                && t.file_io().config().props() == loaded.file_io().config().props()
         });
         bump(match cached {
             Some(_) => &self.counters.hits,

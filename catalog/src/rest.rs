@@ -27,7 +27,7 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use crate::cached_storage::{CachingStorageFactory, StorageCache};
-use crate::vended_storage::{CredentialSource, EXPIRES_AT_MS, Renewal, RenewingStorageFactory};
+use crate::vended_storage::{CredentialSource, Renewal, RenewingStorageFactory, expires};
 use async_trait::async_trait;
 use futures::FutureExt;
 use futures::future::BoxFuture;
@@ -434,8 +434,7 @@ impl ManagedRestCatalog {
         let file_io = if let Some(props) = with_fallback_credentials(vended, &self.fallback_storage)
         {
             iceberg::io::FileIOBuilder::new(Arc::clone(&self.storage) as _).with_props(props)
-        } else if let (true, Some(this)) = (vended.contains_key(EXPIRES_AT_MS), self.this.upgrade())
-        {
+        } else if let (true, Some(this)) = (expires(vended), self.this.upgrade()) {
             let renewal = Renewal::new(
                 Arc::new(TableCredentials {
                     catalog: Arc::downgrade(&this),

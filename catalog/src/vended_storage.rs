@@ -45,36 +45,6 @@ use crate::cached_storage::CachingStorageFactory;
 /// epoch (Iceberg REST spec, `LoadTableResult.config`).
 pub const EXPIRES_AT_MS: &str = "s3.session-token-expires-at-ms";
 
-/// The storage properties that hold vended credentials and their expiry.
-const CREDENTIAL_KEYS: [&str; 4] = [
-    "s3.access-key-id",
-    "s3.secret-access-key",
-    "s3.session-token",
-    EXPIRES_AT_MS,
-];
-
-/// Whether storage built from `a` and from `b` reads the same store the same way: equal
-/// properties, or, when both carry expiring credentials (which the storage renews itself),
-/// equal but for those credentials.
-pub fn same_storage(a: &HashMap<String, String>, b: &HashMap<String, String>) -> bool {
-    if a == b {
-        return true;
-    }
-    if !(a.contains_key(EXPIRES_AT_MS) && b.contains_key(EXPIRES_AT_MS)) {
-        return false;
-    }
-    let rest = |m: &HashMap<String, String>| -> Vec<(String, String)> {
-        let mut kept: Vec<(String, String)> = m
-            .iter()
-            .filter(|(k, _)| !CREDENTIAL_KEYS.contains(&k.as_str()))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        kept.sort();
-        kept
-    };
-    rest(a) == rest(b)
-}
-
 /// Share of a credential's lifetime after which it is renewed, as for OAuth2 tokens in
 /// `rest.rs`: a renewal finishes well before the credential expires.
 const RENEW_AT: f64 = 0.9;
@@ -197,6 +167,11 @@ impl RenewingStorageFactory {
     }
 }
 
+/// Whether storage built from `props` renews its credentials: they carry a readable expiry.
+pub fn expires(props: &HashMap<String, String>) -> bool {
+    expiry(props).is_some()
+}
+
 /// When the credentials of `props` stop working (`None`: unknown).
 fn expiry(props: &HashMap<String, String>) -> Option<SystemTime> {
     let ms: u64 = props.get(EXPIRES_AT_MS)?.trim().parse().ok()?;
@@ -240,8 +215,8 @@ impl RenewingStorage {
     }
 
     /// The storage to use now. Credentials that are due are renewed in the background while
-    /// they are still valid; expired ones are renewed before the caller goes on, and fail it
-    /// while the last renewal failed and the next attempt is not due.
+    /// they are still valid. Expired ones are renewed before the caller goes on; after a failed
+    /// renewal they fail the caller at once until the next attempt is due.
     async fn current(&self) -> Result<Current> {
         let now = self.snapshot();
         if valid(&now) {
@@ -257,12 +232,12 @@ impl RenewingStorage {
             }
             return Ok(now);
         }
-        let _renewing = self.0.renewing.lock().await;
+        let guard = Arc::clone(&self.0.renewing).lock_owned().await;
         let now = self.snapshot();
         if valid(&now) {
             return Ok(now);
         }
-        if fresh(&now) {
+        if fresh(&now) && now.failures > 0 {
             return Err(Error::new(
                 ErrorKind::Unexpected,
                 format!(
@@ -271,7 +246,14 @@ impl RenewingStorage {
                 ),
             ));
         }
-        self.renew().await
+        // In a task of its own: a read cancelled meanwhile does not cancel the renewal.
+        let this = self.clone();
+        tokio::spawn(async move {
+            let _renewing = guard;
+            this.renew().await
+        })
+        .await
+        .map_err(|e| Error::new(ErrorKind::Unexpected, format!("renewing credentials: {e}")))?
     }
 
     /// Renews the credentials unless another renewal just did (the caller holds `renewing`).
@@ -280,9 +262,9 @@ impl RenewingStorage {
         if fresh(&now) && valid(&now) {
             return Ok(now);
         }
-        let received = (Instant::now(), SystemTime::now());
         let renewed = async {
             let config = StorageConfig::from_props(self.0.renewal.source.renew().await?);
+            let received = (Instant::now(), SystemTime::now());
             if expiry(config.props()).is_some_and(|x| x <= received.1 + MIN_INTERVAL) {
                 return Err(Error::new(
                     ErrorKind::Unexpected,
@@ -290,12 +272,12 @@ impl RenewingStorage {
                 ));
             }
             let storage = self.0.factory.build(&config)?;
-            Ok::<_, Error>((storage, config))
+            Ok::<_, Error>((storage, config, received))
         }
         .await;
         let mut slot = self.0.current.write().unwrap_or_else(|p| p.into_inner());
         match renewed {
-            Ok((storage, config)) => {
+            Ok((storage, config, received)) => {
                 *slot = Current {
                     storage,
                     // Renewed properties without an expiry are used until the table is loaded
@@ -490,28 +472,6 @@ mod tests {
         assert_eq!(after(&bad, None), None);
     }
 
-    #[test]
-    fn storage_is_the_same_but_for_credentials_only_when_both_renew() {
-        let with = |key: &str, expiring: bool| -> HashMap<String, String> {
-            let mut m: HashMap<String, String> = [
-                ("s3.endpoint".to_string(), "http://s3".to_string()),
-                ("s3.access-key-id".to_string(), key.to_string()),
-            ]
-            .into();
-            if expiring {
-                m.insert(EXPIRES_AT_MS.into(), format!("1{key}"));
-            }
-            m
-        };
-        assert!(same_storage(&with("1", false), &with("1", false)));
-        assert!(!same_storage(&with("1", false), &with("2", false)));
-        assert!(same_storage(&with("1", true), &with("2", true)));
-        assert!(!same_storage(&with("1", true), &with("2", false)));
-        let mut moved = with("2", true);
-        moved.insert("s3.endpoint".into(), "http://elsewhere".into());
-        assert!(!same_storage(&with("1", true), &moved));
-    }
-
     /// A catalog's renewals: answers `answer` after `delay`, counting the calls.
     #[derive(Debug)]
     struct Catalog {
@@ -575,25 +535,26 @@ mod tests {
     async fn due_credentials_are_renewed_once_in_the_background_and_open_readers_follow() {
         let dir = tempfile::tempdir().unwrap();
         let path = format!("file://{}/data.bin", dir.path().display());
-        let catalog = Catalog::answering(Duration::from_secs(3600), Duration::from_millis(200));
+        // The catalog takes 2 s to answer: a read that waited for it would show.
+        let catalog = Catalog::answering(Duration::from_secs(3600), Duration::from_secs(2));
         let (storage, renewed) = storage(&catalog, Duration::from_secs(3600), Some(Duration::ZERO));
         storage
             .write(&path, Bytes::from_static(b"abcdef"))
             .await
             .unwrap();
         let reader = storage.open(&path).await.unwrap();
-        tokio::time::sleep(MIN_INTERVAL + Duration::from_millis(100)).await;
+        tokio::time::sleep(MIN_INTERVAL + Duration::from_millis(200)).await;
         // Due but valid: eight concurrent reads go on at once, one renewal starts.
         let reads = (0..8).map(|_| storage.read(&path));
         let started = Instant::now();
         for read in futures::future::join_all(reads).await {
             assert_eq!(read.unwrap(), Bytes::from_static(b"abcdef"));
         }
-        assert!(
-            started.elapsed() < Duration::from_millis(150),
-            "reads waited"
-        );
-        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert!(started.elapsed() < Duration::from_secs(1), "reads waited");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while generation(&storage) == 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         assert_eq!(catalog.calls(), 1);
         assert_eq!(renewed.load(Ordering::SeqCst), 1);
         assert_eq!(generation(&storage), 1);
@@ -609,37 +570,69 @@ mod tests {
         let path = format!("file://{}/data.bin", dir.path().display());
         let catalog = Catalog::answering(Duration::from_secs(3600), Duration::ZERO);
         *catalog.answer.lock().unwrap() = Err("catalog down".into());
-        // Valid for 1.3 s, due after 1.17 s.
-        let (storage, renewed) = storage(&catalog, Duration::from_millis(1300), None);
+        // Valid for 4 s, used for 1.5 s: due after 1.35 s. Times below are since the start.
+        let start = Instant::now();
+        let at = |ms: u64| tokio::time::sleep_until((start + Duration::from_millis(ms)).into());
+        let (storage, renewed) = storage(
+            &catalog,
+            Duration::from_secs(4),
+            Some(Duration::from_millis(1500)),
+        );
         storage
             .write(&path, Bytes::from_static(b"abc"))
             .await
             .unwrap();
-        tokio::time::sleep(Duration::from_millis(1200)).await;
-        // Due, still valid: the background renewal fails, reads go on.
+        // 1.6 s, due and valid: the background renewal fails (next at about 2.6 s), reads go on.
+        at(1600).await;
         storage.read(&path).await.unwrap();
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        at(1800).await;
         assert_eq!((catalog.calls(), generation(&storage)), (1, 0));
-        // Expired, and the next attempt (1 s after the failure) not yet due: refused at once.
-        tokio::time::sleep(Duration::from_millis(150)).await;
+        // 2.9 s: the second fails too (next at about 4.9 s).
+        at(2900).await;
+        storage.read(&path).await.unwrap();
+        at(3100).await;
+        assert_eq!((catalog.calls(), generation(&storage)), (2, 0));
+        // 4.3 s, expired, the next attempt not due: refused at once, the catalog not asked.
+        at(4300).await;
         let refused = storage.read(&path).await.unwrap_err();
-        assert!(refused.to_string().contains("expired"), "{refused}");
-        assert_eq!(catalog.calls(), 1);
-        // The attempt due after the back-off fails too: the read fails with the cause.
-        tokio::time::sleep(Duration::from_millis(1000)).await;
+        assert!(
+            refused.to_string().contains("failed 2 time(s)"),
+            "{refused}"
+        );
+        assert_eq!(catalog.calls(), 2);
+        // 5.3 s: the attempt is due and fails; the read fails with the cause (next at 9.3 s).
+        at(5300).await;
         let refused = storage.read(&path).await.unwrap_err();
         assert!(
             refused.to_string().contains("could not be renewed"),
             "{refused}"
         );
-        assert_eq!(catalog.calls(), 2);
-        // Once the catalog answers again, the read after the back-off (2 s) renews and goes on.
+        assert_eq!(catalog.calls(), 3);
+        // 9.6 s, the catalog answering again: the read renews first and goes on.
         *catalog.answer.lock().unwrap() = Ok(expiring(Duration::from_secs(3600)));
-        tokio::time::sleep(Duration::from_millis(2100)).await;
+        at(9600).await;
         assert_eq!(
             storage.read(&path).await.unwrap(),
             Bytes::from_static(b"abc")
         );
-        assert_eq!((catalog.calls(), renewed.load(Ordering::SeqCst)), (3, 1));
+        assert_eq!((catalog.calls(), renewed.load(Ordering::SeqCst)), (4, 1));
+    }
+
+    #[tokio::test]
+    async fn credentials_that_arrive_expired_are_renewed_before_the_first_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = format!("file://{}/data.bin", dir.path().display());
+        let catalog = Catalog::answering(Duration::from_secs(3600), Duration::ZERO);
+        let (storage, renewed) = storage(&catalog, Duration::ZERO, None);
+        storage
+            .write(&path, Bytes::from_static(b"abc"))
+            .await
+            .unwrap();
+        assert_eq!((catalog.calls(), renewed.load(Ordering::SeqCst)), (1, 1));
+        assert_eq!(
+            storage.read(&path).await.unwrap(),
+            Bytes::from_static(b"abc")
+        );
+        assert_eq!(catalog.calls(), 1);
     }
 }
