@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use datafusion::catalog::{CatalogProvider, SchemaProvider, TableProvider};
-use datafusion::common::{DataFusionError, Result, plan_datafusion_err};
+use datafusion::common::{DataFusionError, Result, plan_datafusion_err, plan_err};
 use iceberg::{ErrorKind, NamespaceIdent, TableIdent};
 use iceflight_iceberg::commit::CommitCatalog;
 use iceflight_scan::IcebergTableProvider;
@@ -158,6 +158,40 @@ impl CatalogProvider for IcebergCatalogProvider {
         }
     }
 
+    /// `DROP SCHEMA c.ns` drops the namespace `ns`; `None` when it does not exist.
+    ///
+    /// Errors: the catalog cannot be reached (its typed error); the namespace holds tables
+    /// (Trino's "Cannot drop non-empty schema"); `CASCADE`, which Iceberg catalogs do not offer.
+    fn deregister_schema(
+        &self,
+        name: &str,
+        cascade: bool,
+    ) -> Result<Option<Arc<dyn SchemaProvider>>> {
+        let Some(schema) = self.schema(name) else {
+            return Ok(None);
+        };
+        if let Some(e) = outage(&schema) {
+            return Err(e);
+        }
+        if cascade {
+            return plan_err!(
+                "DROP SCHEMA … CASCADE is not supported: drop the tables of {}.{name} first",
+                self.name
+            );
+        }
+        let namespace = namespace_of(name)?;
+        let tables = block_on(self.catalog.list_tables(&namespace)).map_err(to_df_error)?;
+        if !tables.is_empty() {
+            return plan_err!(
+                "Cannot drop non-empty schema {}.{name}: it holds {} table(s)",
+                self.name,
+                tables.len()
+            );
+        }
+        block_on(self.catalog.drop_namespace(&namespace)).map_err(to_df_error)?;
+        Ok(Some(schema))
+    }
+
     /// `CREATE SCHEMA c.ns` creates the namespace `ns` (dots make a multi-level namespace).
     fn register_schema(
         &self,
@@ -174,11 +208,34 @@ impl CatalogProvider for IcebergCatalogProvider {
     }
 }
 
+/// The error of the catalog behind `schema` when it could not be reached or refused us (the
+/// stand-in [`IcebergCatalogProvider::schema`] hands out then); `None` for any other schema.
+/// DDL checks it: DataFusion would answer `CREATE SCHEMA` and `DROP TABLE` from the stand-in
+/// ("already exists", "doesn't exist").
+pub fn outage(schema: &Arc<dyn SchemaProvider>) -> Option<DataFusionError> {
+    Some(
+        schema
+            .downcast_ref::<UnavailableSchemaProvider>()?
+            .failure(),
+    )
+}
+
 /// A namespace of a catalog that could not be reached or refused us: every table lookup fails
 /// with that error ([`CatalogError::Unavailable`] or [`CatalogError::Unauthenticated`]).
 #[derive(Debug)]
 struct UnavailableSchemaProvider {
     error: CatalogError,
+}
+
+impl UnavailableSchemaProvider {
+    /// The error, for one more caller.
+    fn failure(&self) -> DataFusionError {
+        let error = self
+            .error
+            .duplicate()
+            .unwrap_or_else(|| CatalogError::Load(self.error.to_string()));
+        DataFusionError::External(Box::new(error))
+    }
 }
 
 #[async_trait]
@@ -188,11 +245,7 @@ impl SchemaProvider for UnavailableSchemaProvider {
     }
 
     async fn table(&self, _name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
-        let error = self
-            .error
-            .duplicate()
-            .unwrap_or_else(|| CatalogError::Load(self.error.to_string()));
-        Err(DataFusionError::External(Box::new(error)))
+        Err(self.failure())
     }
 
     fn table_exist(&self, _name: &str) -> bool {

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::catalog_config::{CatalogConfig, DEFAULT_CATALOG_NAME};
+use crate::catalog_config::{CatalogConfig, CatalogKind, DEFAULT_CATALOG_NAME};
 use crate::units::ByteSize;
 use serde::{Deserialize, Serialize};
 
@@ -580,6 +580,14 @@ impl Config {
             _ => {}
         }
         for c in &self.catalogs {
+            if c.kind == CatalogKind::Sql
+                && (c.vended_credentials || c.credential_lifetime.is_some())
+            {
+                return Err(ConfigError::Invalid(format!(
+                    "catalog {}: vended_credentials and credential_lifetime apply to type = \"rest\" only",
+                    c.name
+                )));
+            }
             for (key, value) in [
                 ("token_lifetime", c.token_lifetime),
                 ("credential_lifetime", c.credential_lifetime),
@@ -792,6 +800,16 @@ mod tests {
         assert!(
             err.starts_with("invalid size \"lots\"") && err.contains("cache.memory"),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn vending_options_on_an_embedded_catalog_are_refused() {
+        let text = "[[catalog]]\nname = \"local\"\ntype = \"sql\"\nuri = \"sqlite:/x\"\nvended_credentials = true";
+        let err = Config::from_toml(text).unwrap().validate().unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid configuration: catalog local: vended_credentials and credential_lifetime apply to type = \"rest\" only"
         );
     }
 

@@ -54,6 +54,11 @@ async fn a_missing_table_schema_or_catalog_is_not_found_naming_it() {
             "SELECT * FROM items JOIN gone ON items.id = gone.id",
             "table local.shop.gone does not exist",
         ),
+        ("DROP TABLE nope", "table local.shop.nope does not exist"),
+        (
+            "DROP TABLE local.nope.items",
+            "schema local.nope does not exist",
+        ),
     ] {
         assert_eq!(
             refused(&ctx, text).await,
@@ -77,4 +82,34 @@ async fn other_planning_errors_are_invalid_argument() {
         let (code, message) = refused(&ctx, text).await;
         assert_eq!(code, Code::InvalidArgument, "{text}: {message}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drop_schema_drops_an_empty_namespace_and_refuses_one_with_tables() {
+    let (_dir, _engine, ctx) = shop().await;
+    let (code, message) = refused(&ctx, "DROP SCHEMA local.shop").await;
+    assert_eq!(code, Code::InvalidArgument, "{message}");
+    assert!(
+        message.contains("Cannot drop non-empty schema local.shop: it holds 1 table(s)"),
+        "{message}"
+    );
+    let (code, message) = refused(&ctx, "DROP SCHEMA local.shop CASCADE").await;
+    assert_eq!(code, Code::InvalidArgument, "{message}");
+    assert!(message.contains("CASCADE is not supported"), "{message}");
+    let schemas = "SELECT schema_name FROM information_schema.schemata \
+                   WHERE catalog_name = 'local' AND schema_name <> 'information_schema' \
+                   ORDER BY 1";
+    ok(&ctx, "CREATE SCHEMA local.empty").await;
+    assert_eq!(ok(&ctx, schemas).await, [["empty"], ["shop"]]);
+    ok(&ctx, "DROP SCHEMA local.empty").await;
+    assert_eq!(ok(&ctx, schemas).await, [["shop"]]);
+    let (code, message) = refused(&ctx, "DROP SCHEMA local.empty").await;
+    assert_eq!(
+        (code, message.as_str()),
+        (Code::NotFound, "schema local.empty does not exist"),
+    );
+    ok(&ctx, "DROP SCHEMA IF EXISTS local.empty").await;
+    ok(&ctx, "DROP TABLE local.shop.items").await;
+    ok(&ctx, "DROP SCHEMA local.shop").await;
+    assert!(ok(&ctx, schemas).await.is_empty());
 }

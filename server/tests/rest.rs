@@ -18,7 +18,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{column, execute, rows, scan_metric, statement_ok};
+use common::{column, execute, rows, scan_metric, statement_ok, statement_rows};
 use datafusion::common::DataFusionError;
 use iceberg::{Catalog, NamespaceIdent};
 use iceflight::config::Config;
@@ -491,6 +491,23 @@ async fn a_stopped_catalog_is_unavailable_others_keep_serving_and_it_is_used_aga
         matches!(&status, Err(e) if e.contains("Unavailable") && e.contains("catalog lake")),
         "{status:?}"
     );
+    // DDL too, rather than answers from an empty stand-in ("already exists", "doesn't exist").
+    for ddl in [
+        "CREATE SCHEMA lake.fresh",
+        "CREATE SCHEMA IF NOT EXISTS lake.fresh",
+        "DROP SCHEMA lake.py",
+        "DROP TABLE lake.py.people",
+        "DROP TABLE IF EXISTS lake.py.people",
+        "CREATE TABLE lake.py.made AS SELECT 1 AS one",
+    ] {
+        let Err(err) = statement_rows(&ctx, ddl).await else {
+            panic!("{ddl}: the catalog is down");
+        };
+        assert!(
+            matches!(catalog_error(&err), Some(CatalogError::Unavailable { catalog, .. }) if catalog == "lake"),
+            "{ddl}: {err}"
+        );
+    }
     assert_eq!(
         flight.count("SELECT count(*) FROM local.nest.nested").await,
         Ok(1000),

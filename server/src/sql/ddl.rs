@@ -4,10 +4,11 @@
 
 use std::sync::Arc;
 
-use datafusion::common::{Result, plan_err};
+use datafusion::common::{DataFusionError, Result, plan_err};
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::prelude::SessionContext;
 use datafusion::sql::parser::Statement;
+use iceflight_catalog::CatalogError;
 use iceflight_catalog::alter::{AlterTable, alter_table};
 use iceflight_catalog::provider::IcebergCatalogProvider;
 use iceflight_catalog::tables::{CreateTableWith, TableLayout, create_table_with};
@@ -220,7 +221,12 @@ pub(crate) fn refused_option(
 
 /// Whether `plan` is one of the statements iceflight runs itself ([`plan_statement`](super::statement::plan_statement)).
 pub fn is_own_statement(plan: &LogicalPlan) -> bool {
-    AlterTable::of(plan).is_some() || CreateTableWith::of(plan).is_some()
+    AlterTable::of(plan).is_some()
+        || CreateTableWith::of(plan).is_some()
+        || matches!(
+            plan,
+            LogicalPlan::Ddl(datafusion::logical_expr::DdlStatement::DropTable(_))
+        )
 }
 
 /// Runs `plan` when it is one of the statements iceflight runs itself ([`plan_statement`](super::statement::plan_statement));
@@ -228,6 +234,9 @@ pub fn is_own_statement(plan: &LogicalPlan) -> bool {
 ///
 /// Errors: the catalog is not an Iceberg catalog of this engine (`system`); the statement's.
 pub async fn run_own_statement(ctx: &SessionContext, plan: &LogicalPlan) -> Option<Result<()>> {
+    if let LogicalPlan::Ddl(datafusion::logical_expr::DdlStatement::DropTable(drop)) = plan {
+        return drop_table(ctx, drop).await;
+    }
     if let Some(alter) = AlterTable::of(plan) {
         return Some(match iceberg_catalog(ctx, &alter.catalog) {
             Ok(catalog) => alter_table(catalog.as_ref(), alter).await,
@@ -237,6 +246,101 @@ pub async fn run_own_statement(ctx: &SessionContext, plan: &LogicalPlan) -> Opti
     let create = CreateTableWith::of(plan)?;
     Some(match iceberg_catalog(ctx, &create.catalog) {
         Ok(catalog) => create_table_with(ctx, catalog.as_ref(), create).await,
+        Err(e) => Err(e),
+    })
+}
+
+/// Checks the schema a DDL statement changes before DataFusion runs it:
+/// - in a catalog that cannot be reached (or refuses us), the statement fails with that
+///   catalog's typed error. DataFusion would answer it from the empty stand-in schema the
+///   catalog provider hands out then: `CREATE SCHEMA` "already exists" (and `IF NOT EXISTS`
+///   creating nothing), `DROP TABLE` "doesn't exist" (`catalog/src/provider.rs`, `outage`);
+/// - `DROP SCHEMA` (without `IF EXISTS`) of a schema that does not exist fails with a typed
+///   not-found error naming it, as a query of it does (`DROP TABLE`: [`run_own_statement`]).
+///
+/// Errors: [`CatalogError::Unavailable`] or `Unauthenticated` of the catalog;
+/// [`CatalogError::NotFound`].
+pub fn check_ddl_target(ctx: &SessionContext, plan: &LogicalPlan) -> Result<()> {
+    use datafusion::logical_expr::DdlStatement as Ddl;
+    let LogicalPlan::Ddl(ddl) = plan else {
+        return Ok(());
+    };
+    let state = ctx.state();
+    let defaults = &state.config_options().catalog;
+    let in_catalog = |name: &datafusion::sql::TableReference| {
+        let name = name
+            .clone()
+            .resolve(&defaults.default_catalog, &defaults.default_schema);
+        (name.catalog.to_string(), name.schema.to_string())
+    };
+    let (catalog, schema) = match ddl {
+        Ddl::CreateCatalogSchema(c) => match c.schema_name.split_once('.') {
+            Some((catalog, schema)) => (catalog.to_string(), schema.to_string()),
+            None => (defaults.default_catalog.clone(), c.schema_name.clone()),
+        },
+        Ddl::DropCatalogSchema(d) => match &d.name {
+            datafusion::common::SchemaReference::Full { catalog, schema } => {
+                (catalog.to_string(), schema.to_string())
+            }
+            datafusion::common::SchemaReference::Bare { schema } => {
+                (defaults.default_catalog.clone(), schema.to_string())
+            }
+        },
+        Ddl::DropTable(d) => in_catalog(&d.name),
+        Ddl::DropView(d) => in_catalog(&d.name),
+        Ddl::CreateMemoryTable(c) => in_catalog(&c.name),
+        Ddl::CreateExternalTable(c) => in_catalog(&c.name),
+        Ddl::CreateView(c) => in_catalog(&c.name),
+        _ => return Ok(()),
+    };
+    let Some(provider) = ctx.catalog(&catalog).and_then(|c| c.schema(&schema)) else {
+        return match ddl {
+            Ddl::DropCatalogSchema(d) if !d.if_exists => Err(DataFusionError::External(Box::new(
+                CatalogError::NotFound(format!("schema {catalog}.{schema} does not exist")),
+            ))),
+            _ => Ok(()),
+        };
+    };
+    match iceflight_catalog::provider::outage(&provider) {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// `DROP TABLE [IF EXISTS]` of a table in an Iceberg catalog, run here because DataFusion's
+/// drops hide the catalog's error (any failure reads "doesn't exist", or nothing with `IF
+/// EXISTS`); `None` for a table of another catalog (`system`: DataFusion's answer).
+///
+/// Errors: the catalog's (typed: unavailable, a failed drop); [`CatalogError::NotFound`] for a
+/// missing table without `IF EXISTS`.
+async fn drop_table(
+    ctx: &SessionContext,
+    drop: &datafusion::logical_expr::DropTable,
+) -> Option<Result<()>> {
+    let state = ctx.state();
+    let defaults = &state.config_options().catalog;
+    let name = drop
+        .name
+        .clone()
+        .resolve(&defaults.default_catalog, &defaults.default_schema);
+    let catalog = ctx.catalog(&name.catalog)?;
+    catalog.downcast_ref::<IcebergCatalogProvider>()?;
+    let not_found = |what: String| {
+        let e = DataFusionError::External(Box::new(CatalogError::NotFound(what)));
+        if drop.if_exists { Ok(()) } else { Err(e) }
+    };
+    let Some(schema) = catalog.schema(&name.schema) else {
+        return Some(not_found(format!(
+            "schema {}.{} does not exist",
+            name.catalog, name.schema
+        )));
+    };
+    if let Some(e) = iceflight_catalog::provider::outage(&schema) {
+        return Some(Err(e));
+    }
+    Some(match schema.deregister_table(&name.table) {
+        Ok(Some(_)) => Ok(()),
+        Ok(None) => not_found(format!("table {name} does not exist")),
         Err(e) => Err(e),
     })
 }

@@ -69,7 +69,9 @@ pub async fn execute_statement(
 /// [`CatalogError::NotFound`] naming it (→ `NotFound` at the edge), decided from the catalogs
 /// rather than from DataFusion's message.
 ///
-/// Errors: the planner's; a missing catalog, schema or table of the statement.
+/// Errors: the planner's; a missing catalog, schema or table of the statement; a DDL statement
+/// on a catalog that cannot be reached, or dropping what does not exist
+/// (`ddl::check_ddl_target`).
 pub async fn plan_statement(ctx: &SessionContext, statement: Statement) -> Result<LogicalPlan> {
     let references = ctx.state().resolve_table_references(&statement).ok();
     let reads = reads_tables(&statement);
@@ -82,7 +84,11 @@ pub async fn plan_statement(ctx: &SessionContext, statement: Statement) -> Resul
                 None => Err(e),
             }
         }
-        planned => planned,
+        planned => {
+            let plan = planned?;
+            super::ddl::check_ddl_target(ctx, &plan)?;
+            Ok(plan)
+        }
     }
 }
 
