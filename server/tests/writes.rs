@@ -89,8 +89,8 @@ async fn create_insert_and_drop() {
             "INSERT INTO \"events$files\" SELECT * FROM \"events$files\"",
             "not implemented",
         ),
-        ("DROP TABLE \"events@v1\"", "doesn't exist"),
-        ("DROP TABLE \"events$files\"", "doesn't exist"),
+        ("DROP TABLE \"events@v1\"", "not a table to drop"),
+        ("DROP TABLE \"events$files\"", "not a table to drop"),
         (
             "CREATE OR REPLACE TABLE events AS SELECT 1 AS a",
             "DROP TABLE, then CREATE TABLE",
