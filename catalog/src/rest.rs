@@ -471,7 +471,7 @@ impl ManagedRestCatalog {
                 "the server forbids this to the configured principal (403): {}",
                 e.message()
             )),
-            Failure::Transient => self.unavailable(e.to_string()),
+            Failure::Transient => self.unavailable(with_cause(&e)),
             Failure::TimedOut => self.unavailable(format!(
                 "no answer within {}s: {}",
                 REQUEST_TIMEOUT.as_secs(),
@@ -509,6 +509,22 @@ impl ManagedRestCatalog {
                 _ => return Err(self.typed(e)),
             }
         }
+    }
+}
+
+/// `e`'s message and the innermost error under it (`Failed to execute http request: Connection
+/// refused (os error 111)`) rather than iceberg's rendering with its kind and every layer; the
+/// whole rendering when nothing lies under it (an HTTP status is in its context).
+fn with_cause(e: &Error) -> String {
+    let mut innermost = None;
+    let mut next = std::error::Error::source(e);
+    while let Some(cause) = next {
+        innermost = Some(cause);
+        next = cause.source();
+    }
+    match innermost {
+        Some(cause) => format!("{}: {cause}", e.message()),
+        None => e.to_string(),
     }
 }
 
