@@ -180,19 +180,18 @@ fn http_status(e: &Error) -> Option<u16> {
     })
 }
 
+/// `e`'s sources, outermost first.
+fn sources(e: &Error) -> impl Iterator<Item = &(dyn std::error::Error + 'static)> {
+    std::iter::successors(std::error::Error::source(e), |s| s.source())
+}
+
 /// The transport failure among `e`'s sources, if any: `Some(true)` for a timeout.
 fn transport_failure(e: &Error) -> Option<bool> {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
-    while let Some(s) = source {
-        if let Some(r) = s.downcast_ref::<reqwest::Error>() {
-            if r.is_timeout() {
-                return Some(true);
-            }
-            return (r.is_connect() || r.is_request()).then_some(false);
-        }
-        source = s.source();
+    let r = sources(e).find_map(|s| s.downcast_ref::<reqwest::Error>())?;
+    if r.is_timeout() {
+        return Some(true);
     }
-    None
+    (r.is_connect() || r.is_request()).then_some(false)
 }
 
 fn classify(e: &Error) -> Failure {
@@ -280,11 +279,6 @@ impl ManagedRestCatalog {
     pub fn with_storage_cache(mut self, cache: Option<StorageCache>) -> Self {
         self.storage = Arc::new(CachingStorageFactory::new(cache));
         self
-    }
-
-    /// OAuth2 tokens fetched so far (refreshes included).
-    pub fn tokens_fetched(&self) -> u64 {
-        self.counters.tokens_fetched.load(Ordering::Relaxed)
     }
 
     /// The counters of this catalog's credentials, shared (they keep counting).
@@ -427,6 +421,15 @@ impl ManagedRestCatalog {
         Ok(catalog)
     }
 
+    /// `table` as the server answers its load (retried, typed errors), before [`Self::complete`].
+    async fn fetch_table(&self, table: &TableIdent) -> Result<Table> {
+        self.call(true, |c| {
+            let t = table.clone();
+            async move { c.load_table(&t).await }
+        })
+        .await
+    }
+
     /// `table` with the configured storage credentials when its load vended none, or with
     /// storage that renews vended credentials that expire.
     fn complete(&self, table: Table) -> Result<Table> {
@@ -516,13 +519,7 @@ impl ManagedRestCatalog {
 /// refused (os error 111)`) rather than iceberg's rendering with its kind and every layer; the
 /// whole rendering when nothing lies under it (an HTTP status is in its context).
 fn with_cause(e: &Error) -> String {
-    let mut innermost = None;
-    let mut next = std::error::Error::source(e);
-    while let Some(cause) = next {
-        innermost = Some(cause);
-        next = cause.source();
-    }
-    match innermost {
+    match sources(e).last() {
         Some(cause) => format!("{}: {cause}", e.message()),
         None => e.to_string(),
     }
@@ -623,12 +620,7 @@ impl Catalog for ManagedRestCatalog {
     }
 
     async fn load_table(&self, table: &TableIdent) -> Result<Table> {
-        let loaded = self
-            .call(true, |c| {
-                let t = table.clone();
-                async move { c.load_table(&t).await }
-            })
-            .await?;
+        let loaded = self.fetch_table(table).await?;
         self.complete(loaded)
     }
 
@@ -704,12 +696,7 @@ impl CredentialSource for TableCredentials {
                     format!("the catalog of {table} is closed"),
                 ));
             };
-            let loaded = catalog
-                .call(true, |c| {
-                    let t = table.clone();
-                    async move { c.load_table(&t).await }
-                })
-                .await?;
+            let loaded = catalog.fetch_table(&table).await?;
             Ok(loaded.file_io().config().props().clone())
         }
         .boxed()

@@ -132,38 +132,34 @@ impl RenewingStorageFactory {
 #[typetag::serde]
 impl StorageFactory for RenewingStorageFactory {
     fn build(&self, config: &StorageConfig) -> Result<Arc<dyn Storage>> {
-        let storage = self.inner.build(config)?;
-        let Some(renewal) = &self.renewal else {
-            return Ok(storage);
-        };
-        let Some(due) = renewal_due(config.props(), renewal.received, renewal.lifetime) else {
-            return Ok(storage);
-        };
-        Ok(Arc::new(self.renewing(storage, config, due, renewal)))
+        Ok(match self.renewing(config)? {
+            Some(renewing) => Arc::new(renewing),
+            None => self.inner.build(config)?,
+        })
     }
 }
 
 impl RenewingStorageFactory {
-    /// The renewing storage around `storage`, built from `config` and due at `due`.
-    fn renewing(
-        &self,
-        storage: Arc<dyn Storage>,
-        config: &StorageConfig,
-        due: Instant,
-        renewal: &Renewal,
-    ) -> RenewingStorage {
-        RenewingStorage(Arc::new(Shared {
+    /// The renewing storage for `config`; `None` without a renewal or an expiry (plain storage).
+    fn renewing(&self, config: &StorageConfig) -> Result<Option<RenewingStorage>> {
+        let Some(renewal) = &self.renewal else {
+            return Ok(None);
+        };
+        let Some(due) = renewal_due(config.props(), renewal.received, renewal.lifetime) else {
+            return Ok(None);
+        };
+        Ok(Some(RenewingStorage(Arc::new(Shared {
             factory: self.inner.clone(),
             renewal: renewal.clone(),
             current: RwLock::new(Current {
-                storage,
+                storage: self.inner.build(config)?,
                 due: Some(due),
                 expires: expiry(config.props()),
                 generation: 0,
                 failures: 0,
             }),
             renewing: Arc::new(tokio::sync::Mutex::new(())),
-        }))
+        }))))
     }
 }
 
@@ -519,12 +515,16 @@ mod tests {
             lifetime,
             Arc::clone(&renewed),
         );
-        let factory =
-            RenewingStorageFactory::new(CachingStorageFactory::new(None), renewal.clone());
+        let factory = RenewingStorageFactory::new(CachingStorageFactory::new(None), renewal);
         let config = StorageConfig::from_props(expiring(valid_for));
-        let inner = factory.inner.build(&config).unwrap();
-        let due = renewal_due(config.props(), renewal.received, lifetime).unwrap();
-        (factory.renewing(inner, &config, due, &renewal), renewed)
+        (factory.renewing(&config).unwrap().unwrap(), renewed)
+    }
+
+    /// A temporary directory and the `file://` path of a file in it.
+    fn local_file() -> (tempfile::TempDir, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = format!("file://{}/data.bin", dir.path().display());
+        (dir, path)
     }
 
     fn generation(s: &RenewingStorage) -> u64 {
@@ -533,8 +533,7 @@ mod tests {
 
     #[tokio::test]
     async fn due_credentials_are_renewed_once_in_the_background_and_open_readers_follow() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = format!("file://{}/data.bin", dir.path().display());
+        let (_dir, path) = local_file();
         // The catalog takes 2 s to answer: a read that waited for it would show.
         let catalog = Catalog::answering(Duration::from_secs(3600), Duration::from_secs(2));
         let (storage, renewed) = storage(&catalog, Duration::from_secs(3600), Some(Duration::ZERO));
@@ -566,8 +565,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_failed_renewal_keeps_valid_credentials_and_fails_expired_ones_until_it_succeeds() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = format!("file://{}/data.bin", dir.path().display());
+        let (_dir, path) = local_file();
         let catalog = Catalog::answering(Duration::from_secs(3600), Duration::ZERO);
         *catalog.answer.lock().unwrap() = Err("catalog down".into());
         // Valid for 4 s, used for 1.5 s: due after 1.35 s. Times below are since the start.
@@ -620,8 +618,7 @@ mod tests {
 
     #[tokio::test]
     async fn credentials_that_arrive_expired_are_renewed_before_the_first_read() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = format!("file://{}/data.bin", dir.path().display());
+        let (_dir, path) = local_file();
         let catalog = Catalog::answering(Duration::from_secs(3600), Duration::ZERO);
         let (storage, renewed) = storage(&catalog, Duration::ZERO, None);
         storage

@@ -67,6 +67,17 @@ t.append(pa.table({"id": pa.array([4], pa.int64()), "name": ["d"]}))"#,
     );
 }
 
+/// pyiceberg reads the ids of `py.people`, sorted, as `expected` (a Python list).
+fn pyiceberg_reads_ids(weed: &Weed, expected: &str) {
+    pyiceberg(
+        weed,
+        &format!(
+            r#"ids = sorted(c.load_table("py.people").scan().to_arrow()["id"].to_pylist())
+assert ids == {expected}, ids"#
+        ),
+    );
+}
+
 /// `[table loads sent, loads answered by the cached table, new tables, manifest files read]`
 /// from `system.runtime.cache`.
 async fn cache_counters(ctx: &datafusion::prelude::SessionContext) -> [u64; 4] {
@@ -244,7 +255,11 @@ async fn a_rejected_token_is_replaced_and_an_ageing_one_refreshed() {
     let client = ManagedRestCatalog::new(&config).unwrap();
     let namespaces = client.list_namespaces(None).await.unwrap();
     assert!(namespaces.contains(&NamespaceIdent::new("py".into())));
-    assert_eq!(client.tokens_fetched(), 1, "one token after the 401");
+    assert_eq!(
+        client.counters().get().tokens_fetched,
+        1,
+        "one token after the 401"
+    );
     // A token past 90 % of its lifetime is refreshed before the next call.
     let mut config = self::lake(&lake.weed, &format!("{KEY}:{SECRET}"));
     config.token_lifetime = Some(Duration::from_secs(2));
@@ -254,7 +269,7 @@ async fn a_rejected_token_is_replaced_and_an_ageing_one_refreshed() {
     tokio::time::sleep(Duration::from_millis(1850)).await;
     assert!(client.table_exists(&people).await.unwrap());
     assert_eq!(
-        client.tokens_fetched(),
+        client.counters().get().tokens_fetched,
         2,
         "refreshed after 90 % of the lifetime"
     );
@@ -318,11 +333,7 @@ async fn a_catalog_token_that_expires_mid_statement_is_replaced_and_the_write_co
         (1, 0),
         "one token replaced the expired one"
     );
-    pyiceberg(
-        &lake.weed,
-        r#"ids = sorted(c.load_table("py.people").scan().to_arrow()["id"].to_pylist())
-assert ids == [1, 2, 3, 11, 12, 13], ids"#,
-    );
+    pyiceberg_reads_ids(&lake.weed, "[1, 2, 3, 11, 12, 13]");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -385,11 +396,7 @@ async fn vended_storage_credentials_are_renewed_while_a_statement_runs() {
         column(&ctx, "SELECT count(*) FROM lake.py.people WHERE id > 10").await,
         ["3"]
     );
-    pyiceberg(
-        &lake.weed,
-        r#"ids = sorted(c.load_table("py.people").scan().to_arrow()["id"].to_pylist())
-assert ids == [1, 2, 3, 11, 12, 13], ids"#,
-    );
+    pyiceberg_reads_ids(&lake.weed, "[1, 2, 3, 11, 12, 13]");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -254,7 +254,7 @@ pub async fn run_own_statement(ctx: &SessionContext, plan: &LogicalPlan) -> Opti
 /// - in a catalog that cannot be reached (or refuses us), the statement fails with that
 ///   catalog's typed error. DataFusion would answer it from the empty stand-in schema the
 ///   catalog provider hands out then: `CREATE SCHEMA` "already exists" (and `IF NOT EXISTS`
-///   creating nothing), `DROP TABLE` "doesn't exist" (`catalog/src/provider.rs`, `outage`);
+///   creating nothing; `catalog/src/provider.rs`, `outage`);
 /// - `DROP SCHEMA` (without `IF EXISTS`) of a schema that does not exist fails with a typed
 ///   not-found error naming it, as a query of it does (`DROP TABLE`: [`run_own_statement`]).
 ///
@@ -265,28 +265,25 @@ pub fn check_ddl_target(ctx: &SessionContext, plan: &LogicalPlan) -> Result<()> 
     let LogicalPlan::Ddl(ddl) = plan else {
         return Ok(());
     };
-    let state = ctx.state();
-    let defaults = &state.config_options().catalog;
+    let default_catalog = || ctx.state().config_options().catalog.default_catalog.clone();
     let in_catalog = |name: &datafusion::sql::TableReference| {
-        let name = name
-            .clone()
-            .resolve(&defaults.default_catalog, &defaults.default_schema);
+        let name = resolved(ctx, name.clone());
         (name.catalog.to_string(), name.schema.to_string())
     };
+    // `DROP TABLE` is checked where it runs ([`run_own_statement`]).
     let (catalog, schema) = match ddl {
         Ddl::CreateCatalogSchema(c) => match c.schema_name.split_once('.') {
             Some((catalog, schema)) => (catalog.to_string(), schema.to_string()),
-            None => (defaults.default_catalog.clone(), c.schema_name.clone()),
+            None => (default_catalog(), c.schema_name.clone()),
         },
         Ddl::DropCatalogSchema(d) => match &d.name {
             datafusion::common::SchemaReference::Full { catalog, schema } => {
                 (catalog.to_string(), schema.to_string())
             }
             datafusion::common::SchemaReference::Bare { schema } => {
-                (defaults.default_catalog.clone(), schema.to_string())
+                (default_catalog(), schema.to_string())
             }
         },
-        Ddl::DropTable(d) => in_catalog(&d.name),
         Ddl::DropView(d) => in_catalog(&d.name),
         Ddl::CreateMemoryTable(c) => in_catalog(&c.name),
         Ddl::CreateExternalTable(c) => in_catalog(&c.name),
@@ -317,12 +314,7 @@ async fn drop_table(
     ctx: &SessionContext,
     drop: &datafusion::logical_expr::DropTable,
 ) -> Option<Result<()>> {
-    let state = ctx.state();
-    let defaults = &state.config_options().catalog;
-    let name = drop
-        .name
-        .clone()
-        .resolve(&defaults.default_catalog, &defaults.default_schema);
+    let name = resolved(ctx, drop.name.clone());
     let catalog = ctx.catalog(&name.catalog)?;
     catalog.downcast_ref::<IcebergCatalogProvider>()?;
     let not_found = |what: String| {
@@ -343,6 +335,16 @@ async fn drop_table(
         Ok(None) => not_found(format!("table {name} does not exist")),
         Err(e) => Err(e),
     })
+}
+
+/// `name` with the session's default catalog and schema filled in.
+fn resolved(
+    ctx: &SessionContext,
+    name: datafusion::sql::TableReference,
+) -> datafusion::sql::ResolvedTableReference {
+    let state = ctx.state();
+    let defaults = &state.config_options().catalog;
+    name.resolve(&defaults.default_catalog, &defaults.default_schema)
 }
 
 /// The iceberg catalog behind catalog `name` of `ctx`.
@@ -391,13 +393,12 @@ pub(crate) async fn missing_table(
     references: Vec<datafusion::sql::TableReference>,
 ) -> Option<String> {
     let state = ctx.state();
-    let defaults = &state.config_options().catalog;
     for reference in references {
         // A table function (`read_parquet(…)`) is named like a table and is none.
         if reference.schema().is_none() && state.table_functions().contains_key(reference.table()) {
             continue;
         }
-        let name = reference.resolve(&defaults.default_catalog, &defaults.default_schema);
+        let name = resolved(ctx, reference);
         // DataFusion answers information_schema itself, outside the catalogs' schemas.
         if name.schema.as_ref() == datafusion::catalog::information_schema::INFORMATION_SCHEMA {
             continue;

@@ -213,11 +213,13 @@ fn namespaces_listed(port: u16) -> bool {
             .as_str()
             .map(String::from)
     });
-    token.is_some_and(|t| {
-        let auth = format!("Authorization: Bearer {t}");
-        http(port, "GET /v1/warehouse/namespaces", &[auth], "")
-            .is_some_and(|(status, _)| status == 200)
-    })
+    token.is_some_and(|t| namespaces_status(port, &t) == Some(200))
+}
+
+/// The status `GET /v1/warehouse/namespaces` on the loopback `port` answers with `token`.
+fn namespaces_status(port: u16, token: &str) -> Option<u16> {
+    let auth = format!("Authorization: Bearer {token}");
+    http(port, "GET /v1/warehouse/namespaces", &[auth], "").map(|(status, _)| status)
 }
 
 /// A bearer token this SeaweedFS accepts as one of its own until `valid_for` from now: signed
@@ -260,8 +262,7 @@ fn python_stdout(script: &str, what: &str) -> String {
 
 /// The status `GET /v1/warehouse/namespaces` answers with `token`.
 pub fn status_with_token(weed: &Weed, token: &str) -> Option<u16> {
-    let auth = format!("Authorization: Bearer {token}");
-    http(weed.ports[10], "GET /v1/warehouse/namespaces", &[auth], "").map(|(s, _)| s)
+    namespaces_status(weed.ports[10], token)
 }
 
 /// Runs `body` in Python with `c`, a pyiceberg `RestCatalog` on the REST catalog at `uri`
