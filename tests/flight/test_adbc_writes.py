@@ -136,6 +136,36 @@ def test_table_procedures_run_through_adbc(conn):
     assert "unknown procedure vacuum" in str(err)
 
 
+def test_drop_table_and_drop_schema_through_adbc(conn):
+    """DROP TABLE and DROP SCHEMA run by iceflight (server/src/sql/ddl.rs): the rows written with
+    executemany are stored as sent until the drop; a missing table or schema is NOT_FOUND, a
+    schema that still holds a table INVALID_ARGUMENT, and IF EXISTS makes a missing one no error."""
+    schema = f"{CATALOG}.dropped"
+    table = f"{schema}.t"
+    run(conn, f"CREATE SCHEMA IF NOT EXISTS {schema}")
+    run(conn, f"DROP TABLE IF EXISTS {table}")
+    run(conn, f"CREATE TABLE {table} (id BIGINT NOT NULL, name VARCHAR, amount DECIMAL(10, 2))")
+    sent = [row(i) for i in range(1, 21)]
+    with contextlib.closing(conn.cursor()) as cur:
+        cur.executemany(f"INSERT INTO {table} VALUES (?, ?, ?)", sent)
+    assert stored(conn, table) == sent
+    refused = status(lambda: run(conn, f"DROP SCHEMA {schema}"))
+    assert refused.status_code == AdbcStatusCode.INVALID_ARGUMENT, refused
+    assert "Cannot drop non-empty schema" in str(refused), refused
+    assert stored(conn, table) == sent, "nothing dropped"
+    run(conn, f"DROP TABLE {table}")
+    gone = status(lambda: stored(conn, table))
+    assert gone.status_code == AdbcStatusCode.NOT_FOUND, gone
+    again = status(lambda: run(conn, f"DROP TABLE {table}"))
+    assert again.status_code == AdbcStatusCode.NOT_FOUND, again
+    assert f"table {table} does not exist" in str(again), again
+    run(conn, f"DROP TABLE IF EXISTS {table}")
+    run(conn, f"DROP SCHEMA {schema}")
+    missing = status(lambda: run(conn, f"DROP SCHEMA {schema}"))
+    assert missing.status_code == AdbcStatusCode.NOT_FOUND, missing
+    run(conn, f"DROP SCHEMA IF EXISTS {schema}")
+
+
 def test_parameters_of_the_wrong_count_or_type_are_refused_and_write_nothing(conn):
     table = fresh_table(conn, "refused")
     insert = f"INSERT INTO {table} VALUES (?, ?, ?)"

@@ -15,6 +15,7 @@
 pub mod ddl;
 pub mod delete;
 pub mod file_functions;
+pub mod insert_target;
 pub mod metadata_columns;
 pub mod procedures;
 pub mod row_change;

@@ -35,13 +35,14 @@ pub fn parse_statements(sql: &str) -> Result<Vec<Statement>> {
     Ok(statements)
 }
 
-/// `sql` with what DataFusion's parser does not know rewritten into what it does: Trino's
-/// `ALTER TABLE … EXECUTE` (`sql/procedures.rs`) and time-travel clauses
-/// (`sql/time_travel.rs`). Every path from SQL text to a statement goes through it.
+/// `sql` with what DataFusion's parser does not know rewritten into what it does: `INSERT INTO
+/// local.…` (`sql/insert_target.rs`), Trino's `ALTER TABLE … EXECUTE` (`sql/procedures.rs`) and
+/// time-travel clauses (`sql/time_travel.rs`). Every path from SQL text to a statement goes through it.
 ///
 /// Errors: a time-travel value iceflight cannot read.
 pub fn rewrite(sql: &str) -> Result<String> {
-    super::time_travel::rewrite(&super::procedures::rewrite(sql))
+    let sql = super::insert_target::rewrite(sql);
+    super::time_travel::rewrite(&super::procedures::rewrite(&sql))
 }
 
 /// Plans and starts one statement; DDL and `SET` take effect here. Returns its output stream
