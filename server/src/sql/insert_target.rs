@@ -11,22 +11,17 @@
 //! copied byte for byte. Other statements (`SELECT … FROM local.s.t`, `UPDATE`, `MERGE INTO`,
 //! `INSERT OVERWRITE TABLE`) parse as they are.
 
-use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::keywords::Keyword;
-use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
+use datafusion::sql::sqlparser::tokenizer::Token;
 
-use super::time_travel::Offsets;
+use super::time_travel::{Offsets, significant_tokens};
 
 /// `sql` with the `local` of `INSERT INTO|OVERWRITE local.…` quoted (module docs); unchanged
 /// when there is none or the text does not tokenize (the parser then reports the error).
 pub fn rewrite(sql: &str) -> String {
-    let Ok(tokens) = Tokenizer::new(&GenericDialect {}, sql).tokenize_with_location() else {
+    let Some(tokens) = significant_tokens(sql) else {
         return sql.to_string();
     };
-    let tokens: Vec<&TokenWithSpan> = tokens
-        .iter()
-        .filter(|t| !matches!(t.token, Token::Whitespace(_)))
-        .collect();
     let keyword = |i: usize| match tokens.get(i).map(|t| &t.token) {
         Some(Token::Word(w)) if w.quote_style.is_none() => Some(w.keyword),
         _ => None,

@@ -37,9 +37,8 @@ use datafusion::prelude::SessionContext;
 use datafusion::sql::sqlparser::ast::{
     Expr as SqlExpr, Function, FunctionArg, FunctionArgExpr, FunctionArguments, ObjectName, Value,
 };
-use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::keywords::Keyword;
-use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
+use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 use futures::future::BoxFuture;
 use iceflight_scan::IcebergTableProvider;
 
@@ -68,13 +67,10 @@ pub struct MaintenanceLimits {
 /// `ALTER TABLE <name> SET PROPERTIES k = v, …` by `SET TBLPROPERTIES (k = v, …)`; everything else is
 /// copied byte for byte. `sql` unchanged when it does not tokenize (the parser reports it).
 pub fn rewrite(sql: &str) -> String {
-    let Ok(tokens) = Tokenizer::new(&GenericDialect {}, sql).tokenize_with_location() else {
+    let Some(tokens) = super::time_travel::significant_tokens(sql) else {
         return sql.to_string();
     };
-    let tokens: Vec<&TokenWithSpan> = tokens
-        .iter()
-        .filter(|t| !matches!(t.token, Token::Whitespace(_)))
-        .collect();
+    let tokens: Vec<&TokenWithSpan> = tokens.iter().collect();
     let offsets = super::time_travel::Offsets::new(sql);
     let mut out = String::with_capacity(sql.len());
     let mut copied = 0;

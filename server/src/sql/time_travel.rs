@@ -34,14 +34,10 @@ use iceflight_iceberg::time_travel::TableVersion;
 /// Errors: a clause after something that is not a table name, or a value that is not a
 /// literal of the accepted forms.
 pub fn rewrite(sql: &str) -> Result<String> {
-    let Ok(tokens) = Tokenizer::new(&GenericDialect {}, sql).tokenize_with_location() else {
+    let Some(tokens) = significant_tokens(sql) else {
         return Ok(sql.to_string());
     };
-    // Significant tokens only: whitespace and comments never separate a clause's words.
-    let tokens: Vec<&TokenWithSpan> = tokens
-        .iter()
-        .filter(|t| !matches!(t.token, Token::Whitespace(_)))
-        .collect();
+    let tokens: Vec<&TokenWithSpan> = tokens.iter().collect();
     let offsets = Offsets::new(sql);
     let mut out = String::with_capacity(sql.len());
     let mut copied = 0; // bytes of `sql` already in `out`
@@ -201,6 +197,22 @@ fn parse_instant(text: &str, date_only: bool) -> Option<i64> {
         }
     }
     None
+}
+
+/// The tokens of `sql` (sqlparser's tokenizer, generic dialect) without whitespace and
+/// comments, which never separate the words the rewrites look for; `None` when the text does
+/// not tokenize (the parser then reports the error). Shared by the text rewrites
+/// (`procedures.rs`, `insert_target.rs`).
+pub(crate) fn significant_tokens(sql: &str) -> Option<Vec<TokenWithSpan>> {
+    let tokens = Tokenizer::new(&GenericDialect {}, sql)
+        .tokenize_with_location()
+        .ok()?;
+    Some(
+        tokens
+            .into_iter()
+            .filter(|t| !matches!(t.token, Token::Whitespace(_)))
+            .collect(),
+    )
 }
 
 /// Byte offsets of the tokenizer's locations (1-based lines, 1-based columns in characters).
