@@ -1,8 +1,11 @@
 # iceflight server image, used by docker-compose.yml (service `iceflight`).
 #   docker build -t iceflight .
 # The default command serves config/iceflight-polaris.toml, which expects the compose stack's
-# Polaris and MinIO; pass other arguments to run any iceflight command instead, e.g.
+# Polaris and MinIO and their secrets in the environment; it names no user, so add one
+# (`--user NAME:PASSWORD`, or [[server.user]] in your own config): the image holds no password.
+# Pass other arguments to run any iceflight command instead, e.g.
 #   docker run --rm -p 50051:50051 iceflight demo --listen 0.0.0.0:50051
+# (the demo makes a random password at its first start and prints it).
 
 FROM rust:1.95-bookworm AS builder
 # aws-lc-sys (TLS of the HTTP clients) builds with cc; cmake is its fallback build system.
@@ -29,4 +32,4 @@ WORKDIR /var/lib/iceflight
 VOLUME ["/var/lib/iceflight"]
 EXPOSE 50051
 ENTRYPOINT ["iceflight"]
-CMD ["--config", "/etc/iceflight/iceflight.toml", "serve", "--listen", "0.0.0.0:50051", "--user", "demo:demo"]
+CMD ["--config", "/etc/iceflight/iceflight.toml", "serve", "--listen", "0.0.0.0:50051"]

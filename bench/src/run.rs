@@ -965,7 +965,8 @@ pub async fn run(args: Args) -> Result<()> {
             }
             "duckdb" => duckdb_runner(&repo, &args.python, &tables, duckdb_s3(&catalog_config))?,
             "datafusion-parquet" => {
-                datafusion_runner(&tables, partitions, config.query.memory_limit_bytes()).await?
+                datafusion_runner(&tables, partitions, Some(config.query.memory_limit_bytes()))
+                    .await?
             }
             "iceberg-datafusion" => {
                 upstream_runner(&repo, &tables, duckdb_s3(&catalog_config), partitions)?

@@ -181,7 +181,10 @@ pub async fn alter_table(catalog: &dyn Catalog, node: &AlterTable) -> Result<()>
                     changes += 1;
                 }
             }
-            AlterOp::RenameTo(name) => rename = Some(name.clone()),
+            AlterOp::RenameTo(name) => {
+                crate::names::check_part("table", name)?;
+                rename = Some(name.clone());
+            }
             AlterOp::SetProperties(pairs) => {
                 for (key, value) in pairs {
                     match key.as_str() {
@@ -219,7 +222,14 @@ pub async fn alter_table(catalog: &dyn Catalog, node: &AlterTable) -> Result<()>
                                  not '{value}'"
                             );
                         }
-                        _ => properties.push((key.clone(), value.clone())),
+                        _ => {
+                            crate::names::check_location_property(
+                                table.metadata().location(),
+                                key,
+                                value,
+                            )?;
+                            properties.push((key.clone(), value.clone()))
+                        }
                     }
                 }
             }

@@ -31,6 +31,8 @@ pub struct EmbeddedCatalog {
     pool: AnyPool,
     /// `?` placeholders (sqlite, MySQL) or `$n` (PostgreSQL), as `sql_bind_style` says.
     dollar_placeholders: bool,
+    /// The warehouse location new tables go under.
+    warehouse: String,
 }
 
 impl EmbeddedCatalog {
@@ -42,6 +44,7 @@ impl EmbeddedCatalog {
         name: String,
         uri: &str,
         dollar_placeholders: bool,
+        warehouse: String,
     ) -> Result<Self> {
         // An in-memory database is private to its connection: a second pool would not see it.
         if uri.contains(":memory:") {
@@ -60,8 +63,82 @@ impl EmbeddedCatalog {
             name,
             pool,
             dollar_placeholders,
+            warehouse: warehouse.trim_end_matches('/').to_string(),
         })
     }
+
+    /// Where a new table `name` of `namespace` goes: iceberg-catalog-sql's own choice (the
+    /// namespace's `location` property, else `<warehouse>/<namespace parts>`, then `/<name>`)
+    /// when no other table's location is it, lies above it or below it; otherwise
+    /// `<name>-<uuid>` beside it (Trino's unique table locations). A table renamed keeps its
+    /// location, a dropped one leaves its files: the next table of that name must not share
+    /// them, nor a table of a nested namespace (`a.b`'s `c`) sit inside table `a.b`'s files.
+    async fn new_table_location(&self, namespace: &NamespaceIdent, name: &str) -> Result<String> {
+        let properties = self
+            .inner
+            .get_namespace(namespace)
+            .await?
+            .properties()
+            .clone();
+        let parent = match properties.get("location") {
+            Some(location) => location.trim_end_matches('/').to_string(),
+            None => format!("{}/{}", self.warehouse, namespace.join("/")),
+        };
+        let natural = format!("{parent}/{name}");
+        let free = match natural.strip_prefix("file://") {
+            Some(path) => location_is_free(
+                std::path::Path::new(path),
+                self.warehouse
+                    .strip_prefix("file://")
+                    .map(std::path::Path::new),
+            ),
+            // Not a local warehouse: no cheap look at what lies there.
+            None => false,
+        };
+        Ok(match free {
+            true => natural,
+            false => format!("{natural}-{}", uuid::Uuid::new_v4().simple()),
+        })
+    }
+}
+
+/// Whether no table's files are at `location` (a local directory), below it, or in a directory
+/// above it up to `warehouse`: no `metadata/*.metadata.json` in any of them.
+fn location_is_free(location: &std::path::Path, warehouse: Option<&std::path::Path>) -> bool {
+    let holds_table = |dir: &std::path::Path| {
+        std::fs::read_dir(dir.join("metadata")).is_ok_and(|entries| {
+            entries
+                .flatten()
+                .any(|e| e.file_name().to_string_lossy().ends_with(".metadata.json"))
+        })
+    };
+    // Above: each parent up to the warehouse (a table's location is never the warehouse).
+    let mut dir = location.parent();
+    while let Some(d) = dir {
+        if warehouse.is_some_and(|w| d == w) || holds_table(d) {
+            break;
+        }
+        dir = d.parent();
+    }
+    if dir.is_some_and(|d| warehouse.is_none_or(|w| d != w)) {
+        return false;
+    }
+    // At or below: any table's metadata in the tree (empty when the directory is new).
+    let mut stack = vec![location.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        if holds_table(&d) {
+            return false;
+        }
+        if let Ok(entries) = std::fs::read_dir(&d) {
+            stack.extend(
+                entries
+                    .flatten()
+                    .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                    .map(|e| e.path()),
+            );
+        }
+    }
+    true
 }
 
 #[async_trait]
@@ -161,11 +238,15 @@ impl Catalog for EmbeddedCatalog {
         self.inner.list_tables(namespace).await
     }
 
+    /// A table created without a location gets one of its own ([`Self::new_table_location`]).
     async fn create_table(
         &self,
         namespace: &NamespaceIdent,
-        creation: TableCreation,
+        mut creation: TableCreation,
     ) -> Result<Table> {
+        if creation.location.is_none() {
+            creation.location = Some(self.new_table_location(namespace, &creation.name).await?);
+        }
         self.inner.create_table(namespace, creation).await
     }
 

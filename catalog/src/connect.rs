@@ -74,7 +74,7 @@ pub async fn connect(
                 })?;
             }
             props.insert("uri".into(), uri.clone());
-            props.insert("warehouse".into(), warehouse);
+            props.insert("warehouse".into(), warehouse.clone());
             let dollar = props
                 .entry("sql_bind_style".into())
                 .or_insert_with(|| "QMark".into())
@@ -84,9 +84,10 @@ pub async fn connect(
                 .load(config.name.clone(), props)
                 .await
                 .map_err(unavailable)?;
-            let catalog = EmbeddedCatalog::connect(catalog, config.name.clone(), &uri, dollar)
-                .await
-                .map_err(unavailable)?;
+            let catalog =
+                EmbeddedCatalog::connect(catalog, config.name.clone(), &uri, dollar, warehouse)
+                    .await
+                    .map_err(unavailable)?;
             Ok((Arc::new(catalog), None))
         }
         CatalogKind::Rest => {

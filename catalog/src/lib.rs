@@ -16,7 +16,8 @@ pub use iceflight_input::catalog_config as config;
 pub(crate) mod connect;
 pub(crate) mod error;
 pub mod listing;
-pub(crate) mod metadata_tables;
+pub mod metadata_tables;
+pub mod names;
 pub mod provider;
 pub mod rest;
 pub mod table_ref;
@@ -136,8 +137,13 @@ impl Catalogs {
     }
 
     /// Registers every catalog with `ctx` under its name (after the session's table functions,
-    /// which the providers learn here).
-    pub fn register(&self, ctx: &SessionContext) {
+    /// which the providers learn here), seen as `visibility` lets the session see them
+    /// (`None`: everything).
+    pub fn register(
+        &self,
+        ctx: &SessionContext,
+        visibility: Option<Arc<dyn provider::Visibility>>,
+    ) {
         let table_functions = Arc::new(ctx.state().table_functions().keys().cloned().collect());
         let indexes = iceflight_scan::read::caches::ScanCaches::of(&ctx.copied_config())
             .indexes
@@ -145,14 +151,13 @@ impl Catalogs {
         // `caches` is in the order of `entries`: the same catalogs, typed for commits.
         for ((name, uri, _), (_, cached)) in self.entries.iter().zip(&self.caches) {
             let catalog = Arc::clone(cached) as Arc<dyn CommitCatalog>;
-            ctx.register_catalog(
-                name.as_str(),
-                Arc::new(
-                    IcebergCatalogProvider::new(name.clone(), uri.clone(), catalog)
-                        .with_table_functions(Arc::clone(&table_functions))
-                        .with_statistics(indexes.clone()),
-                ),
-            );
+            let mut provider = IcebergCatalogProvider::new(name.clone(), uri.clone(), catalog)
+                .with_table_functions(Arc::clone(&table_functions))
+                .with_statistics(indexes.clone());
+            if let Some(visibility) = &visibility {
+                provider = provider.with_visibility(Arc::clone(visibility));
+            }
+            ctx.register_catalog(name.as_str(), Arc::new(provider));
         }
     }
 }

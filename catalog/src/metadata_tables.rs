@@ -103,7 +103,8 @@ impl MetadataTable {
     /// The metadata table of `table`, read now from its current metadata.
     ///
     /// Errors: a manifest list or manifest that cannot be read (as the catalog's errors).
-    pub async fn provider(self, table: &Table) -> Result<Arc<dyn TableProvider>> {
+    pub async fn provider(self, catalog: &str, table: &Table) -> Result<Arc<dyn TableProvider>> {
+        let base = (catalog.to_string(), table.identifier().clone());
         let batch = match self {
             Self::Snapshots => {
                 let batches: Vec<RecordBatch> = table
@@ -115,7 +116,7 @@ impl MetadataTable {
                     .try_collect()
                     .await
                     .map_err(to_df_error)?;
-                return mem_table(batches);
+                return mem_table(base, batches);
             }
             Self::Manifests => manifests(table).await?,
             Self::History => history(table)?,
@@ -124,11 +125,14 @@ impl MetadataTable {
             Self::Partitions => partitions(table).await?,
             Self::Properties => properties(table)?,
         };
-        mem_table(vec![batch])
+        mem_table(base, vec![batch])
     }
 }
 
-fn mem_table(batches: Vec<RecordBatch>) -> Result<Arc<dyn TableProvider>> {
+fn mem_table(
+    base: (String, iceberg::TableIdent),
+    batches: Vec<RecordBatch>,
+) -> Result<Arc<dyn TableProvider>> {
     let Some(schema) = batches.first().map(|b| b.schema()) else {
         return plan_err!("metadata table without a schema");
     };
@@ -138,21 +142,33 @@ fn mem_table(batches: Vec<RecordBatch>) -> Result<Arc<dyn TableProvider>> {
         .into_iter()
         .map(|b| iceflight_scan::model::output::plain_batch(b, &schema))
         .collect::<Result<Vec<_>>>()?;
-    Ok(Arc::new(ReadOnly(MemTable::try_new(
-        schema,
-        vec![batches],
-    )?)))
+    Ok(Arc::new(MetadataTableProvider {
+        rows: MemTable::try_new(schema, vec![batches])?,
+        base,
+    }))
 }
 
 /// A metadata table: its rows read like a `MemTable`'s, and nothing writes to it (a
 /// `MemTable` would take `INSERT` and forget it).
 #[derive(Debug)]
-struct ReadOnly(MemTable);
+pub struct MetadataTableProvider {
+    rows: MemTable,
+    /// The catalog and table it describes.
+    base: (String, iceberg::TableIdent),
+}
+
+impl MetadataTableProvider {
+    /// The configured catalog's name and the table this metadata table describes (whose
+    /// privileges reading it needs).
+    pub fn base(&self) -> (&str, &iceberg::TableIdent) {
+        (&self.base.0, &self.base.1)
+    }
+}
 
 #[async_trait::async_trait]
-impl TableProvider for ReadOnly {
+impl TableProvider for MetadataTableProvider {
     fn schema(&self) -> arrow::datatypes::SchemaRef {
-        self.0.schema()
+        self.rows.schema()
     }
 
     fn table_type(&self) -> datafusion::datasource::TableType {
@@ -166,7 +182,7 @@ impl TableProvider for ReadOnly {
         filters: &[datafusion::logical_expr::Expr],
         limit: Option<usize>,
     ) -> Result<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
-        self.0.scan(state, projection, filters, limit).await
+        self.rows.scan(state, projection, filters, limit).await
     }
 
     async fn insert_into(

@@ -43,6 +43,17 @@ fn namespace_of(name: &str) -> Result<NamespaceIdent> {
     NamespaceIdent::from_strs(name.split('.')).map_err(|e| plan_datafusion_err!("{e}"))
 }
 
+/// What a session may see of the catalogs (the server's access rules implement it): listings
+/// leave out the rest, and loading a table the session may not see fails with the error given.
+pub trait Visibility: std::fmt::Debug + Send + Sync {
+    /// Whether schema `schema` (a dotted namespace) of catalog `catalog` is listed.
+    fn schema(&self, catalog: &str, schema: &str) -> bool;
+    /// `Ok` when table `catalog.schema.table` may be seen (listed, loaded); else the refusal.
+    ///
+    /// Errors: the refusal to hand to the statement.
+    fn table(&self, catalog: &str, schema: &str, table: &str) -> Result<()>;
+}
+
 /// One iceberg catalog as a DataFusion catalog.
 #[derive(Debug)]
 pub struct IcebergCatalogProvider {
@@ -55,6 +66,8 @@ pub struct IcebergCatalogProvider {
     table_functions: Arc<BTreeSet<String>>,
     /// The engine's manifest-metrics cache: loaded tables carry their statistics from it.
     indexes: Option<IndexCache>,
+    /// What the session may see (`None`: everything).
+    visibility: Option<Arc<dyn Visibility>>,
 }
 
 impl IcebergCatalogProvider {
@@ -70,7 +83,14 @@ impl IcebergCatalogProvider {
             catalog,
             table_functions: Arc::default(),
             indexes: None,
+            visibility: None,
         }
+    }
+
+    /// The provider as `visibility` lets a session see it (module docs of [`Visibility`]).
+    pub fn with_visibility(mut self, visibility: Arc<dyn Visibility>) -> Self {
+        self.visibility = Some(visibility);
+        self
     }
 
     /// Tables load with their whole-snapshot statistics from `indexes`
@@ -113,27 +133,32 @@ impl IcebergCatalogProvider {
 
 impl CatalogProvider for IcebergCatalogProvider {
     fn schema_names(&self) -> Vec<String> {
-        block_on(self.list_all_namespaces()).unwrap_or_else(|e| {
+        let mut names = block_on(self.list_all_namespaces()).unwrap_or_else(|e| {
             tracing::warn!(catalog = %self.name, error = %e, "listing namespaces failed");
             vec![]
-        })
+        });
+        if let Some(visibility) = &self.visibility {
+            names.retain(|schema| visibility.schema(&self.name, schema));
+        }
+        names
     }
 
     fn schema(&self, name: &str) -> Option<Arc<dyn SchemaProvider>> {
         if name == NO_DEFAULT_SCHEMA {
-            return Some(Arc::new(NoDefaultSchemaProvider {
-                catalog: IcebergCatalogProvider::new(
-                    self.name.clone(),
-                    self.uri.clone(),
-                    Arc::clone(&self.catalog),
-                )
-                .with_table_functions(Arc::clone(&self.table_functions)),
-            }));
+            let mut catalog = IcebergCatalogProvider::new(
+                self.name.clone(),
+                self.uri.clone(),
+                Arc::clone(&self.catalog),
+            )
+            .with_table_functions(Arc::clone(&self.table_functions));
+            catalog.visibility = self.visibility.clone();
+            return Some(Arc::new(NoDefaultSchemaProvider { catalog }));
         }
         let namespace = namespace_of(name).ok()?;
         match block_on(self.catalog.namespace_exists(&namespace)) {
             Ok(true) => Some(Arc::new(IcebergSchemaProvider {
                 indexes: self.indexes.clone(),
+                visibility: self.visibility.clone(),
                 ..IcebergSchemaProvider::new(
                     self.name.clone(),
                     Arc::clone(&self.catalog),
@@ -199,6 +224,7 @@ impl CatalogProvider for IcebergCatalogProvider {
         _schema: Arc<dyn SchemaProvider>,
     ) -> Result<Option<Arc<dyn SchemaProvider>>> {
         let namespace = namespace_of(name)?;
+        crate::names::check_namespace(&namespace)?;
         block_on(
             self.catalog
                 .create_namespace(&namespace, Default::default()),
@@ -272,7 +298,10 @@ impl SchemaProvider for NoDefaultSchemaProvider {
             return Ok(None);
         }
         let catalog = &self.catalog.name;
-        let namespaces = self.catalog.list_all_namespaces().await?;
+        let mut namespaces = self.catalog.list_all_namespaces().await?;
+        if let Some(visibility) = &self.catalog.visibility {
+            namespaces.retain(|schema| visibility.schema(catalog, schema));
+        }
         let message = match namespaces.as_slice() {
             [] => format!(
                 "table {table} not found: catalog {catalog} holds no namespace yet \
@@ -302,6 +331,8 @@ pub struct IcebergSchemaProvider {
     catalog: Arc<dyn CommitCatalog>,
     namespace: NamespaceIdent,
     indexes: Option<IndexCache>,
+    /// What the session may see (`None`: everything).
+    visibility: Option<Arc<dyn Visibility>>,
 }
 
 impl IcebergSchemaProvider {
@@ -316,6 +347,7 @@ impl IcebergSchemaProvider {
             catalog,
             namespace,
             indexes: None,
+            visibility: None,
         }
     }
 
@@ -324,9 +356,20 @@ impl IcebergSchemaProvider {
             .map_err(to_df_error)?
             .into_iter()
             .map(|t| t.name().to_string())
+            .filter(|t| self.visible(t).is_ok())
             .collect();
         names.sort();
         Ok(names)
+    }
+
+    /// Whether the session may see table `name` of this namespace ([`Visibility`]).
+    ///
+    /// Errors: the refusal.
+    fn visible(&self, name: &str) -> Result<()> {
+        match &self.visibility {
+            None => Ok(()),
+            Some(v) => v.table(&self.catalog_name, &self.namespace.join("."), name),
+        }
     }
 
     /// The table `name` of this namespace; `None` when there is none.
@@ -381,6 +424,11 @@ impl SchemaProvider for IcebergSchemaProvider {
     /// (`table_ref.rs`): `orders@<snapshot id | branch | tag | ts:ms>`, `orders$snapshots`.
     async fn table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
         let split = table_ref::split(name);
+        // A version or metadata table is seen as its table is.
+        match &split {
+            Some(Ok((base, _))) if self.visible(name).is_err() => self.visible(base)?,
+            _ => self.visible(name)?,
+        }
         match self.load(name).await {
             Ok(Some(table)) => return Ok(Some(self.provider(table, true).await?)),
             Ok(None) => {}
@@ -406,7 +454,9 @@ impl SchemaProvider for IcebergSchemaProvider {
                 let table = at_snapshot(&table, snapshot, schema).map_err(to_df_error)?;
                 Ok(Some(self.provider(table, false).await?))
             }
-            TableSuffix::Metadata(kind) => Ok(Some(kind.provider(&table).await?)),
+            TableSuffix::Metadata(kind) => {
+                Ok(Some(kind.provider(&self.catalog_name, &table).await?))
+            }
         }
     }
 

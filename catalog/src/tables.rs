@@ -64,14 +64,26 @@ pub async fn create_from(
 /// Creates Iceberg table `ident` (format v2) with the columns of `schema` (module docs: column
 /// types; field ids assigned in column order), partitioned and sorted as `layout` says.
 ///
-/// Errors: a column type Iceberg cannot store; a partitioning or sort entry that does not
-/// parse or names no column; the catalog's (the table exists, the namespace does not).
+/// Errors: a name that would be a path (`names.rs`); a location property (`write.data.path`,
+/// …: only once the table exists); a column type Iceberg cannot store; a partitioning or sort
+/// entry that does not parse or names no column; the catalog's (the table exists, the
+/// namespace does not).
 pub async fn create_empty(
     catalog: &dyn Catalog,
     ident: &TableIdent,
     schema: &SchemaRef,
     layout: &TableLayout,
 ) -> Result<Table> {
+    crate::names::check_table(ident)?;
+    if let Some((key, _)) = layout
+        .properties
+        .iter()
+        .find(|(k, _)| crate::names::LOCATION_PROPERTIES.contains(&k.as_str()))
+    {
+        return plan_err!(
+            "table property {key} cannot be given when the table is created: set it with ALTER              TABLE … SET TBLPROPERTIES once the table exists, to a path inside its location"
+        );
+    }
     let mut schema = iceberg_columns(schema)?;
     if layout.format_version == Some(3) && !layout.nanosecond_columns.is_empty() {
         let fields: Vec<Field> = schema

@@ -10,7 +10,7 @@ set -eu
 POLARIS_URL=${POLARIS_URL:-http://polaris:8181}
 REALM=${POLARIS_REALM:-POLARIS}
 CLIENT_ID=${CLIENT_ID:-root}
-CLIENT_SECRET=${CLIENT_SECRET:-s3cr3t}
+CLIENT_SECRET=${CLIENT_SECRET:?set CLIENT_SECRET (docker-compose.yml passes POLARIS_ROOT_SECRET)}
 CATALOG=${CATALOG_NAME:-warehouse}
 # Tables go under s3://warehouse/<namespace>/<table>; Polaris may only use the bucket warehouse.
 BASE_LOCATION=${BASE_LOCATION:-s3://warehouse}

@@ -26,57 +26,22 @@ use iceberg::{Error, ErrorKind, Result};
 use roaring::RoaringTreemap;
 
 /// The four bytes after the length in every deletion-vector blob.
-pub const MAGIC: [u8; 4] = [0xD1, 0xD3, 0x39, 0x64];
+pub use iceflight_input::deletion_vector::MAGIC;
 
 /// Field id of the row position metadata column `_pos` (table spec, "Reserved Field IDs"),
 /// the one field a deletion-vector blob names.
 pub use iceberg::metadata_columns::RESERVED_FIELD_ID_POS as ROW_POSITION_FIELD_ID;
 
-/// The blob of `positions` (module docs).
-pub fn encode(positions: &RoaringTreemap) -> Vec<u8> {
-    let mut body = Vec::with_capacity(4 + positions.serialized_size());
-    body.extend_from_slice(&MAGIC);
-    positions
-        .serialize_into(&mut body)
-        .expect("writing to a Vec does not fail");
-    let mut out = Vec::with_capacity(body.len() + 8);
-    out.extend_from_slice(&(body.len() as u32).to_be_bytes());
-    let crc = crc32fast::hash(&body);
-    out.extend_from_slice(&body);
-    out.extend_from_slice(&crc.to_be_bytes());
-    out
-}
+/// The blob of `positions` (`input/src/deletion_vector.rs`).
+pub use iceflight_input::deletion_vector::encode;
 
-/// The positions in `blob` (module docs).
+/// The positions in `blob` (`input/src/deletion_vector.rs`, where the framing is checked).
 ///
 /// Errors: `DataInvalid` for a blob whose length, magic bytes or checksum do not match, or
 /// whose bitmap does not parse (`what` names the file in the message).
 pub fn decode(blob: &[u8], what: &str) -> Result<RoaringTreemap> {
-    let invalid = |why: &str| {
-        Error::new(
-            ErrorKind::DataInvalid,
-            format!("deletion vector in {what}: {why}"),
-        )
-    };
-    if blob.len() < 12 {
-        return Err(invalid("shorter than its framing"));
-    }
-    let length = u32::from_be_bytes(blob[0..4].try_into().expect("4 bytes")) as usize;
-    if length + 8 != blob.len() {
-        return Err(invalid(&format!(
-            "its length field says {length} bytes, the blob has {}",
-            blob.len() - 8
-        )));
-    }
-    let body = &blob[4..4 + length];
-    if body[..4] != MAGIC {
-        return Err(invalid("wrong magic bytes"));
-    }
-    let crc = u32::from_be_bytes(blob[4 + length..].try_into().expect("4 bytes"));
-    if crc32fast::hash(body) != crc {
-        return Err(invalid("checksum mismatch"));
-    }
-    RoaringTreemap::deserialize_from(&body[4..]).map_err(|e| invalid(&e.to_string()))
+    iceflight_input::deletion_vector::decode(blob, what)
+        .map_err(|e| Error::new(ErrorKind::DataInvalid, e))
 }
 
 /// Reads the deletion vector stored at bytes `[offset, offset + length)` of the Puffin file at
@@ -89,8 +54,15 @@ pub async fn read(
     offset: u64,
     length: u64,
 ) -> Result<RoaringTreemap> {
+    // The offset and length come from a manifest another engine may have written.
+    let Some(end) = offset.checked_add(length) else {
+        return Err(Error::new(
+            ErrorKind::DataInvalid,
+            format!("deletion vector in {path}: offset {offset} and length {length} overflow"),
+        ));
+    };
     let reader = file_io.new_input(path)?.reader().await?;
-    let bytes = reader.read(offset..offset + length).await?;
+    let bytes = reader.read(offset..end).await?;
     decode(&bytes, path)
 }
 

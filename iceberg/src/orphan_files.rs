@@ -11,6 +11,10 @@
 //!   ──► deleted through the table's FileIO (the block cache forgets them)
 //! ```
 //!
+//! A location holding another table's metadata file (`*.metadata.json` of another
+//! `table-uuid`, or one that cannot be read) is refused before anything is deleted: a table
+//! renamed or dropped with its files left, or nested inside this one, shares it.
+//!
 //! A file a concurrent writer has written but not yet committed is unreferenced too: only the
 //! retention keeps it (the floor of `server/src/sql/procedures.rs`, 7 days by default as
 //! Trino's), and a file whose last-modified time the storage does not give is never deleted.
@@ -20,8 +24,8 @@
 use std::collections::HashSet;
 
 use async_trait::async_trait;
-use iceberg::Result;
 use iceberg::table::Table;
+use iceberg::{Error, ErrorKind, Result};
 
 /// One file a [`LocationLister`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,13 +107,41 @@ pub async fn remove_orphan_files(
     let location = metadata.location().trim_end_matches('/');
     let listed = lister.list(location).await?;
     report.scanned_files = listed.len() as u64;
-    for file in listed {
-        let orphan = !referenced.contains(&comparable(&file.path))
-            && !file.path.ends_with("/version-hint.text")
-            && file.modified_ms.is_some_and(|m| m < older_than_ms);
-        if !orphan {
-            continue;
+    let unreferenced: Vec<_> = listed
+        .into_iter()
+        .filter(|file| {
+            !referenced.contains(&comparable(&file.path))
+                && !file.path.ends_with("/version-hint.text")
+        })
+        .collect();
+    // Before anything is deleted: a metadata file of another table (a table renamed or dropped
+    // with its files left, or one whose location is inside this one), however recent, means
+    // the location is shared, and its files are that table's, not orphans.
+    for file in unreferenced
+        .iter()
+        .filter(|f| f.path.ends_with(".metadata.json"))
+    {
+        let theirs = match table.file_io().new_input(&file.path)?.read().await {
+            Ok(bytes) => serde_json::from_slice::<serde_json::Value>(&bytes)
+                .ok()
+                .and_then(|v| v.get("table-uuid")?.as_str().map(str::to_string)),
+            Err(_) => None,
+        };
+        if theirs.as_deref() != Some(metadata.uuid().to_string().as_str()) {
+            return Err(Error::new(
+                ErrorKind::DataInvalid,
+                format!(
+                    "remove_orphan_files: {location} holds the metadata of another table ({}); \
+                     its files would be deleted, so nothing is",
+                    file.path
+                ),
+            ));
         }
+    }
+    let orphans = unreferenced
+        .into_iter()
+        .filter(|file| file.modified_ms.is_some_and(|m| m < older_than_ms));
+    for file in orphans {
         match table.file_io().delete(&file.path).await {
             Ok(()) => report.deleted_files += 1,
             Err(_) => report.not_deleted += 1,

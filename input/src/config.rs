@@ -58,7 +58,9 @@ pub struct QueryConfig {
     /// Rows per batch (`datafusion.execution.batch_size`).
     pub batch_size: usize,
     /// Memory for all running queries together, e.g. `"4GiB"` (DataFusion's memory pool; operators
-    /// that can spill do, others fail with `ResourceExhausted`). Absent = unlimited.
+    /// that can spill do, others fail with `ResourceExhausted`). Absent =
+    /// [`DEFAULT_QUERY_MEMORY_SHARE`] of the machine's memory, so that an oversized query fails
+    /// and the server lives.
     pub memory_limit: Option<ByteSize>,
     /// Longest a query may run, from its start to its last row sent, e.g. `"5m"` (statements
     /// that write are not cut short). Absent = no limit.
@@ -69,10 +71,11 @@ pub struct QueryConfig {
     /// Directory for the files of operators that spill under `memory_limit`. Absent = the OS's
     /// temporary directory.
     pub spill_dir: Option<PathBuf>,
-    /// Offer `read_parquet`, `read_csv` and `read_json` of files on the server's disk to
-    /// Flight SQL sessions (any client could then read any file the server process can). The
-    /// CLI's `sql` always offers them.
-    pub read_local_files: bool,
+    /// Directories whose files Flight SQL statements may read and write: `read_parquet`,
+    /// `read_csv`, `read_json`, `COPY … TO`, `CREATE EXTERNAL TABLE` (symbolic links followed
+    /// before the check). Empty (the default): none; those statements are refused with
+    /// `PermissionDenied`. The CLI's `sql` reads and writes any path.
+    pub file_roots: Vec<PathBuf>,
 }
 
 impl QueryConfig {
@@ -86,10 +89,14 @@ impl QueryConfig {
         }
     }
 
-    /// `memory_limit` in bytes (saturating on a 32-bit machine).
-    pub fn memory_limit_bytes(&self) -> Option<usize> {
-        self.memory_limit
-            .map(|s| usize::try_from(s.bytes()).unwrap_or(usize::MAX))
+    /// `memory_limit` in bytes (saturating on a 32-bit machine), else
+    /// [`DEFAULT_QUERY_MEMORY_SHARE`] of the machine's memory.
+    pub fn memory_limit_bytes(&self) -> usize {
+        let bytes = match self.memory_limit {
+            Some(limit) => limit.bytes(),
+            None => (machine_memory() as f64 * DEFAULT_QUERY_MEMORY_SHARE) as u64,
+        };
+        usize::try_from(bytes).unwrap_or(usize::MAX)
     }
 
     /// `max_result_bytes` in bytes.
@@ -111,6 +118,11 @@ pub struct MaintenanceConfig {
     /// advice) is appended to and read back from at start, so it survives restarts; unset:
     /// kept in memory only. Bounded: rewritten to the last 10 000 scans.
     pub table_access_file: Option<PathBuf>,
+    /// Where `add_files` may take files from besides the table's own location: directories
+    /// (symbolic links followed) or URL prefixes (`s3://bucket/imports/`). Empty: only from
+    /// under the table's location, so that a table never takes (and `expire_snapshots` never
+    /// deletes) files of another table or from elsewhere on the storage.
+    pub import_roots: Vec<String>,
 }
 
 impl Default for MaintenanceConfig {
@@ -118,6 +130,7 @@ impl Default for MaintenanceConfig {
         Self {
             min_retention: Duration::from_secs(7 * 86400),
             table_access_file: None,
+            import_roots: vec![],
         }
     }
 }
@@ -292,6 +305,23 @@ pub fn parse_worker_urls(urls: &[String], tls: bool) -> Result<Vec<url::Url>, Co
 /// Share of the machine's memory the block cache may use when `[cache] memory` is absent.
 pub const DEFAULT_CACHE_MEMORY_SHARE: f64 = 0.25;
 
+/// Share of the machine's memory running queries may use together when `[query] memory_limit`
+/// is absent (beside the block cache's quarter).
+pub const DEFAULT_QUERY_MEMORY_SHARE: f64 = 0.5;
+
+/// The machine's memory: `MemTotal` in `/proc/meminfo` (8 GiB assumed where that file is
+/// missing).
+pub fn machine_memory() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|t| {
+            let line = t.lines().find(|l| l.starts_with("MemTotal:"))?;
+            let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+            Some(kib * 1024)
+        })
+        .unwrap_or(8 << 30)
+}
+
 impl Default for CacheConfig {
     fn default() -> Self {
         Self {
@@ -312,17 +342,7 @@ impl CacheConfig {
     pub fn memory_bytes(&self) -> u64 {
         match self.memory {
             Some(m) => m.bytes(),
-            None => {
-                let total = std::fs::read_to_string("/proc/meminfo")
-                    .ok()
-                    .and_then(|t| {
-                        let line = t.lines().find(|l| l.starts_with("MemTotal:"))?;
-                        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-                        Some(kib * 1024)
-                    })
-                    .unwrap_or(8 << 30);
-                (total as f64 * DEFAULT_CACHE_MEMORY_SHARE) as u64
-            }
+            None => (machine_memory() as f64 * DEFAULT_CACHE_MEMORY_SHARE) as u64,
         }
     }
 
@@ -351,7 +371,7 @@ impl Default for QueryConfig {
             timeout: None,
             max_result_bytes: None,
             spill_dir: None,
-            read_local_files: false,
+            file_roots: vec![],
         }
     }
 }
@@ -400,9 +420,60 @@ pub struct ServerConfig {
     /// Sessions (bearer tokens in use, parked ones excluded) at once; a login beyond it fails
     /// with `ResourceExhausted`. 0: no bound.
     pub max_sessions: usize,
-    /// Users who see every row of `system.runtime.queries` and `sessions` and may kill any
-    /// query (`CALL system.runtime.kill_query`); the others see and kill only their own.
+    /// Users who hold every privilege, see every row of `system.runtime.queries` and
+    /// `sessions`, may kill any query (`CALL system.runtime.kill_query`) and change the
+    /// settings of the process (`datafusion.runtime.*`); the others see and kill only their own.
     pub admins: Vec<String>,
+    /// A JSON file of privileges per catalog, schema and table in the shape of Trino's
+    /// file-based access control (docs/operations.md, "Privileges"), read again when it
+    /// changes. Absent: every user holds every privilege.
+    pub access_rules: Option<PathBuf>,
+    /// Prepared statements one session keeps at once; a new one beyond it closes the one
+    /// used least recently (clients such as JDBC leak their handles until the TTL).
+    pub max_prepared_statements: usize,
+    /// Parameter rows bound and not yet executed, in Arrow bytes, one session may hold at once
+    /// (each upload is at most 64 MiB); an upload beyond it fails with `ResourceExhausted`.
+    pub max_pending_parameter_bytes: ByteSize,
+    /// `[server.jwt]`: clients may log in with a bearer JWT verified against these keys.
+    pub jwt: Option<JwtConfig>,
+}
+
+/// `[server.jwt]`: JSON Web Tokens from an identity provider, as Trino's and GizmoSQL's JWT
+/// authentication: a client sends `authorization: Bearer <jwt>` (ADBC's
+/// `adbc.flight.sql.authorization_header`, JDBC's `token`), the token's signature is checked
+/// against the provider's keys (a JWKS), its issuer, audience and expiry, and the user and
+/// groups are read from its claims.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JwtConfig {
+    /// The provider's JSON Web Key Set: a file path, or an `https://` (or `http://`) URL read
+    /// at start and again, at most once a minute, when a token names a key it does not hold.
+    pub jwks: String,
+    /// The `iss` every token must carry.
+    pub issuer: String,
+    /// The `aud` every token must carry (one of its values, when it is a list).
+    pub audience: String,
+    /// The claim that names the user (Trino: `http-server.authentication.jwt.principal-field`).
+    #[serde(default = "default_user_claim")]
+    pub user_claim: String,
+    /// The claim that lists the user's groups, a string array (absent in a token: no groups).
+    #[serde(default = "default_groups_claim")]
+    pub groups_claim: String,
+    /// Clock skew allowed when checking `exp` and `nbf`, e.g. `"60s"`.
+    #[serde(default = "default_leeway", with = "crate::units::duration_text")]
+    pub leeway: Duration,
+}
+
+fn default_user_claim() -> String {
+    "sub".into()
+}
+
+fn default_groups_claim() -> String {
+    "groups".into()
+}
+
+fn default_leeway() -> Duration {
+    Duration::from_secs(60)
 }
 
 /// `[server] auth`: how Flight SQL clients log in.
@@ -454,6 +525,10 @@ impl Default for ServerConfig {
             max_queries_per_user: 0,
             max_sessions: 0,
             admins: vec![],
+            access_rules: None,
+            max_prepared_statements: 1000,
+            max_pending_parameter_bytes: ByteSize(256 << 20),
+            jwt: None,
             metrics_listen: None,
             stream_idle_timeout: Duration::from_secs(300),
         }
@@ -468,6 +543,9 @@ pub struct UserConfig {
     pub name: String,
     /// argon2 PHC string, e.g. `$argon2id$v=19$m=19456,t=2,p=1$...`.
     pub password_hash: String,
+    /// The groups the user belongs to, which access rules can name (`group`).
+    #[serde(default)]
+    pub groups: Vec<String>,
 }
 
 impl Default for Config {

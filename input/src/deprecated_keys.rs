@@ -12,6 +12,7 @@
 //! | `[[catalog]] token-lifetime` | `token_lifetime` |
 //! | `[[catalog]] metadata-cache-ttl` | `metadata_cache_ttl` |
 //! | `[[catalog]] listing-cache-ttl` | `listing_cache_ttl` |
+//! | `[query] read_local_files` | `file_roots` (directories, not a switch: `false` is dropped with a warning, `true` refused) |
 //!
 //! [`migrate`] rewrites the parsed TOML before it is deserialised: an old key becomes its new
 //! one (whole seconds become `"Ns"`) and leaves one warning, which the server logs at start.
@@ -50,6 +51,24 @@ pub fn migrate(config: &mut Table) -> Result<Vec<String>, String> {
                      {new} = \"30s\" instead"
                 )),
             })?;
+        }
+    }
+    if let Some(Value::Table(query)) = config.get_mut("query") {
+        match query.remove("read_local_files") {
+            None => {}
+            Some(Value::Boolean(false)) => warnings.push(
+                "query.read_local_files is gone: Flight SQL sessions read files only under \
+                 query.file_roots (none by default); remove the key"
+                    .to_string(),
+            ),
+            Some(_) => {
+                return Err(
+                    "query.read_local_files = true is replaced by query.file_roots = \
+                            [\"/dir\", …]: the directories Flight SQL statements may read and \
+                            write files in"
+                        .to_string(),
+                );
+            }
         }
     }
     if let Some(Value::Array(catalogs)) = config.get_mut("catalog") {
@@ -146,5 +165,21 @@ mod tests {
             "server.queue_timeout_secs must be a whole number of seconds, got \"30s\"; write \
              queue_timeout = \"30s\" instead"
         );
+    }
+
+    /// `read_local_files` was a switch; its successor names directories, so only `false` can be
+    /// read on (dropped, with a warning).
+    #[test]
+    fn read_local_files_gives_way_to_file_roots() {
+        let c = Config::from_toml("[query]\nread_local_files = false\n").unwrap();
+        assert!(c.query.file_roots.is_empty());
+        assert_eq!(c.deprecated_keys.len(), 1);
+        assert!(
+            c.deprecated_keys[0].contains("query.file_roots"),
+            "{:?}",
+            c.deprecated_keys
+        );
+        let err = Config::from_toml("[query]\nread_local_files = true\n").unwrap_err();
+        assert!(err.contains("replaced by query.file_roots"), "{err}");
     }
 }

@@ -2,7 +2,9 @@
 //! committed corpora through them on the stable toolchain). Each takes arbitrary bytes, feeds
 //! them to the decoder it is named after, and checks what the decoder promises beyond not
 //! panicking: a decoded command or header encodes back to itself, a decoded parameter upload
-//! has one value per placeholder, a duration formats and parses back to itself.
+//! has one value per placeholder, a duration formats and parses back to itself, SQL text
+//! without a form to rewrite comes back unchanged, no JWT verifies without the provider's key,
+//! a decoded deletion vector encodes back to itself.
 
 use arrow_array::Array;
 use arrow_flight::FlightData;
@@ -12,8 +14,11 @@ use prost::Message;
 
 use crate::auth_header::{parse_basic, parse_bearer};
 use crate::config::Config;
+use crate::deletion_vector;
 use crate::flight::{SERVER_STATUS_ACTION, decode_action, handle};
+use crate::jwt::{JwtRules, key_id, parse_jwks, verify};
 use crate::parameters::ParameterMessages;
+use crate::sql_text::time_travel::Version;
 use crate::units::{format_duration, parse_duration, parse_size};
 
 /// The action types `flight_action` picks from with its first byte.
@@ -125,6 +130,59 @@ pub fn config(data: &[u8]) {
             0,
             "{text:?}: whole milliseconds"
         );
+    }
+}
+
+/// Target `sql_rewrites`: SQL text through every rewrite made before DataFusion parses it
+/// (`sql_text/`). Text with none of the words a rewrite looks for comes back unchanged.
+pub fn sql_rewrites(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let name = |base: &str, v: &Version| format!("{base}@{v:?}");
+    let rewritten = crate::sql_text::rewrite(&text, &name);
+    let upper = text.to_ascii_uppercase();
+    let triggers = ["FOR", "EXECUTE", "PROPERTIES", "LOCAL"];
+    if !triggers.iter().any(|t| upper.contains(t)) {
+        assert_eq!(rewritten.as_deref(), Ok(text.as_ref()));
+    }
+}
+
+/// The identity provider's keys the `jwt` target verifies against: one RSA key nobody holds
+/// the private half of, so no token may verify.
+pub const FUZZ_JWKS: &str = r#"{"keys":[{"kty":"RSA","kid":"k1","alg":"RS256","use":"sig","n":"wJ8Gf6yq1Y6vK3m9b5fQ3x2tP1d0cE7a4s8uR6hW2zL5nB9oJ3kV1iX7gY4eT0qM2pA6cD8fH1jK5lN9rS3uW7yZ0bC4eG8iK2mO6qS0uY4wA8cE2gI6kM0oQ4sU8wY2aC6eG0iK4mO8qS2uW6yA0cE4gI8kM2oQ6sU0wY4aC8eG2iK6mO0qS4uW8yA2cE6gI0kM4oQ8sU2wY6aC0eG4iK8mO2qS6uW0yA4cE8gI2kM6oQ0sU4wY8aC2eG6iK0mO4qS8uW2yA6cE0gI4kM8oQ2sU6wY0aC4eG8iK2mO6qS0uW4yA8cE2gI6kM0oQ4sU8wY2aC6eG0iK4mO8qS2uW6yA0cE4gI8kM2oQ6sU0wY4aC8eG2iK6mO0qS4uW8yA2cE6gI0kM4oQ8sU2wY6aC0eG4iK8mO2qS6uW0yA4cE8gI2kM6oQ0sU4wY8aC2eG6iK0mO4qS8uW2yA6cE0gI4kM8oQ2sU6wY0aC4eG8iK2mO6qQ","e":"AQAB"}]}"#;
+
+/// Target `jwt`: the first byte picks what the rest is: a bearer token verified against
+/// [`FUZZ_JWKS`] (it never verifies), or a key set to parse.
+pub fn jwt(data: &[u8]) {
+    let Some((&pick, rest)) = data.split_first() else {
+        return;
+    };
+    let text = String::from_utf8_lossy(rest);
+    if pick % 2 == 0 {
+        let _ = key_id(&text);
+        let keys = parse_jwks(FUZZ_JWKS).expect("the fuzz key set parses");
+        let rules = JwtRules {
+            issuer: "https://idp.example".into(),
+            audience: "iceflight".into(),
+            user_claim: "sub".into(),
+            groups_claim: "groups".into(),
+            leeway: std::time::Duration::from_secs(60),
+        };
+        assert!(
+            verify(&text, &keys, &rules).is_err(),
+            "a token verified without the provider's private key"
+        );
+    } else {
+        let _ = parse_jwks(&text);
+    }
+}
+
+/// Target `deletion_vector`: a Puffin `deletion-vector-v1` blob; what decodes encodes back to
+/// the same blob.
+pub fn deletion_vector(data: &[u8]) {
+    if let Ok(positions) = deletion_vector::decode(data, "fuzz") {
+        let again = deletion_vector::decode(&deletion_vector::encode(&positions), "again")
+            .expect("an encoded vector decodes");
+        assert_eq!(again, positions);
     }
 }
 

@@ -69,8 +69,11 @@ impl ParameterMessages {
     /// Adds one message.
     ///
     /// Errors: [`ParameterError::TooLarge`] past [`MAX_PARAMETER_MESSAGES`] or
-    /// [`MAX_PARAMETER_BYTES`].
+    /// [`MAX_PARAMETER_BYTES`]; [`ParameterError::Decode`] for a message whose compressed
+    /// buffers declare more than `ipc_bounds::MAX_DECLARED_BYTES`.
     pub fn push(&mut self, message: FlightData) -> Result<(), ParameterError> {
+        crate::ipc_bounds::check_declared_lengths(&message, crate::ipc_bounds::MAX_DECLARED_BYTES)
+            .map_err(ParameterError::Decode)?;
         self.bytes += message.data_header.len() + message.data_body.len();
         self.messages.push(message);
         if self.messages.len() > MAX_PARAMETER_MESSAGES || self.bytes > MAX_PARAMETER_BYTES {

@@ -88,6 +88,8 @@ pub struct SetSessionOptionsError {
 pub const INVALID_NAME: i32 = 1;
 /// `SetSessionOptionsResult.ErrorValue.INVALID_VALUE`.
 pub const INVALID_VALUE: i32 = 2;
+/// `SetSessionOptionsResult.ErrorValue.ERROR`: the option exists and this caller may not set it.
+pub const ERROR: i32 = 3;
 
 /// `arrow.flight.protocol.GetSessionOptionsResult`.
 #[derive(Clone, PartialEq, prost::Message)]

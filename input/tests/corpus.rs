@@ -23,12 +23,15 @@ use prost::Message;
 
 type Target = fn(&[u8]);
 
-const TARGETS: [(&str, Target); 5] = [
+const TARGETS: [(&str, Target); 8] = [
     ("flight_command", fuzzing::flight_command),
     ("flight_action", fuzzing::flight_action),
     ("auth_header", fuzzing::auth_header),
     ("parameters", fuzzing::parameters),
     ("config", fuzzing::config),
+    ("sql_rewrites", fuzzing::sql_rewrites),
+    ("jwt", fuzzing::jwt),
+    ("deletion_vector", fuzzing::deletion_vector),
 ];
 
 fn corpus(target: &str) -> PathBuf {
@@ -226,6 +229,63 @@ fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
         ("config", "polaris", config_file("iceflight-polaris.toml")),
         ("config", "size", b"4MiB".to_vec()),
         ("config", "duration", b"1.5s".to_vec()),
+        (
+            "sql_rewrites",
+            "time_travel",
+            b"SELECT * FROM tpch.orders FOR VERSION AS OF 42 o JOIN t FOR TIMESTAMP AS OF \
+              TIMESTAMP '2026-12-01 10:00:00 UTC' ON true"
+                .to_vec(),
+        ),
+        (
+            "sql_rewrites",
+            "execute",
+            b"ALTER TABLE s.o EXECUTE optimize(file_size_threshold => '1MB') WHERE p = 'a'; \
+              ALTER TABLE o SET PROPERTIES format_version = 3"
+                .to_vec(),
+        ),
+        (
+            "sql_rewrites",
+            "insert_local",
+            b"INSERT INTO local.tpch.t SELECT 'FOR VERSION AS OF 1' -- x\nFROM t".to_vec(),
+        ),
+        (
+            "jwt",
+            "token",
+            [
+                b"\0".as_slice(),
+                b"eyJhbGciOiJSUzI1NiIsImtpZCI6ImsxIiwidHlwIjoiSldUIn0.eyJzdWIiOiJhbGljZSIsImlzcyI6Imh0dHBzOi8vaWRwLmV4YW1wbGUiLCJhdWQiOiJpY2VmbGlnaHQiLCJleHAiOjQxMDI0NDQ4MDAsImdyb3VwcyI6WyJlbmciXX0.c2lnbmF0dXJl",
+            ]
+            .concat(),
+        ),
+        (
+            "jwt",
+            "jwks",
+            [b"\x01".as_slice(), fuzzing::FUZZ_JWKS.as_bytes()].concat(),
+        ),
+        (
+            "jwt",
+            "hs256",
+            [
+                b"\0".as_slice(),
+                b"eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhbGljZSJ9.c2lnbmF0dXJl",
+            ]
+            .concat(),
+        ),
+        (
+            "deletion_vector",
+            "three_positions",
+            iceflight_input::deletion_vector::encode(&[0u64, 7, 1 << 33].into_iter().collect()),
+        ),
+        (
+            "deletion_vector",
+            "empty",
+            iceflight_input::deletion_vector::encode(&roaring::RoaringTreemap::new()),
+        ),
+        (
+            "deletion_vector",
+            "dense",
+            iceflight_input::deletion_vector::encode(&(0u64..5000).collect()),
+        ),
     ]
 }
 
@@ -268,6 +328,26 @@ fn seeds_are_committed_and_valid() {
                 }
                 let bound = upload.decode(fuzzing::PARAMETERS).unwrap();
                 assert_eq!((bound.columns.len(), bound.rows), (4, 1), "{name}");
+            }
+            "sql_rewrites" => {
+                let text = std::str::from_utf8(&data).unwrap();
+                let versioned = |b: &str, v: &iceflight_input::sql_text::time_travel::Version| {
+                    format!("{b}@{v:?}")
+                };
+                let out = iceflight_input::sql_text::rewrite(text, &versioned).unwrap();
+                assert_ne!(out, text, "{name}: a seed has something to rewrite");
+            }
+            "jwt" => {
+                let text = std::str::from_utf8(&data[1..]).unwrap();
+                match data[0] {
+                    0 => assert!(iceflight_input::jwt::key_id(text).is_some() || name == "hs256"),
+                    _ => {
+                        iceflight_input::jwt::parse_jwks(text).unwrap();
+                    }
+                }
+            }
+            "deletion_vector" => {
+                iceflight_input::deletion_vector::decode(&data, name).unwrap();
             }
             "config" => {
                 let text = std::str::from_utf8(&data).unwrap();

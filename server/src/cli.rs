@@ -140,8 +140,36 @@ pub struct HashPasswordArgs {
     pub password: Option<String>,
 }
 
-/// The demo's login when no user is configured.
-pub const DEMO_USER: &str = "demo:iceflight";
+/// The demo's user name when no user is configured; its password is made at the first start
+/// and kept in [`DEMO_PASSWORD_FILE`] of the data directory (no password is fixed anywhere).
+pub const DEMO_USER: &str = "demo";
+
+/// The file of the data directory holding the demo user's password (readable by its owner
+/// only).
+pub const DEMO_PASSWORD_FILE: &str = "demo-password";
+
+/// The demo user's password in `dir`: read from [`DEMO_PASSWORD_FILE`], or 24 random hex
+/// characters written there (mode 0600) on the first start.
+///
+/// Errors: the file can be neither read nor written.
+fn demo_password(dir: &std::path::Path) -> Result<String, CliError> {
+    let path = dir.join(DEMO_PASSWORD_FILE);
+    if let Ok(text) = std::fs::read_to_string(&path)
+        && !text.trim().is_empty()
+    {
+        return Ok(text.trim().to_string());
+    }
+    let password: String = uuid::Uuid::new_v4().simple().to_string()[..24].to_string();
+    std::fs::create_dir_all(dir).map_err(CliError::from_display)?;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options
+        .open(&path)
+        .map_err(|e| CliError::Failed(format!("{}: {e}", path.display())))?;
+    writeln!(file, "{password}").map_err(CliError::from_display)?;
+    Ok(password)
+}
 
 /// Namespace and scale factor of the demo's data.
 const DEMO_NAMESPACE: &str = "tpch";
@@ -608,7 +636,8 @@ async fn run_demo(mut config: Config, args: DemoArgs, out: &mut dyn Write) -> Re
     }
     let addr = listen_addr(&config, args.listen.as_deref())?;
     let quick = if config.server.users.is_empty() && config.server.auth_required() {
-        vec![DEMO_USER.to_string()]
+        let password = demo_password(&crate::config::absolute(&config.data_dir))?;
+        vec![format!("{DEMO_USER}:{password}")]
     } else {
         vec![]
     };
@@ -716,7 +745,7 @@ fn load_result(
 }
 
 async fn run_sql_command(
-    mut config: Config,
+    config: Config,
     args: SqlArgs,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
@@ -743,8 +772,8 @@ async fn run_sql_command(
     config
         .require_existing_catalog()
         .map_err(CliError::from_display)?;
-    // The user's own machine: read_parquet and friends may read its files.
-    config.query.read_local_files = true;
+    // The user's own machine: its sessions carry no access checks, so read_parquet and friends
+    // read any of its files (`sql/file_functions.rs`).
     let engine = Engine::connect(config)
         .await
         .map_err(CliError::from_display)?;

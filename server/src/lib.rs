@@ -5,6 +5,7 @@
 //!   CLI / (Flight SQL) ──► Config ──► Engine (catalogs) ──► SessionContext ──► our Iceberg scan
 //! ```
 
+pub mod access;
 pub mod cli;
 /// The configuration file, parsed in `iceflight-input` (no DataFusion there, so it is fuzzed).
 pub use iceflight_input::config;

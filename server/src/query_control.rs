@@ -17,15 +17,19 @@ use std::sync::Arc;
 use datafusion::arrow::array::{RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::streaming::StreamingTable;
+use datafusion::catalog::{Session, TableProvider};
 use datafusion::common::tree_node::TreeNode;
 use datafusion::common::{DataFusionError, Result, plan_err};
-use datafusion::datasource::provider_as_source;
+use datafusion::datasource::{TableType, provider_as_source, source_as_provider};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::logical_expr::Expr;
 use datafusion::logical_expr::{LogicalPlan, LogicalPlanBuilder};
+use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::streaming::PartitionStream;
 use datafusion::prelude::SessionContext;
 
+use crate::access::Access;
 use crate::query_history::QueryHistory;
 pub use crate::query_history::{Caller, QueryControlError, QueryKilled};
 
@@ -60,13 +64,17 @@ pub fn plan_kill(ctx: &SessionContext, args: Vec<(Option<String>, String)>) -> R
     let Some(history) = config.get_extension::<QueryHistory>() else {
         return plan_err!("this session has no query list to kill from");
     };
-    let caller = config
-        .get_extension::<Caller>()
-        .map(|c| c.as_ref().clone())
-        .unwrap_or(Caller {
+    // The operator's own session (no access checks) may kill any query.
+    let caller = match Access::of(config) {
+        Some(access) => Caller {
+            user: access.user().to_string(),
+            admin: access.is_admin(),
+        },
+        None => Caller {
             user: "anonymous".to_string(),
             admin: true,
-        });
+        },
+    };
     let schema = Arc::new(Schema::new(vec![
         Field::new("query_id", DataType::Utf8, false),
         Field::new("state", DataType::Utf8, false),
@@ -78,25 +86,55 @@ pub fn plan_kill(ctx: &SessionContext, args: Vec<(Option<String>, String)>) -> R
         id,
         message,
     };
-    let table = StreamingTable::try_new(schema, vec![Arc::new(kill)])?;
-    LogicalPlanBuilder::scan(KILL_TABLE, provider_as_source(Arc::new(table)), None)?.build()
+    let table = KillTable(StreamingTable::try_new(schema, vec![Arc::new(kill)])?);
+    LogicalPlanBuilder::scan(
+        "system.runtime.kill_query",
+        provider_as_source(Arc::new(table)),
+        None,
+    )?
+    .build()
 }
 
-/// The name of the one table a `kill_query` plan scans.
-const KILL_TABLE: &str = "iceflight_kill_query";
-
-/// Whether `plan` is a `kill_query` ([`plan_kill`]): it runs without a query slot.
+/// Whether `plan` is a `kill_query` ([`plan_kill`]): it runs without a query slot. Known by
+/// the table its scan reads, which only [`plan_kill`] makes, never by a name a user's table
+/// could also have.
 pub fn is_kill(plan: &LogicalPlan) -> bool {
     let mut found = false;
     let _ = plan.apply(|node| {
         if let LogicalPlan::TableScan(scan) = node
-            && scan.table_name.table() == KILL_TABLE
+            && source_as_provider(&scan.source)
+                .is_ok_and(|p| p.downcast_ref::<KillTable>().is_some())
         {
             found = true;
         }
         Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
     });
     found
+}
+
+/// The table a `kill_query` plan scans: one row, the kill done when it is read.
+#[derive(Debug)]
+struct KillTable(StreamingTable);
+
+#[async_trait::async_trait]
+impl TableProvider for KillTable {
+    fn schema(&self) -> SchemaRef {
+        self.0.schema()
+    }
+
+    fn table_type(&self) -> TableType {
+        self.0.table_type()
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        self.0.scan(state, projection, filters, limit).await
+    }
 }
 
 /// The one partition of a `kill_query` plan: kills when executed.

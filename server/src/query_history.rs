@@ -248,8 +248,8 @@ impl QueryHistory {
     }
 }
 
-/// Who runs a session's statements, a session config extension set at login
-/// (`flight/service.rs`): the user, and whether `[server] admins` names them.
+/// Who asks to kill a query (from the session's `Access`, `query_control.rs`): the user, and
+/// whether `[server] admins` names them.
 #[derive(Debug, Clone)]
 pub struct Caller {
     /// The logged-in user (`anonymous` without login).

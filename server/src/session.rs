@@ -67,15 +67,15 @@ impl Engine {
         config.validate()?;
         let default_catalog = config.effective_default_catalog()?;
         let mut runtime = RuntimeEnvBuilder::new();
-        if let Some(bytes) = config.query.memory_limit_bytes() {
-            // A fair spill pool: operators that can spill (sorts, aggregates, sort-merge joins)
-            // share what the others leave evenly and spill beyond their share, so concurrent
-            // queries each progress; the five largest consumers are named when one fails.
-            runtime = runtime.with_memory_pool(Arc::new(TrackConsumersPool::new(
-                FairSpillPool::new(bytes),
-                std::num::NonZeroUsize::new(5).expect("5 > 0"),
-            )));
-        }
+        // A fair spill pool: operators that can spill (sorts, aggregates, sort-merge joins)
+        // share what the others leave evenly and spill beyond their share, so concurrent
+        // queries each progress; the five largest consumers are named when one fails. Always
+        // bounded (by default half the machine's memory): an oversized query fails with
+        // ResourceExhausted rather than the OS ending the server.
+        runtime = runtime.with_memory_pool(Arc::new(TrackConsumersPool::new(
+            FairSpillPool::new(config.query.memory_limit_bytes()),
+            std::num::NonZeroUsize::new(5).expect("5 > 0"),
+        )));
         if let Some(dir) = &config.query.spill_dir {
             let dir = crate::config::absolute(dir);
             std::fs::create_dir_all(&dir).map_err(|e| {
@@ -217,6 +217,25 @@ impl Engine {
         schema: Option<&str>,
         settings: &[(String, String)],
     ) -> Result<SessionContext> {
+        self.build_session(catalog, schema, settings, None)
+    }
+
+    /// A session of a logged-in user of the Flight SQL server: as [`Self::session`], with
+    /// `access` deciding what it may see and do (`access/`): the catalogs list only what the
+    /// user may see, and every statement is checked (`sql::plan_statement`).
+    ///
+    /// Errors: as [`Self::session`].
+    pub fn user_session(&self, access: Arc<crate::access::Access>) -> Result<SessionContext> {
+        self.build_session(None, None, &[], Some(access))
+    }
+
+    fn build_session(
+        &self,
+        catalog: Option<&str>,
+        schema: Option<&str>,
+        settings: &[(String, String)],
+        access: Option<Arc<crate::access::Access>>,
+    ) -> Result<SessionContext> {
         let catalog = catalog.unwrap_or(&self.default_catalog);
         self.catalogs
             .get(catalog)
@@ -255,7 +274,11 @@ impl Engine {
             .with_extension(Arc::clone(&self.history))
             .with_extension(Arc::new(crate::sql::procedures::MaintenanceLimits {
                 min_retention: self.config.maintenance.min_retention,
+                import_roots: self.config.maintenance.import_roots.clone(),
             }));
+        if let Some(access) = &access {
+            config = config.with_extension(Arc::clone(access));
+        }
         if let Some(cluster) = &self.cluster {
             config = cluster.coordinator_config(config);
         } else {
@@ -309,11 +332,13 @@ impl Engine {
         }
         .build();
         let ctx = SessionContext::new_with_state(state);
-        // Before the catalogs, which learn the session's table function names.
-        if self.config.query.read_local_files {
-            crate::sql::file_functions::register(&ctx);
-        }
-        self.catalogs.register(&ctx);
+        // Before the catalogs, which learn the session's table function names. A user's
+        // session reads files only under `[query] file_roots` (`access/files.rs`).
+        crate::sql::file_functions::register(&ctx);
+        self.catalogs.register(
+            &ctx,
+            access.map(|a| a as Arc<dyn iceflight_catalog::provider::Visibility>),
+        );
         if !self.catalogs.names().contains(&crate::system::CATALOG) {
             crate::system::register(
                 &ctx,

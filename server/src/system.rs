@@ -53,6 +53,7 @@ use datafusion::prelude::SessionContext;
 use iceflight_catalog::Catalogs;
 use iceflight_scan::read::caches::ScanCaches;
 
+use crate::access::Access;
 use crate::query_history::{QueryHistory, QueryRecord};
 
 /// The catalog's name.
@@ -99,6 +100,7 @@ pub fn register(
 ) {
     let runtime = MemorySchemaProvider::new();
     let access = Arc::clone(&caches.access);
+    let names: Vec<String> = catalogs.names().iter().map(|n| n.to_string()).collect();
     // A fresh schema provider has no table of these names, so registering cannot fail.
     let cache = SystemTable(CacheTable { caches, catalogs });
     let _ = runtime.register_table("cache".into(), Arc::new(cache));
@@ -114,15 +116,19 @@ pub fn register(
         "table_access".into(),
         Arc::new(SystemTable(TableAccessTable {
             log: Arc::clone(&access),
+            catalogs: names.clone(),
         })),
     );
     let _ = runtime.register_table(
         "layout_advice".into(),
-        Arc::new(SystemTable(LayoutAdviceTable { log: access })),
+        Arc::new(SystemTable(LayoutAdviceTable {
+            log: access,
+            catalogs: names,
+        })),
     );
     let catalog = MemoryCatalogProvider::new();
-    let _ = catalog.register_schema("runtime", Arc::new(runtime));
-    ctx.register_catalog(CATALOG, Arc::new(catalog));
+    let _ = catalog.register_schema("runtime", Arc::new(ReadOnlySchema(runtime)));
+    ctx.register_catalog(CATALOG, Arc::new(ReadOnlyCatalog(catalog)));
 }
 
 /// `system.runtime.cache` (module docs).
@@ -260,9 +266,9 @@ impl Rows for QueriesTable {
         queries_schema()
     }
 
-    fn batch(&self, viewer: Option<&str>) -> Result<RecordBatch> {
+    fn batch(&self, viewer: Option<&Access>) -> Result<RecordBatch> {
         let mut records = self.history.records();
-        if let Some(user) = viewer {
+        if let Some(user) = only_user(viewer) {
             records.retain(|r| r.user == user);
         }
         let text = |f: &dyn Fn(&QueryRecord) -> String| -> ArrayRef {
@@ -312,11 +318,11 @@ impl Rows for SessionsTable {
         sessions_schema()
     }
 
-    fn batch(&self, viewer: Option<&str>) -> Result<RecordBatch> {
+    fn batch(&self, viewer: Option<&Access>) -> Result<RecordBatch> {
         let mut sessions = self
             .sessions
             .get()
-            .map(|s| s.sessions(viewer))
+            .map(|s| s.sessions(only_user(viewer)))
             .unwrap_or_default();
         sessions.sort_by_key(|s| s.created);
         let columns: Vec<ArrayRef> = vec![
@@ -349,22 +355,23 @@ impl Rows for CacheTable {
         schema()
     }
 
-    fn batch(&self, _viewer: Option<&str>) -> Result<RecordBatch> {
+    fn batch(&self, _viewer: Option<&Access>) -> Result<RecordBatch> {
         self.cache_batch()
     }
 }
 
-/// The logged-in user of a Flight SQL session (a session extension): `system.runtime.queries`
-/// and `sessions` show them only their own rows. Without it (the CLI, login off) every row.
-#[derive(Debug)]
-pub struct Viewer(pub String);
-
 /// A table of the `system` catalog: its rows, made when a query reads it.
 trait Rows: std::fmt::Debug + Send + Sync + 'static {
     fn schema() -> SchemaRef;
-    /// The rows `viewer` may see (`None`: every row; a logged-in user sees only their own
-    /// queries and sessions).
-    fn batch(&self, viewer: Option<&str>) -> Result<RecordBatch>;
+    /// The rows `viewer` may see (`None`, the operator's own session: every row). A user who
+    /// is not an admin sees only their own queries and sessions, and only the scans of tables
+    /// they may see.
+    fn batch(&self, viewer: Option<&Access>) -> Result<RecordBatch>;
+}
+
+/// The user whose rows alone `viewer` sees (`None`: every user's).
+fn only_user(viewer: Option<&Access>) -> Option<&str> {
+    viewer.filter(|a| !a.is_admin()).map(Access::user)
 }
 
 /// A [`Rows`] as a DataFusion table (a view: nothing writes to it).
@@ -388,9 +395,9 @@ impl<T: Rows> TableProvider for SystemTable<T> {
         _filters: &[Expr],
         _limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let viewer = state.config().get_extension::<Viewer>();
+        let viewer = Access::of(state.config());
         Ok(MemorySourceConfig::try_new_exec(
-            &[vec![self.0.batch(viewer.as_deref().map(|v| v.0.as_str()))?]],
+            &[vec![self.0.batch(viewer.as_deref())?]],
             T::schema(),
             projection.cloned(),
         )?)
@@ -401,6 +408,26 @@ impl<T: Rows> TableProvider for SystemTable<T> {
 #[derive(Debug)]
 struct TableAccessTable {
     log: Arc<iceflight_scan::read::table_access::TableAccessLog>,
+    /// The engine's catalog names: a scan's table (`namespace.table`) is seen when the viewer
+    /// may see it in one of them.
+    catalogs: Vec<String>,
+}
+
+/// The scans of tables `viewer` may see (module docs of [`Rows::batch`]).
+fn visible_scans(
+    mut scans: Vec<iceflight_scan::read::table_access::ScanAccess>,
+    viewer: Option<&Access>,
+    catalogs: &[String],
+) -> Vec<iceflight_scan::read::table_access::ScanAccess> {
+    if let Some(viewer) = viewer.filter(|a| !a.is_admin()) {
+        scans.retain(|s| {
+            let (schema, table) = s.table.rsplit_once('.').unwrap_or(("", &s.table));
+            catalogs
+                .iter()
+                .any(|c| viewer.table_visible(c, schema, table))
+        });
+    }
+    scans
 }
 
 fn table_access_schema() -> SchemaRef {
@@ -426,9 +453,9 @@ impl Rows for TableAccessTable {
         table_access_schema()
     }
 
-    fn batch(&self, _viewer: Option<&str>) -> Result<RecordBatch> {
+    fn batch(&self, viewer: Option<&Access>) -> Result<RecordBatch> {
         use iceflight_scan::read::table_access::ScanAccess;
-        let scans = self.log.recent();
+        let scans = visible_scans(self.log.recent(), viewer, &self.catalogs);
         let number = |f: &dyn Fn(&ScanAccess) -> u64| -> ArrayRef {
             Arc::new(UInt64Array::from(scans.iter().map(f).collect::<Vec<_>>()))
         };
@@ -469,6 +496,8 @@ impl Rows for TableAccessTable {
 #[derive(Debug)]
 struct LayoutAdviceTable {
     log: Arc<iceflight_scan::read::table_access::TableAccessLog>,
+    /// As [`TableAccessTable::catalogs`].
+    catalogs: Vec<String>,
 }
 
 fn layout_advice_schema() -> SchemaRef {
@@ -488,8 +517,9 @@ impl Rows for LayoutAdviceTable {
         layout_advice_schema()
     }
 
-    fn batch(&self, _viewer: Option<&str>) -> Result<RecordBatch> {
-        let advice = iceflight_scan::read::table_access::layout_advice(&self.log.recent());
+    fn batch(&self, viewer: Option<&Access>) -> Result<RecordBatch> {
+        let scans = visible_scans(self.log.recent(), viewer, &self.catalogs);
+        let advice = iceflight_scan::read::table_access::layout_advice(&scans);
         let text = |f: &dyn Fn(&iceflight_scan::read::table_access::LayoutAdvice) -> String| {
             Arc::new(StringArray::from(advice.iter().map(f).collect::<Vec<_>>())) as ArrayRef
         };
@@ -519,5 +549,75 @@ impl Rows for LayoutAdviceTable {
             }),
         ];
         Ok(RecordBatch::try_new(layout_advice_schema(), columns)?)
+    }
+}
+
+/// The `system` catalog as statements see it: its schemas are fixed.
+#[derive(Debug)]
+struct ReadOnlyCatalog(MemoryCatalogProvider);
+
+impl CatalogProvider for ReadOnlyCatalog {
+    fn schema_names(&self) -> Vec<String> {
+        self.0.schema_names()
+    }
+
+    fn schema(&self, name: &str) -> Option<Arc<dyn SchemaProvider>> {
+        self.0.schema(name)
+    }
+
+    fn register_schema(
+        &self,
+        name: &str,
+        _schema: Arc<dyn SchemaProvider>,
+    ) -> Result<Option<Arc<dyn SchemaProvider>>> {
+        datafusion::common::plan_err!(
+            "catalog {CATALOG} is read-only: no schema {name} can be created in it"
+        )
+    }
+
+    fn deregister_schema(
+        &self,
+        name: &str,
+        _cascade: bool,
+    ) -> Result<Option<Arc<dyn SchemaProvider>>> {
+        datafusion::common::plan_err!(
+            "catalog {CATALOG} is read-only: schema {name} cannot be dropped"
+        )
+    }
+}
+
+/// `system.runtime` as statements see it: its tables are fixed (no `CREATE TABLE`, `CREATE
+/// VIEW` or `CREATE EXTERNAL TABLE` in it, no `DROP`).
+#[derive(Debug)]
+struct ReadOnlySchema(MemorySchemaProvider);
+
+#[async_trait]
+impl SchemaProvider for ReadOnlySchema {
+    fn table_names(&self) -> Vec<String> {
+        self.0.table_names()
+    }
+
+    async fn table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
+        self.0.table(name).await
+    }
+
+    fn table_exist(&self, name: &str) -> bool {
+        self.0.table_exist(name)
+    }
+
+    fn register_table(
+        &self,
+        name: String,
+        _table: Arc<dyn TableProvider>,
+    ) -> Result<Option<Arc<dyn TableProvider>>> {
+        datafusion::common::plan_err!(
+            "schema {CATALOG}.runtime is read-only: no table {name} can be created in it"
+        )
+    }
+
+    fn deregister_table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
+        datafusion::common::plan_err!(
+            "schema {CATALOG}.runtime is read-only: table {name} cannot be dropped"
+        )
     }
 }

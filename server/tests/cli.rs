@@ -953,8 +953,17 @@ fn demo_heals_an_interrupted_first_start() {
         .find(|w| w.starts_with("jdbc:arrow-flight-sql://"))
         .expect("a JDBC URL")
         .to_string();
+    // The password is the one made at the first start, kept readable by its owner only.
+    let file = d.join(iceflight::cli::DEMO_PASSWORD_FILE);
+    let password = std::fs::read_to_string(&file).unwrap().trim().to_string();
+    assert_eq!(password.len(), 24, "{password}");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
     assert!(
-        url.contains("user=demo&password=iceflight") && !url.contains("catalog="),
+        url.contains(&format!("user=demo&password={password}")) && !url.contains("catalog="),
         "{url}"
     );
     let java_flag = banner

@@ -4,6 +4,8 @@
 #      the second also pandas through sqlalchemy-adbc)
 #   2. flightsql-dbapi + its SQLAlchemy dialect tests/flight/flightsql_dbapi/    (pytest)
 #   3. Arrow Flight SQL JDBC driver             tests/flight/jdbc/run.sh           (java)
+#   security, jdbc-security (not run by default): test_security.py and jdbc/SecurityTest.java
+#      against the server of server/tests/security.rs (users, rules and files of its own)
 #
 #   ICEFLIGHT_URI=grpc://127.0.0.1:PORT ICEFLIGHT_USER=alice ICEFLIGHT_PASSWORD=secret \
 #     tests/flight/run_clients.sh [adbc|dbapi|jdbc ...]
@@ -84,8 +86,22 @@ for suite in "${suites[@]}"; do
       bash "$here/jdbc/run.sh"
       record jdbc $?
       ;;
+    security)
+      # The server of server/tests/security.rs (ICEFLIGHT_SECURITY_DIR, ICEFLIGHT_JWT_DIR).
+      if py=$(make_venv iceflight-adbc-venv "$here/requirements.txt"); then
+        (cd "$here" && "$py" -m pytest -p no:cacheprovider -q -rfE --tb=short ${ICEFLIGHT_PYTEST_ARGS:-} test_security.py)
+        record security $?
+      else
+        echo "run_clients.sh: could not install $here/requirements.txt" >&2
+        record security 3
+      fi
+      ;;
+    jdbc-security)
+      bash "$here/jdbc/run.sh" SecurityTest.java
+      record jdbc-security $?
+      ;;
     *)
-      echo "run_clients.sh: unknown suite '$suite' (adbc, dbapi, jdbc)" >&2
+      echo "run_clients.sh: unknown suite '$suite' (adbc, dbapi, jdbc, security, jdbc-security)" >&2
       record "$suite" 2
       ;;
   esac

@@ -72,6 +72,11 @@ impl RowChangeTarget {
     pub fn operation(&self) -> RowOperation {
         self.operation
     }
+
+    /// The table the statement changes.
+    pub fn table(&self) -> &IcebergTableProvider {
+        &self.table
+    }
 }
 
 #[async_trait]

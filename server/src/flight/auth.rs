@@ -30,16 +30,17 @@ pub enum UserError {
     Hashing(argon2::password_hash::Error),
     /// Login is required (`server.auth = "basic"`) and no user is configured.
     #[error(
-        "no users configured: add [[server.user]] entries or --user NAME:PASSWORD \
-         (or set server.auth = \"none\" to serve without login)"
+        "no users configured: add [[server.user]] entries, --user NAME:PASSWORD or \
+         [server.jwt] (or set server.auth = \"none\" to serve without login)"
     )]
     NoUsers,
 }
 
-/// Known users and their argon2 password hashes (PHC strings).
+/// Known users, their argon2 password hashes (PHC strings) and groups.
 #[derive(Debug, Clone, Default)]
 pub struct Users {
     hashes: HashMap<String, String>,
+    groups: HashMap<String, Vec<String>>,
 }
 
 impl Users {
@@ -67,6 +68,16 @@ impl Users {
         let hash = hash_password(password)?;
         self.hashes.insert(name.to_string(), hash);
         Ok(())
+    }
+
+    /// Puts user `name` in `groups` (which access rules can name).
+    pub fn set_groups(&mut self, name: &str, groups: Vec<String>) {
+        self.groups.insert(name.to_string(), groups);
+    }
+
+    /// The groups of user `name` (none for an unknown user).
+    pub fn groups(&self, name: &str) -> Vec<String> {
+        self.groups.get(name).cloned().unwrap_or_default()
     }
 
     /// Whether any user is configured.

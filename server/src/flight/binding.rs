@@ -195,6 +195,14 @@ impl BoundRows {
         self.rows == 0
     }
 
+    /// The Arrow bytes the rows hold.
+    pub fn bytes(&self) -> u64 {
+        self.columns
+            .iter()
+            .map(|c| c.get_array_memory_size() as u64)
+            .sum()
+    }
+
     /// Row `i` as one value per placeholder.
     ///
     /// Errors: `InvalidArgument` for a value of a type DataFusion has no scalar of.

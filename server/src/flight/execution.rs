@@ -6,7 +6,8 @@
 //!                     queue_timeout) ─► query runtime: physical plan ─► stream ─► bounded channel
 //!                  ─► (≤ max_result_bytes) ─► results::encode; all within query.timeout
 //!                     registered under (token, ticket) until the response stream ends
-//!   Planned::StateChange ─► SessionContext::execute_logical_plan ─► collected, no rows
+//!   Planned::StateChange, bulk ingest ─► the same slots, timeout and kill (run_admitted)
+//!                  ─► SessionContext::execute_logical_plan ─► collected, no rows
 //! ```
 
 use std::collections::HashMap;
@@ -165,16 +166,7 @@ impl Execution {
             }
         };
         log.queued(false);
-        // The session's own timeout (`SET iceflight.query.timeout`) within the server's.
-        let options = session.ctx.state().config_options().clone();
-        let own = iceflight_scan::IceflightOptions::of(&options)
-            .query
-            .timeout
-            .0;
-        let timeout = match (self.limits.timeout, own) {
-            (Some(server), Some(own)) => Some(server.min(own)),
-            (server, own) => server.or(own),
-        };
+        let timeout = self.timeout_of(session);
         let max_bytes = self.limits.max_result_bytes;
         let idle = self.limits.stream_idle_timeout;
         // The slots go with the query's task: a result its client stopped reading frees them
@@ -300,16 +292,19 @@ impl Execution {
         Ok(results::encode(input, announced, log, cleanup))
     }
 
-    /// Runs a statement that changes state (DDL, `SET`, `INSERT`) to completion and logs it
-    /// (`sql`); returns the rows affected (`INSERT`: rows written; else 0).
+    /// Runs a statement that changes state (DDL, `SET`, `INSERT`, procedures) to completion
+    /// and logs it (`sql`); returns the rows affected (`INSERT`: rows written; else 0). It
+    /// takes its slots and obeys the timeout and `kill_query` as a query does
+    /// ([`Self::run_admitted`]); statements that only change the session (`SET`, `PREPARE`)
+    /// take no slot.
     ///
-    /// Errors: the statement's, mapped by [`to_status`].
+    /// Errors: the statement's, mapped by [`to_status`]; no slot, the timeout, a kill.
     pub async fn run_update(
+        &self,
         session: &Session,
         plan: LogicalPlan,
         sql: &str,
     ) -> Result<i64, Status> {
-        let log = QueryLog::start(session.history(), &session.user, sql);
         // A SET that fails names a setting that does not exist or a value it does not take:
         // bad input, whatever error the setting's parser gave (DataFusion's numeric settings
         // fail with the standard library's parse errors).
@@ -319,31 +314,101 @@ impl Execution {
             }
             _ => None,
         };
-        let result = async {
-            if let Some(ran) = crate::sql::run_own_statement(&session.ctx, &plan).await {
-                ran?;
-                return Ok(vec![]);
+        let session_only =
+            matches!(&plan, LogicalPlan::Statement(s) if !matches!(s, Statement::Execute(_)));
+        let work = async {
+            let result = async {
+                if let Some(ran) = crate::sql::run_own_statement(&session.ctx, &plan).await {
+                    ran?;
+                    return Ok(vec![]);
+                }
+                session
+                    .ctx
+                    .execute_logical_plan(plan)
+                    .await?
+                    .collect()
+                    .await
             }
-            session
-                .ctx
-                .execute_logical_plan(plan)
-                .await?
-                .collect()
-                .await
-        }
-        .await;
-        log.finish();
-        let batches = result.map_err(|source| {
-            let status = match setting {
+            .await;
+            result.map_err(|source| match setting {
                 Some((key, value)) => {
                     Status::invalid_argument(InvalidSetting { key, value, source }.to_string())
                 }
                 None => to_status(source),
-            };
-            log.fail(&status);
-            status
-        })?;
+            })
+        };
+        let batches = self.run_admitted(session, sql, !session_only, work).await?;
         Ok(rows_affected(&batches))
+    }
+
+    /// Runs `work`, a statement that returns no result stream (DDL, DML, procedures, bulk
+    /// ingest), as a query runs: logged under `sql`, killable, within its user's and the
+    /// server's slots (`slot`: false for statements that only change the session) and the
+    /// timeout (the session's own within the server's). Cut short by the timeout or a kill, a
+    /// write commits nothing: its files stay behind for `remove_orphan_files`.
+    ///
+    /// Errors: `work`'s; `ResourceExhausted` with no slot within the queue timeout;
+    /// `DeadlineExceeded`; `Cancelled` when killed.
+    pub async fn run_admitted<T>(
+        &self,
+        session: &Session,
+        sql: &str,
+        slot: bool,
+        work: impl std::future::Future<Output = Result<T, Status>>,
+    ) -> Result<T, Status> {
+        let log = QueryLog::start(session.history(), &session.user, sql);
+        let (kill_tx, mut kill_rx) = tokio::sync::oneshot::channel();
+        log.killable(kill_tx);
+        let _slots = match slot {
+            false => None,
+            true => {
+                log.queued(true);
+                let acquired = tokio::select! {
+                    acquired = self.acquire_slots(&session.user) => acquired,
+                    Ok(killed) = &mut kill_rx => Err(to_status(killed.into_error())),
+                };
+                log.queued(false);
+                match acquired {
+                    Ok(slots) => Some(slots),
+                    Err(status) => {
+                        log.fail(&status);
+                        return Err(status);
+                    }
+                }
+            }
+        };
+        let timeout = self.timeout_of(session);
+        let limited = async {
+            match timeout {
+                None => work.await,
+                Some(limit) => match tokio::time::timeout(limit, work).await {
+                    Ok(done) => done,
+                    Err(_) => Err(to_status(DataFusionError::External(Box::new(
+                        LimitExceeded::Timeout(limit),
+                    )))),
+                },
+            }
+        };
+        let result = tokio::select! {
+            done = limited => done,
+            Ok(killed) = kill_rx => Err(to_status(killed.into_error())),
+        };
+        log.finish();
+        result.inspect_err(|status| log.fail(status))
+    }
+
+    /// The timeout of a statement of `session`: its own (`SET iceflight.query.timeout`)
+    /// within the server's.
+    fn timeout_of(&self, session: &Session) -> Option<Duration> {
+        let options = session.ctx.state().config_options().clone();
+        let own = iceflight_scan::IceflightOptions::of(&options)
+            .query
+            .timeout
+            .0;
+        match (self.limits.timeout, own) {
+            (Some(server), Some(own)) => Some(server.min(own)),
+            (server, own) => server.or(own),
+        }
     }
 }
 

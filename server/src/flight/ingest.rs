@@ -39,29 +39,18 @@ use futures::{StreamExt, TryStreamExt};
 use iceberg::{Catalog, ErrorKind, NamespaceIdent, TableIdent};
 use iceflight_catalog::tables::{TableLayout, append, create_filled};
 use iceflight_catalog::to_df_error;
+use iceflight_input::ipc_bounds::{MAX_DECLARED_BYTES, check_declared_lengths};
 use tonic::Status;
 
-use super::results::QueryLog;
 use super::sessions::Session;
 use super::status::to_status;
+use crate::access::{Access, Privilege};
 
-/// Runs one bulk ingest for `session` (module docs); returns the rows written.
+/// Runs one bulk ingest for `session` (module docs; logged, admitted and timed by
+/// `execution.rs`); returns the rows written.
 ///
 /// Errors: see the module docs; an upload that is not an Arrow IPC stream is `InvalidArgument`.
 pub async fn ingest(
-    session: &Session,
-    catalogs: &iceflight_catalog::Catalogs,
-    command: CommandStatementIngest,
-    data: PeekableFlightDataStream,
-) -> Result<i64, Status> {
-    let label = format!("INGEST INTO {}", command.table);
-    let log = QueryLog::start(session.history(), &session.user, &label);
-    let result = run(session, catalogs, command, data).await;
-    log.finish();
-    result.inspect_err(|status| log.fail(status))
-}
-
-async fn run(
     session: &Session,
     catalogs: &iceflight_catalog::Catalogs,
     command: CommandStatementIngest,
@@ -96,10 +85,33 @@ async fn run(
         Some(o) => (o.if_not_exist == 1, o.if_exists),
         None => (false, 0),
     };
+    let existing = match catalog.load_table(&ident).await {
+        Ok(table) => Some(table),
+        Err(e) if e.kind() == ErrorKind::TableNotFound => None,
+        Err(e) => return Err(to_status(to_df_error(e))),
+    };
+    // Before the upload is read: appending needs INSERT, creating or replacing OWNERSHIP
+    // (`access/`).
+    if let Some(access) = Access::of_context(&session.ctx) {
+        let needs = match (&existing, on_existing) {
+            (Some(_), 2) => Privilege::Insert,
+            _ => Privilege::Ownership,
+        };
+        access
+            .check_table(&catalog_name, &schema_name, &command.table, &[needs])
+            .map_err(|e| to_status(e.into_error()))?;
+    }
     // The upload: its schema arrives first; an empty upload still has one.
-    let mut batches = FlightRecordBatchStream::new_from_flight_data(
-        data.map_err(|s| FlightError::Tonic(Box::new(s))),
-    );
+    // Each message's declared sizes are checked before arrow-ipc allocates them
+    // (`input/src/ipc_bounds.rs`).
+    let checked =
+        data.map_err(|s| FlightError::Tonic(Box::new(s)))
+            .and_then(|message| async move {
+                check_declared_lengths(&message, MAX_DECLARED_BYTES)
+                    .map(|()| message)
+                    .map_err(FlightError::ProtocolError)
+            });
+    let mut batches = FlightRecordBatchStream::new_from_flight_data(checked);
     let first = batches.next().await.transpose().map_err(upload_error)?;
     let Some(schema) = first
         .as_ref()
@@ -114,12 +126,6 @@ async fn run(
         .chain(batches)
         .map_err(|e| DataFusionError::External(Box::new(e)));
     let rows = Box::pin(RecordBatchStreamAdapter::new(Arc::clone(&schema), rows));
-
-    let existing = match catalog.load_table(&ident).await {
-        Ok(table) => Some(table),
-        Err(e) if e.kind() == ErrorKind::TableNotFound => None,
-        Err(e) => return Err(to_status(to_df_error(e))),
-    };
     let written = match existing {
         Some(table) if on_existing == 2 => append(catalog.as_ref(), &table, rows).await,
         Some(_) if on_existing == 3 => replace(catalog.as_ref(), &ident, &schema, rows).await,

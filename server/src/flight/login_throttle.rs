@@ -78,10 +78,13 @@ impl LoginThrottle {
         }
     }
 
-    /// [`Locked`] when `user` or `peer` is locked now (the user is checked first).
-    pub fn check(&self, user: &str, peer: Option<IpAddr>) -> Result<(), Locked> {
+    /// [`Locked`] when `user` (none for a token that names no user before it verifies) or
+    /// `peer` is locked now (the user is checked first).
+    pub fn check(&self, user: Option<&str>, peer: Option<IpAddr>) -> Result<(), Locked> {
         let now = Instant::now();
-        if let Some(retry_in) = locked(&self.users, user, now) {
+        if let Some(user) = user
+            && let Some(retry_in) = locked(&self.users, user, now)
+        {
             return Err(Locked::User {
                 user: user.to_string(),
                 retry_in,
@@ -95,19 +98,21 @@ impl LoginThrottle {
         Ok(())
     }
 
-    /// Counts a failed login of `user` from `peer`.
-    pub fn failed(&self, user: &str, peer: Option<IpAddr>) {
+    /// Counts a failed login of `user` (if it names one) from `peer`.
+    pub fn failed(&self, user: Option<&str>, peer: Option<IpAddr>) {
         if self.max_failed == 0 {
             return;
         }
         let now = Instant::now();
-        count(
-            &self.users,
-            user.to_string(),
-            self.max_failed,
-            self.lockout,
-            now,
-        );
+        if let Some(user) = user {
+            count(
+                &self.users,
+                user.to_string(),
+                self.max_failed,
+                self.lockout,
+                now,
+            );
+        }
         if let Some(peer) = peer {
             count(
                 &self.peers,
@@ -177,11 +182,11 @@ mod tests {
         let t = LoginThrottle::new(3, Duration::from_secs(60));
         let peer: Option<IpAddr> = Some("10.0.0.1".parse().unwrap());
         for _ in 0..2 {
-            t.failed("alice", peer);
+            t.failed(Some("alice"), peer);
         }
-        assert!(t.check("alice", peer).is_ok());
-        t.failed("alice", peer);
-        let e = t.check("alice", peer).unwrap_err();
+        assert!(t.check(Some("alice"), peer).is_ok());
+        t.failed(Some("alice"), peer);
+        let e = t.check(Some("alice"), peer).unwrap_err();
         assert!(
             matches!(&e, Locked::User { user, .. } if user == "alice"),
             "{e}"
@@ -192,11 +197,11 @@ mod tests {
             "{e}"
         );
         // Another name from the same peer is still let through, until the peer's own limit.
-        assert!(t.check("bob", peer).is_ok());
+        assert!(t.check(Some("bob"), peer).is_ok());
         for i in 0..9 {
-            t.failed(&format!("guess{i}"), peer);
+            t.failed(Some(&format!("guess{i}")), peer);
         }
-        let e = t.check("bob", peer).unwrap_err();
+        let e = t.check(Some("bob"), peer).unwrap_err();
         assert!(
             matches!(e, Locked::Peer { peer: p, .. } if Some(p) == peer),
             "{e}"
@@ -205,24 +210,27 @@ mod tests {
             e.to_string()
                 .starts_with("too many failed logins from 10.0.0.1; retry in ")
         );
-        assert!(t.check("bob", Some("10.0.0.2".parse().unwrap())).is_ok());
+        assert!(
+            t.check(Some("bob"), Some("10.0.0.2".parse().unwrap()))
+                .is_ok()
+        );
     }
 
     #[test]
     fn success_forgets_failures_and_a_lock_expires() {
         let t = LoginThrottle::new(2, Duration::from_millis(50));
-        t.failed("alice", None);
+        t.failed(Some("alice"), None);
         t.succeeded("alice");
-        t.failed("alice", None);
-        assert!(t.check("alice", None).is_ok());
-        t.failed("alice", None);
-        assert!(t.check("alice", None).is_err());
+        t.failed(Some("alice"), None);
+        assert!(t.check(Some("alice"), None).is_ok());
+        t.failed(Some("alice"), None);
+        assert!(t.check(Some("alice"), None).is_err());
         std::thread::sleep(Duration::from_millis(60));
-        assert!(t.check("alice", None).is_ok());
+        assert!(t.check(Some("alice"), None).is_ok());
         let off = LoginThrottle::new(0, Duration::from_secs(60));
         for _ in 0..100 {
-            off.failed("alice", None);
+            off.failed(Some("alice"), None);
         }
-        assert!(off.check("alice", None).is_ok());
+        assert!(off.check(Some("alice"), None).is_ok());
     }
 }

@@ -21,12 +21,21 @@ fn arrow_err(e: arrow_flight::error::FlightError) -> DataFusionError {
     DataFusionError::External(Box::new(e))
 }
 
-/// Catalog names, sorted.
+/// The session's catalogs the user may see (`access/`: `system` always), sorted.
+fn visible_catalogs(ctx: &SessionContext) -> Vec<String> {
+    let access = crate::access::Access::of_context(ctx);
+    let mut names = ctx.catalog_names();
+    names.retain(|c| {
+        c == crate::system::CATALOG || access.as_ref().is_none_or(|a| a.catalog_visible(c))
+    });
+    names.sort();
+    names
+}
+
+/// Catalog names the user may see, sorted.
 pub fn catalogs(ctx: &SessionContext, query: CommandGetCatalogs) -> Result<RecordBatch> {
     let mut builder = query.into_builder();
-    let mut names = ctx.catalog_names();
-    names.sort();
-    for name in names {
+    for name in visible_catalogs(ctx) {
         builder.append(name);
     }
     builder.build().map_err(arrow_err)
@@ -44,9 +53,7 @@ pub fn db_schemas(ctx: &SessionContext, query: CommandGetDbSchemas) -> Result<Re
 
 fn schema_pairs(ctx: &SessionContext, catalog: Option<&str>) -> Vec<(String, String)> {
     let mut out = vec![];
-    let mut names = ctx.catalog_names();
-    names.sort();
-    for c in names {
+    for c in visible_catalogs(ctx) {
         if catalog.is_some_and(|f| f != c) {
             continue;
         }

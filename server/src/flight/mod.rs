@@ -17,6 +17,7 @@ pub mod binding;
 pub mod connections;
 pub mod execution;
 pub mod ingest;
+pub mod jwt;
 pub mod login_throttle;
 pub mod metadata;
 pub(crate) mod metrics;
@@ -51,11 +52,12 @@ pub fn users(config: &ServerConfig, quick: &[String]) -> Result<Users, UserError
     let mut users = Users::default();
     for u in &config.users {
         users.add_hash(&u.name, &u.password_hash)?;
+        users.set_groups(&u.name, u.groups.clone());
     }
     for spec in quick {
         users.add_plain(spec)?;
     }
-    if config.auth_required() && users.is_empty() {
+    if config.auth_required() && users.is_empty() && config.jwt.is_none() {
         return Err(UserError::NoUsers);
     }
     Ok(users)
@@ -118,7 +120,31 @@ pub async fn serve(
         login_lockout: server.login_lockout,
         max_sessions: server.max_sessions,
         admins: server.admins.clone(),
+        rules: Arc::new(match &server.access_rules {
+            Some(path) => crate::access::RulesSource::load(&crate::config::absolute(path))
+                .map_err(|e| ConfigError::Invalid(e.to_string()))?,
+            None => crate::access::RulesSource::allow_all(),
+        }),
+        files: Arc::new(
+            crate::access::FileRoots::new("query.file_roots", &engine.config().query.file_roots)
+                .map_err(ConfigError::Invalid)?,
+        ),
+        session_limits: sessions::SessionLimits {
+            max_prepared: server.max_prepared_statements.max(1),
+            max_bound_bytes: server.max_pending_parameter_bytes.bytes(),
+        },
+        jwt: match &server.jwt {
+            Some(config) => Some(Arc::new(
+                jwt::JwtLogin::load(config)
+                    .await
+                    .map_err(ConfigError::Invalid)?,
+            )),
+            None => None,
+        },
     };
+    if server.auth_required() && server.access_rules.is_none() {
+        tracing::info!("no [server] access_rules: every user may read and change every table");
+    }
     engine.attach_sessions(Arc::clone(&sessions) as Arc<dyn crate::system::SessionDirectory>);
     if let Some(listen) = &server.metrics_listen {
         let addr: SocketAddr = listen

@@ -41,20 +41,22 @@ use tonic::{Request, Response, Status, Streaming};
 use super::auth::Users;
 use super::binding::{BoundRows, Placeholders};
 use super::execution::{Execution, Limits};
-use super::ingest;
 use super::login_throttle::LoginThrottle;
 use super::metadata::{self, TableTypeNames};
 use super::planner;
 use super::results::{self, FlightDataStream};
 use super::session_options::{
-    CLOSED, CloseSessionResult, GetSessionOptionsResult, INVALID_NAME, INVALID_VALUE,
+    CLOSED, CloseSessionResult, ERROR, GetSessionOptionsResult, INVALID_NAME, INVALID_VALUE,
     SessionOptionValue, SetSessionOptionsError, SetSessionOptionsResult,
 };
 use super::sessions::Planned;
-use super::sessions::{Prepared, Session, Sessions};
+use super::sessions::{Prepared, Session, SessionLimits, Sessions};
 use super::sql_info::SQL_INFO;
 use super::status::to_status;
+use super::{ingest, jwt};
+use crate::access::{Access, Identity};
 use crate::session::Engine;
+use datafusion::prelude::SessionContext;
 use iceflight_input::auth_header::{parse_basic, parse_bearer};
 use iceflight_input::flight::{SessionAction, decode_action, handle};
 use iceflight_input::parameters::ParameterMessages;
@@ -76,6 +78,15 @@ pub struct ServiceOptions {
     pub max_sessions: usize,
     /// Users who see and may kill every query (`server.admins`).
     pub admins: Vec<String>,
+    /// The privileges of users (`server.access_rules`, `access/`).
+    pub rules: Arc<crate::access::RulesSource>,
+    /// The directories statements may reach files in (`query.file_roots`).
+    pub files: Arc<crate::access::FileRoots>,
+    /// What one session may hold (`server.max_prepared_statements`,
+    /// `max_pending_parameter_bytes`).
+    pub session_limits: SessionLimits,
+    /// Login with bearer JWTs (`[server.jwt]`).
+    pub jwt: Option<Arc<jwt::JwtLogin>>,
 }
 
 /// The Flight SQL service.
@@ -93,6 +104,10 @@ struct Inner {
     auth_required: bool,
     max_sessions: usize,
     admins: Vec<String>,
+    rules: Arc<crate::access::RulesSource>,
+    files: Arc<crate::access::FileRoots>,
+    session_limits: SessionLimits,
+    jwt: Option<Arc<jwt::JwtLogin>>,
     anonymous: Arc<Session>,
     execution: Execution,
 }
@@ -111,7 +126,18 @@ impl IceflightService {
         sessions: Arc<Sessions>,
         options: ServiceOptions,
     ) -> datafusion::error::Result<Self> {
-        let ctx = engine.session(None, None, &[])?;
+        // Without login, anyone who reaches the port is an admin, as before privileges; the
+        // file roots hold for them too.
+        let anonymous = Arc::new(Access::new(
+            Identity {
+                user: "anonymous".into(),
+                groups: vec![],
+            },
+            true,
+            Arc::clone(&options.rules),
+            Arc::clone(&options.files),
+        ));
+        let ctx = engine.user_session(anonymous)?;
         Ok(Self {
             inner: Arc::new(Inner {
                 engine,
@@ -121,10 +147,34 @@ impl IceflightService {
                 auth_required: options.auth_required,
                 max_sessions: options.max_sessions,
                 admins: options.admins,
-                anonymous: Arc::new(Session::new("anonymous".into(), ctx)),
+                rules: options.rules,
+                files: options.files,
+                anonymous: Arc::new(
+                    Session::new("anonymous".into(), ctx).with_limits(options.session_limits),
+                ),
+                session_limits: options.session_limits,
+                jwt: options.jwt,
                 execution: Execution::new(options.limits),
             }),
         })
+    }
+
+    /// A new session's context for `user` (in `groups`), with what the user may do.
+    fn user_context(&self, user: &str, groups: Vec<String>) -> Result<SessionContext, Status> {
+        let admin = !self.inner.auth_required || self.inner.admins.iter().any(|a| a == user);
+        let access = Access::new(
+            Identity {
+                user: user.to_string(),
+                groups,
+            },
+            admin,
+            Arc::clone(&self.inner.rules),
+            Arc::clone(&self.inner.files),
+        );
+        self.inner
+            .engine
+            .user_session(Arc::new(access))
+            .map_err(to_status)
     }
 
     /// Drops idle sessions and handles, the anonymous session's included; returns (sessions,
@@ -135,7 +185,11 @@ impl IceflightService {
         (sessions, prepared + anonymous)
     }
 
-    fn caller<T>(&self, req: &Request<T>) -> Result<Caller, Status> {
+    /// The session a request belongs to: the one its bearer token names; a bearer JWT
+    /// (`[server.jwt]`) that names none yet opens one, kept under the token until it expires.
+    ///
+    /// Errors: `Unauthenticated` for a missing, unknown, expired or invalid credential.
+    async fn caller<T>(&self, req: &Request<T>) -> Result<Caller, Status> {
         let header = req
             .metadata()
             .get("authorization")
@@ -146,6 +200,24 @@ impl IceflightService {
                     token: token.to_string(),
                     session,
                 }),
+                None if self.inner.jwt.is_some() && jwt::looks_like_jwt(token) => {
+                    let session = self.jwt_session(token, req.remote_addr()).await?;
+                    self.inner.sessions.open_as(
+                        token.to_string(),
+                        session,
+                        req.remote_addr(),
+                        self.inner.max_sessions,
+                    )?;
+                    let session = self
+                        .inner
+                        .sessions
+                        .get(token, req.remote_addr())
+                        .ok_or_else(|| Status::unauthenticated("the JWT has expired"))?;
+                    Ok(Caller {
+                        token: token.to_string(),
+                        session,
+                    })
+                }
                 None => Err(Status::unauthenticated(
                     "unknown or expired session token; log in again (a password goes in the \
                      handshake as HTTP Basic with the user name, not as a bearer token)",
@@ -159,6 +231,39 @@ impl IceflightService {
                 session: Arc::clone(&self.inner.anonymous),
             }),
         }
+    }
+
+    /// A new session for the user a bearer JWT names, ending when the token expires; a token
+    /// that does not verify counts as a failed login of its peer.
+    ///
+    /// Errors: `Unauthenticated` naming why the token is refused; a locked peer.
+    async fn jwt_session(
+        &self,
+        token: &str,
+        peer: Option<std::net::SocketAddr>,
+    ) -> Result<Session, Status> {
+        let Some(login) = &self.inner.jwt else {
+            return Err(Status::unauthenticated("JWT login is not configured"));
+        };
+        let peer_ip = peer.map(|a| a.ip());
+        if let Err(locked) = self.inner.throttle.check(None, peer_ip) {
+            self.inner.sessions.login_failed();
+            return Err(Status::unauthenticated(locked.to_string()));
+        }
+        let identity = match login.verify(token).await {
+            Ok(identity) => identity,
+            Err(e) => {
+                self.inner.throttle.failed(None, peer_ip);
+                self.inner.sessions.login_failed();
+                let peer = peer.map(|a| a.to_string()).unwrap_or_default();
+                tracing::warn!(%peer, reason = %e, "JWT login failed");
+                return Err(Status::unauthenticated(e.to_string()));
+            }
+        };
+        let ctx = self.user_context(&identity.user, identity.groups)?;
+        Ok(Session::new(identity.user, ctx)
+            .with_limits(self.inner.session_limits)
+            .with_expiry(identity.expires))
     }
 
     /// `GetFlightInfo` of a planned statement: stores it in the caller's session; the ticket is
@@ -195,7 +300,10 @@ impl IceflightService {
                 Ok(Response::new(stream))
             }
             Planned::StateChange { sql, plan } => {
-                Execution::run_update(&caller.session, plan, &sql).await?;
+                self.inner
+                    .execution
+                    .run_update(&caller.session, plan, &sql)
+                    .await?;
                 Ok(Response::new(results::encode_batch(
                     RecordBatch::new_empty(Arc::new(Schema::empty())),
                 )))
@@ -205,13 +313,13 @@ impl IceflightService {
 
     /// `GetFlightInfo` for a metadata command: authorize, then one endpoint whose ticket is the
     /// command itself.
-    fn command_info<C: ProstMessageExt>(
+    async fn command_info<C: ProstMessageExt>(
         &self,
         command: &C,
         schema: SchemaRef,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        self.caller(&request)?;
+        self.caller(&request).await?;
         let info = Self::flight_info(
             &schema,
             command.as_any().encode_to_vec(),
@@ -221,12 +329,12 @@ impl IceflightService {
     }
 
     /// `DoGet` of a result with no rows (key commands: Iceberg tables declare no keys).
-    fn empty_result(
+    async fn empty_result(
         &self,
         schema: SchemaRef,
         request: &Request<Ticket>,
     ) -> Result<Response<FlightDataStream>, Status> {
-        self.caller(request)?;
+        self.caller(request).await?;
         Ok(Response::new(results::encode_batch(
             RecordBatch::new_empty(schema),
         )))
@@ -267,6 +375,25 @@ impl IceflightService {
             .take_binding(prepared_handle(bytes)?)
             .ok_or_else(unknown_prepared)
     }
+}
+
+/// The handshake's answer: the session token, in the payload and as the bearer header ADBC
+/// reads.
+#[allow(clippy::type_complexity)]
+fn handshake_answer(
+    token: String,
+) -> Result<Response<Pin<Box<dyn Stream<Item = Result<HandshakeResponse, Status>> + Send>>>, Status>
+{
+    let response = HandshakeResponse {
+        protocol_version: 0,
+        payload: token.clone().into(),
+    };
+    let mut resp: Response<Pin<Box<dyn Stream<Item = Result<HandshakeResponse, Status>> + Send>>> =
+        Response::new(Box::pin(futures::stream::once(async move { Ok(response) })));
+    let value = MetadataValue::try_from(format!("Bearer {token}"))
+        .map_err(|e| Status::internal(e.to_string()))?;
+    resp.metadata_mut().insert("authorization", value);
+    Ok(resp)
 }
 
 /// How the caller names table types ([`TableTypeNames`]), from its gRPC user agent.
@@ -332,9 +459,22 @@ impl FlightSqlService for IceflightService {
             .remote_addr()
             .map(|a| a.to_string())
             .unwrap_or_else(|| "unknown".into());
+        // A bearer JWT (`[server.jwt]`): its session ends when the token does.
+        if let Some(token) = header.and_then(parse_bearer)
+            && self.inner.jwt.is_some()
+            && jwt::looks_like_jwt(token)
+        {
+            let session = self.jwt_session(token, request.remote_addr()).await?;
+            let token = self.inner.sessions.open(
+                session,
+                request.remote_addr(),
+                self.inner.max_sessions,
+            )?;
+            return handshake_answer(token);
+        }
         let user = match header.and_then(parse_basic) {
             Some((user, password)) if self.inner.auth_required => {
-                if let Err(locked) = self.inner.throttle.check(&user, peer_ip) {
+                if let Err(locked) = self.inner.throttle.check(Some(&user), peer_ip) {
                     self.inner.sessions.login_failed();
                     tracing::warn!(%user, %peer, reason = %locked, "login refused");
                     return Err(Status::unauthenticated(locked.to_string()));
@@ -346,7 +486,7 @@ impl FlightSqlService for IceflightService {
                     .await
                     .unwrap_or(false);
                 if !verified {
-                    self.inner.throttle.failed(&user, peer_ip);
+                    self.inner.throttle.failed(Some(&user), peer_ip);
                     self.inner.sessions.login_failed();
                     tracing::warn!(%user, %peer, reason = "invalid user name or password", "login failed");
                     return Err(Status::unauthenticated("invalid user name or password"));
@@ -369,40 +509,13 @@ impl FlightSqlService for IceflightService {
             }
             None => "anonymous".to_string(),
         };
-        let ctx = self
-            .inner
-            .engine
-            .session(None, None, &[])
-            .map_err(to_status)?;
-        let admin = !self.inner.auth_required || self.inner.admins.contains(&user);
-        {
-            let state = ctx.state_ref();
-            let mut state = state.write();
-            let config = state.config_mut();
-            if !admin {
-                config.set_extension(Arc::new(crate::system::Viewer(user.clone())));
-            }
-            config.set_extension(Arc::new(crate::query_control::Caller {
-                user: user.clone(),
-                admin,
-            }));
-        }
+        let ctx = self.user_context(&user, self.inner.users.groups(&user))?;
         let token = self.inner.sessions.open(
-            Session::new(user, ctx),
+            Session::new(user, ctx).with_limits(self.inner.session_limits),
             request.remote_addr(),
             self.inner.max_sessions,
         )?;
-        let response = HandshakeResponse {
-            protocol_version: 0,
-            payload: token.clone().into(),
-        };
-        let mut resp: Response<
-            Pin<Box<dyn Stream<Item = Result<HandshakeResponse, Status>> + Send>>,
-        > = Response::new(Box::pin(futures::stream::once(async move { Ok(response) })));
-        let value = MetadataValue::try_from(format!("Bearer {token}"))
-            .map_err(|e| Status::internal(e.to_string()))?;
-        resp.metadata_mut().insert("authorization", value);
-        Ok(resp)
+        handshake_answer(token)
     }
 
     async fn do_get_fallback(
@@ -410,7 +523,7 @@ impl FlightSqlService for IceflightService {
         request: Request<Ticket>,
         message: Any,
     ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
-        self.caller(&request)?;
+        self.caller(&request).await?;
         Err(Status::invalid_argument(format!(
             "unknown ticket type {}",
             message.type_url
@@ -424,7 +537,7 @@ impl FlightSqlService for IceflightService {
         query: CommandStatementQuery,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let planned = planner::plan_sql(&caller.session, &query.query).await?;
         Self::planned_info(&caller, planned, request.into_inner())
     }
@@ -434,7 +547,7 @@ impl FlightSqlService for IceflightService {
         ticket: TicketStatementQuery,
         request: Request<Ticket>,
     ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let planned = handle(&ticket.statement_handle, "statement")
             .ok()
             .and_then(|handle| caller.session.planned(handle))
@@ -453,9 +566,12 @@ impl FlightSqlService for IceflightService {
         command: CommandStatementUpdate,
         request: Request<PeekableFlightDataStream>,
     ) -> Result<i64, Status> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let plan = planner::logical_plan(&caller.session, &command.query).await?;
-        Execution::run_update(&caller.session, plan, &command.query).await
+        self.inner
+            .execution
+            .run_update(&caller.session, plan, &command.query)
+            .await
     }
 
     async fn do_put_statement_ingest(
@@ -463,9 +579,14 @@ impl FlightSqlService for IceflightService {
         command: CommandStatementIngest,
         request: Request<PeekableFlightDataStream>,
     ) -> Result<i64, Status> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let catalogs = self.inner.engine.catalogs();
-        ingest::ingest(&caller.session, catalogs, command, request.into_inner()).await
+        let label = format!("INGEST INTO {}", command.table);
+        let work = ingest::ingest(&caller.session, catalogs, command, request.into_inner());
+        self.inner
+            .execution
+            .run_admitted(&caller.session, &label, true, work)
+            .await
     }
 
     // Prepared statements
@@ -475,7 +596,7 @@ impl FlightSqlService for IceflightService {
         query: ActionCreatePreparedStatementRequest,
         request: Request<Action>,
     ) -> Result<ActionCreatePreparedStatementResult, Status> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let sql = planner::number_placeholders(&query.query);
         let plan = planner::logical_plan(&caller.session, &sql).await?;
         // A state change (DDL, SET, INSERT) announces no columns, as its statement does: the
@@ -507,7 +628,7 @@ impl FlightSqlService for IceflightService {
         cmd: CommandPreparedStatementQuery,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let (prepared, rows) =
             Self::prepared_for_execution(&caller.session, &cmd.prepared_statement_handle)?;
         let planned =
@@ -516,7 +637,10 @@ impl FlightSqlService for IceflightService {
                 // client that fetches anyway gets the command back as its ticket, which DoGet
                 // answers with no rows (do_get_prepared_statement).
                 Planned::StateChange { sql, plan } => {
-                    Execution::run_update(&caller.session, plan, &sql).await?;
+                    self.inner
+                        .execution
+                        .run_update(&caller.session, plan, &sql)
+                        .await?;
                     let empty = Arc::new(Schema::empty());
                     let ticket = cmd.as_any().encode_to_vec();
                     let info = Self::flight_info(&empty, ticket, request.into_inner())?;
@@ -535,7 +659,7 @@ impl FlightSqlService for IceflightService {
         // Our tickets are statement handles; a client that sends the command itself is
         // planned here. A state change ran at GetFlightInfo (with its binding, used up there):
         // its fetch has no rows.
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let (_, prepared) = Self::prepared(&caller.session, &cmd.prepared_statement_handle)?;
         if crate::sql::is_state_change(&prepared.plan) {
             return Ok(Response::new(results::encode_batch(
@@ -554,12 +678,15 @@ impl FlightSqlService for IceflightService {
         cmd: CommandPreparedStatementQuery,
         request: Request<PeekableFlightDataStream>,
     ) -> Result<DoPutPreparedStatementResult, Status> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let (handle, prepared) = Self::prepared(&caller.session, &cmd.prepared_statement_handle)?;
         let rows = uploaded_rows(request.into_inner(), &prepared.placeholders)
             .await
             .map_err(|s| planner::failed(&caller.session, &prepared.sql, s))?;
-        caller.session.bind(&handle, rows);
+        caller
+            .session
+            .bind(&handle, rows)
+            .map_err(|s| planner::failed(&caller.session, &prepared.sql, s))?;
         Ok(DoPutPreparedStatementResult {
             prepared_statement_handle: Some(handle.into_bytes().into()),
         })
@@ -576,7 +703,7 @@ impl FlightSqlService for IceflightService {
         cmd: CommandPreparedStatementUpdate,
         request: Request<PeekableFlightDataStream>,
     ) -> Result<i64, Status> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let (_, prepared) = Self::prepared(&caller.session, &cmd.prepared_statement_handle)?;
         let sent = uploaded_rows(request.into_inner(), &prepared.placeholders)
             .await
@@ -590,7 +717,10 @@ impl FlightSqlService for IceflightService {
         let plan = match planner::plan_prepared(&caller.session, &prepared, rows.as_ref()).await? {
             Planned::StateChange { plan, .. } | Planned::Query { plan, .. } => plan,
         };
-        Execution::run_update(&caller.session, plan, &prepared.sql).await
+        self.inner
+            .execution
+            .run_update(&caller.session, plan, &prepared.sql)
+            .await
     }
 
     async fn do_action_close_prepared_statement(
@@ -598,7 +728,7 @@ impl FlightSqlService for IceflightService {
         query: ActionClosePreparedStatementRequest,
         request: Request<Action>,
     ) -> Result<(), Status> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         // Closing is idempotent: a handle that already expired is simply gone.
         if let Ok(handle) = handle(&query.prepared_statement_handle, "prepared statement") {
             caller.session.close_prepared(handle);
@@ -614,7 +744,7 @@ impl FlightSqlService for IceflightService {
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
         let schema = query.into_builder().schema();
-        self.command_info(&query, schema, request)
+        self.command_info(&query, schema, request).await
     }
 
     async fn do_get_catalogs(
@@ -622,7 +752,7 @@ impl FlightSqlService for IceflightService {
         query: CommandGetCatalogs,
         request: Request<Ticket>,
     ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let batch = metadata::catalogs(&caller.session.ctx, query).map_err(to_status)?;
         Ok(Response::new(results::encode_batch(batch)))
     }
@@ -633,7 +763,7 @@ impl FlightSqlService for IceflightService {
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
         let schema = query.clone().into_builder().schema();
-        self.command_info(&query, schema, request)
+        self.command_info(&query, schema, request).await
     }
 
     async fn do_get_schemas(
@@ -641,7 +771,7 @@ impl FlightSqlService for IceflightService {
         query: CommandGetDbSchemas,
         request: Request<Ticket>,
     ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let batch = metadata::db_schemas(&caller.session.ctx, query).map_err(to_status)?;
         Ok(Response::new(results::encode_batch(batch)))
     }
@@ -652,7 +782,7 @@ impl FlightSqlService for IceflightService {
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
         let schema = query.clone().into_builder().schema();
-        self.command_info(&query, schema, request)
+        self.command_info(&query, schema, request).await
     }
 
     async fn do_get_tables(
@@ -660,7 +790,7 @@ impl FlightSqlService for IceflightService {
         query: CommandGetTables,
         request: Request<Ticket>,
     ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let names = table_type_names(&request);
         let batch = metadata::tables(&caller.session.ctx, query, names)
             .await
@@ -674,7 +804,7 @@ impl FlightSqlService for IceflightService {
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
         let schema = query.into_builder().schema();
-        self.command_info(&query, schema, request)
+        self.command_info(&query, schema, request).await
     }
 
     async fn do_get_table_types(
@@ -682,7 +812,7 @@ impl FlightSqlService for IceflightService {
         query: CommandGetTableTypes,
         request: Request<Ticket>,
     ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
-        self.caller(&request)?;
+        self.caller(&request).await?;
         let batch = metadata::table_types(query, table_type_names(&request)).map_err(to_status)?;
         Ok(Response::new(results::encode_batch(batch)))
     }
@@ -693,7 +823,7 @@ impl FlightSqlService for IceflightService {
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
         let schema = query.clone().into_builder(&SQL_INFO).schema();
-        self.command_info(&query, schema, request)
+        self.command_info(&query, schema, request).await
     }
 
     async fn do_get_sql_info(
@@ -701,7 +831,7 @@ impl FlightSqlService for IceflightService {
         query: CommandGetSqlInfo,
         request: Request<Ticket>,
     ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
-        self.caller(&request)?;
+        self.caller(&request).await?;
         let batch = query
             .into_builder(&SQL_INFO)
             .build()
@@ -715,7 +845,7 @@ impl FlightSqlService for IceflightService {
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
         let schema = query.into_builder(&metadata::XDBC_TYPES).schema();
-        self.command_info(&query, schema, request)
+        self.command_info(&query, schema, request).await
     }
 
     async fn do_get_xdbc_type_info(
@@ -723,7 +853,7 @@ impl FlightSqlService for IceflightService {
         query: CommandGetXdbcTypeInfo,
         request: Request<Ticket>,
     ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
-        self.caller(&request)?;
+        self.caller(&request).await?;
         let batch = query
             .into_builder(&metadata::XDBC_TYPES)
             .build()
@@ -737,7 +867,7 @@ impl FlightSqlService for IceflightService {
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
         let schema = metadata::primary_keys_schema();
-        self.command_info(&query, schema, request)
+        self.command_info(&query, schema, request).await
     }
 
     async fn do_get_primary_keys(
@@ -745,7 +875,7 @@ impl FlightSqlService for IceflightService {
         query: CommandGetPrimaryKeys,
         request: Request<Ticket>,
     ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let batch = metadata::primary_keys(&caller.session.ctx, &query)
             .await
             .map_err(to_status)?;
@@ -758,7 +888,7 @@ impl FlightSqlService for IceflightService {
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
         let schema = metadata::foreign_keys_schema();
-        self.command_info(&query, schema, request)
+        self.command_info(&query, schema, request).await
     }
 
     async fn do_get_exported_keys(
@@ -767,6 +897,7 @@ impl FlightSqlService for IceflightService {
         request: Request<Ticket>,
     ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
         self.empty_result(metadata::foreign_keys_schema(), &request)
+            .await
     }
 
     async fn get_flight_info_imported_keys(
@@ -775,7 +906,7 @@ impl FlightSqlService for IceflightService {
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
         let schema = metadata::foreign_keys_schema();
-        self.command_info(&query, schema, request)
+        self.command_info(&query, schema, request).await
     }
 
     async fn do_get_imported_keys(
@@ -784,6 +915,7 @@ impl FlightSqlService for IceflightService {
         request: Request<Ticket>,
     ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
         self.empty_result(metadata::foreign_keys_schema(), &request)
+            .await
     }
 
     async fn get_flight_info_cross_reference(
@@ -792,7 +924,7 @@ impl FlightSqlService for IceflightService {
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
         let schema = metadata::foreign_keys_schema();
-        self.command_info(&query, schema, request)
+        self.command_info(&query, schema, request).await
     }
 
     async fn do_get_cross_reference(
@@ -801,6 +933,7 @@ impl FlightSqlService for IceflightService {
         request: Request<Ticket>,
     ) -> Result<Response<<Self as FlightService>::DoGetStream>, Status> {
         self.empty_result(metadata::foreign_keys_schema(), &request)
+            .await
     }
 
     // Session options, CloseSession, CancelFlightInfo, server status
@@ -809,7 +942,7 @@ impl FlightSqlService for IceflightService {
         &self,
         request: Request<Action>,
     ) -> Result<Response<<Self as FlightService>::DoActionStream>, Status> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let action = request.into_inner();
         let decoded = decode_action(&action.r#type, &action.body)
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
@@ -930,7 +1063,15 @@ fn set_session_option(session: &Session, name: &str, value: &SessionOptionValue)
             }
             "datafusion.catalog.default_schema".to_string()
         }
-        n if n.starts_with("datafusion.") || n.starts_with("iceflight.") => n.to_string(),
+        n if n.starts_with("datafusion.") || n.starts_with("iceflight.") => {
+            // The process's settings are the admins' (`access/settings.rs`), as with `SET`.
+            if let Some(access) = Access::of_context(&session.ctx)
+                && crate::access::settings::check(&access, n).is_err()
+            {
+                return Some(ERROR);
+            }
+            n.to_string()
+        }
         _ => return Some(INVALID_NAME),
     };
     let mut guard = state.write();

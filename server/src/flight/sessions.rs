@@ -92,6 +92,30 @@ pub struct Session {
     last_used: Mutex<Instant>,
     /// The open client connections (peer addresses) the session was used on.
     connections: Mutex<HashSet<SocketAddr>>,
+    limits: SessionLimits,
+    /// When the credential it was opened with expires (a JWT's `exp`); `None`: never.
+    expires: Option<std::time::SystemTime>,
+}
+
+/// What one session may hold at once (`[server] max_prepared_statements`,
+/// `max_pending_parameter_bytes`), so that no client grows the server's memory without bound.
+#[derive(Debug, Clone, Copy)]
+pub struct SessionLimits {
+    /// Prepared statements (and, apart, statements planned by `GetFlightInfo` awaiting their
+    /// `DoGet`); beyond it the one used least recently is closed.
+    pub max_prepared: usize,
+    /// Arrow bytes of parameter rows bound and not yet executed; an upload beyond it is
+    /// refused with `ResourceExhausted`.
+    pub max_bound_bytes: u64,
+}
+
+impl Default for SessionLimits {
+    fn default() -> Self {
+        Self {
+            max_prepared: 1000,
+            max_bound_bytes: 256 << 20,
+        }
+    }
 }
 
 impl std::fmt::Debug for Session {
@@ -125,7 +149,27 @@ impl Session {
             planned: Mutex::new(HashMap::new()),
             last_used: Mutex::new(Instant::now()),
             connections: Mutex::new(HashSet::new()),
+            limits: SessionLimits::default(),
+            expires: None,
         }
+    }
+
+    /// The session ends when its credential expires at `at` (a JWT's `exp`).
+    pub fn with_expiry(mut self, at: std::time::SystemTime) -> Self {
+        self.expires = Some(at);
+        self
+    }
+
+    /// Whether its credential has expired.
+    fn expired(&self) -> bool {
+        self.expires
+            .is_some_and(|at| std::time::SystemTime::now() >= at)
+    }
+
+    /// The session bounded by `limits`.
+    pub fn with_limits(mut self, limits: SessionLimits) -> Self {
+        self.limits = limits;
+        self
     }
 
     /// Marks the session used now, on the connection of `peer` (`None`: not a TCP connection).
@@ -147,13 +191,23 @@ impl Session {
         self.last_used.lock().expect("session lock").elapsed()
     }
 
-    /// Stores a prepared statement and returns its handle.
+    /// Stores a prepared statement and returns its handle; at the session's bound the one
+    /// used least recently is closed first (a client that leaks handles loses its oldest).
     pub fn add_prepared(&self, p: Prepared) -> String {
         let handle = uuid::Uuid::new_v4().simple().to_string();
-        self.prepared
-            .lock()
-            .expect("prepared lock")
-            .insert(handle.clone(), p);
+        let mut map = self.prepared.lock().expect("prepared lock");
+        while map.len() >= self.limits.max_prepared.max(1) {
+            let Some(oldest) = map
+                .iter()
+                .min_by_key(|(_, p)| p.last_used)
+                .map(|(h, _)| h.clone())
+            else {
+                break;
+            };
+            tracing::debug!(user = %self.user, "closing the least recently used prepared statement");
+            map.remove(&oldest);
+        }
+        map.insert(handle.clone(), p);
         handle
     }
 
@@ -170,16 +224,32 @@ impl Session {
     }
 
     /// Binds parameter rows to a prepared statement's next execution, replacing an earlier
-    /// binding that no execution took; `false` if the handle is unknown.
-    pub fn bind(&self, handle: &str, rows: BoundRows) -> bool {
+    /// binding that no execution took.
+    ///
+    /// Errors: `NotFound` for an unknown handle; `ResourceExhausted` when the session's bound
+    /// rows would pass `max_pending_parameter_bytes`.
+    pub fn bind(&self, handle: &str, rows: BoundRows) -> Result<(), tonic::Status> {
         let mut map = self.prepared.lock().expect("prepared lock");
+        let others: u64 = map
+            .iter()
+            .filter(|(h, _)| h.as_str() != handle)
+            .filter_map(|(_, p)| p.binding.as_ref().map(BoundRows::bytes))
+            .sum();
+        let max = self.limits.max_bound_bytes;
+        if others + rows.bytes() > max {
+            return Err(tonic::Status::resource_exhausted(format!(
+                "parameters bound in this session and not yet executed would pass {max} bytes                  (server.max_pending_parameter_bytes); execute or close prepared statements first"
+            )));
+        }
         match map.get_mut(handle) {
             Some(p) => {
                 p.binding = Some(rows);
                 p.last_used = Instant::now();
-                true
+                Ok(())
             }
-            None => false,
+            None => Err(tonic::Status::not_found(
+                "unknown prepared statement handle (closed, expired or of another session)",
+            )),
         }
     }
 
@@ -207,13 +277,22 @@ impl Session {
         self.prepared.lock().expect("prepared lock").len()
     }
 
-    /// Stores a statement planned by `GetFlightInfo`; returns its handle (the ticket).
+    /// Stores a statement planned by `GetFlightInfo`; returns its handle (the ticket). At
+    /// the session's bound the one used least recently is dropped first.
     pub fn add_planned(&self, p: Planned) -> String {
         let handle = uuid::Uuid::new_v4().simple().to_string();
-        self.planned
-            .lock()
-            .expect("planned lock")
-            .insert(handle.clone(), (Instant::now(), p));
+        let mut map = self.planned.lock().expect("planned lock");
+        while map.len() >= self.limits.max_prepared.max(1) {
+            let Some(oldest) = map
+                .iter()
+                .min_by_key(|(_, (used, _))| *used)
+                .map(|(h, _)| h.clone())
+            else {
+                break;
+            };
+            map.remove(&oldest);
+        }
+        map.insert(handle.clone(), (Instant::now(), p));
         handle
     }
 
@@ -311,6 +390,20 @@ impl Sessions {
             uuid::Uuid::new_v4().simple(),
             uuid::Uuid::new_v4().simple()
         );
+        self.open_as(token, session, peer, max_sessions)
+    }
+
+    /// Registers a session under a token the client already holds (a JWT sent on every call)
+    /// and returns it.
+    ///
+    /// Errors: `ResourceExhausted` at `max_sessions`.
+    pub fn open_as(
+        &self,
+        token: String,
+        session: Session,
+        peer: Option<SocketAddr>,
+        max_sessions: usize,
+    ) -> Result<String, tonic::Status> {
         let mut tokens = self.by_token.lock().expect("sessions lock");
         if max_sessions > 0 && tokens.live.len() >= max_sessions {
             return Err(tonic::Status::resource_exhausted(format!(
@@ -335,6 +428,10 @@ impl Sessions {
                 s
             }
         };
+        if session.expired() {
+            tokens.live.remove(token);
+            return None;
+        }
         session.touch(tokens.open_peer(peer));
         Some(session)
     }
@@ -378,8 +475,12 @@ impl Sessions {
     pub fn expire(&self) -> (usize, usize) {
         let mut tokens = self.by_token.lock().expect("sessions lock");
         let before = tokens.live.len() + tokens.parked.len();
-        tokens.live.retain(|_, s| s.idle() < self.session_ttl);
-        tokens.parked.retain(|_, s| s.idle() < self.session_ttl);
+        tokens
+            .live
+            .retain(|_, s| s.idle() < self.session_ttl && !s.expired());
+        tokens
+            .parked
+            .retain(|_, s| s.idle() < self.session_ttl && !s.expired());
         let sessions = before - tokens.live.len() - tokens.parked.len();
         let statements: usize = (tokens.live.values())
             .chain(tokens.parked.values())

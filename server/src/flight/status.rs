@@ -14,6 +14,7 @@
 //! | `query.timeout` | `DeadlineExceeded` |
 //! | a query killed (`kill_query`, `query_control.rs`) | `Cancelled` |
 //! | `kill_query` of an unknown query / of another user's query by a non-admin | `NotFound` / `PermissionDenied` |
+//! | a privilege, file root or setting the user lacks (`AccessDenied`, `access/`) | `PermissionDenied` |
 //! | a data file missing from storage / not valid Parquet | `NotFound` / `DataLoss`, naming it |
 //! | anything else | `Internal`, with a log id also written to the server log |
 
@@ -24,6 +25,7 @@ use tonic::Status;
 use iceflight_scan::model::data_file_error::DataFileError;
 use iceflight_scan::model::write_conflict::WriteConflict;
 
+use crate::access::AccessDenied;
 use crate::message::{LimitExceeded, data_file_error, message};
 use crate::query_control::{QueryControlError, QueryKilled};
 
@@ -48,6 +50,11 @@ pub fn to_status(e: DataFusionError) -> Status {
         && inner.downcast_ref::<WriteConflict>().is_some()
     {
         return Status::aborted(message(&e));
+    }
+    if let DataFusionError::External(inner) = root
+        && inner.downcast_ref::<AccessDenied>().is_some()
+    {
+        return Status::permission_denied(message(&e));
     }
     if let DataFusionError::External(inner) = root {
         if inner.downcast_ref::<QueryKilled>().is_some() {

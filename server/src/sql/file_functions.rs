@@ -10,9 +10,9 @@
 //!     ──► DataFusion's ListingTable over every file (local object store)
 //! ```
 //!
-//! Only in sessions that may read the server's files: the CLI's `sql` (the user's own
-//! machine), and Flight SQL sessions only with `[query] read_local_files = true`, since a
-//! client could otherwise read any file the server process can.
+//! The CLI's `sql` (the operator's own machine) reads any path; a Flight SQL session only paths
+//! under `[query] file_roots` (`access/files.rs`), since a client could otherwise read any file
+//! the server process can.
 
 use std::fs::File;
 use std::io::BufReader;
@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::catalog::{TableFunctionImpl, TableProvider};
+use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::common::{Result, ScalarValue, plan_err};
 use datafusion::datasource::file_format::FileFormat;
 use datafusion::datasource::file_format::csv::CsvFormat;
@@ -31,6 +31,8 @@ use datafusion::datasource::listing::{
 };
 use datafusion::logical_expr::Expr;
 use datafusion::prelude::SessionContext;
+
+use crate::access::Access;
 
 /// Records read to infer a CSV or JSON schema.
 const INFER_RECORDS: usize = 1000;
@@ -76,13 +78,18 @@ pub fn register(ctx: &SessionContext) {
 struct ReadFiles(FileKind);
 
 impl TableFunctionImpl for ReadFiles {
-    fn call(&self, args: &[Expr]) -> Result<Arc<dyn TableProvider>> {
+    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
         let kind = self.0;
-        let path = match args {
+        let path = match args.exprs() {
             [Expr::Literal(ScalarValue::Utf8(Some(p)), _)] => p.clone(),
             _ => return plan_err!("{} takes one path, a string", kind.name()),
         };
-        let local = PathBuf::from(path.strip_prefix("file://").unwrap_or(&path));
+        // A logged-in user's session: only under the file roots, links followed, before any
+        // file is opened (the schema is read here).
+        let local = match Access::of(args.session().config()) {
+            Some(access) => access.files().resolve(&path, kind.name())?,
+            None => PathBuf::from(path.strip_prefix("file://").unwrap_or(&path)),
+        };
         let Some(first) = first_file(&local, kind)? else {
             return plan_err!(
                 "{}('{path}'): no {} file there",

@@ -4,7 +4,7 @@
 //!
 //! ```text
 //!   ALTER TABLE t EXECUTE optimize(file_size_threshold => '128MB') WHERE part = 'a'
-//!     ──► rewrite (text, sqlparser's tokenizer)
+//!     ──► rewritten in the text (`input/src/sql_text/alter_execute.rs`)
 //!   CALL iceflight.execute(t, 'optimize', 'part = ''a''', file_size_threshold => '128MB')
 //!     ──► plan_call: a one-partition table whose scan runs the procedure when executed
 //!         and answers (metric_name, metric_value) rows
@@ -37,15 +37,12 @@ use datafusion::prelude::SessionContext;
 use datafusion::sql::sqlparser::ast::{
     Expr as SqlExpr, Function, FunctionArg, FunctionArgExpr, FunctionArguments, ObjectName, Value,
 };
-use datafusion::sql::sqlparser::keywords::Keyword;
-use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 use futures::future::BoxFuture;
+use iceflight_input::sql_text::alter_execute::EXECUTE;
 use iceflight_scan::IcebergTableProvider;
 
 use super::ddl::Names;
-
-/// The name `ALTER TABLE … EXECUTE` is rewritten to call.
-const EXECUTE: &str = "iceflight.execute";
+use crate::access::{Access, Privilege};
 
 /// Trino's default `file_size_threshold` of `optimize`.
 const DEFAULT_FILE_SIZE_THRESHOLD: u64 = 100 * 1000 * 1000;
@@ -60,157 +57,9 @@ const COMMIT_ATTEMPTS: usize = 8;
 pub struct MaintenanceLimits {
     /// The shortest retention `expire_snapshots` accepts.
     pub min_retention: Duration,
-}
-
-/// `sql` with every `ALTER TABLE <name> EXECUTE <procedure>[(<args>)] [WHERE <condition>]`
-/// statement replaced by the call [`plan_call`] plans (module docs), and Trino's
-/// `ALTER TABLE <name> SET PROPERTIES k = v, …` by `SET TBLPROPERTIES (k = v, …)`; everything else is
-/// copied byte for byte. `sql` unchanged when it does not tokenize (the parser reports it).
-pub fn rewrite(sql: &str) -> String {
-    let Some(tokens) = super::time_travel::significant_tokens(sql) else {
-        return sql.to_string();
-    };
-    let tokens: Vec<&TokenWithSpan> = tokens.iter().collect();
-    let offsets = super::time_travel::Offsets::new(sql);
-    let mut out = String::with_capacity(sql.len());
-    let mut copied = 0;
-    // Statement by statement.
-    for statement in tokens.split(|t| t.token == Token::SemiColon) {
-        if statement.is_empty() {
-            continue;
-        }
-        let text = |range: std::ops::Range<usize>| -> &str {
-            if range.is_empty() {
-                return "";
-            }
-            let from = offsets.at(statement[range.start].span.start);
-            let to = offsets.at(statement[range.end - 1].span.end);
-            &sql[from..to]
-        };
-        let replacement = if let Some(parts) = execute_parts(statement) {
-            let name = text(parts.name.clone());
-            let condition = text(parts.condition.clone()).replace('\'', "''");
-            let args = text(parts.args.clone());
-            format!(
-                "CALL {EXECUTE}({name}, '{}', '{condition}'{}{args})",
-                parts.procedure,
-                if args.is_empty() { "" } else { ", " }
-            )
-        } else if let Some((name, properties)) = set_properties_parts(statement) {
-            format!(
-                "ALTER TABLE {} SET TBLPROPERTIES ({})",
-                text(name),
-                text(properties)
-            )
-        } else {
-            continue;
-        };
-        let start = offsets.at(statement[0].span.start);
-        let end = offsets.at(statement[statement.len() - 1].span.end);
-        out.push_str(&sql[copied..start]);
-        out.push_str(&replacement);
-        copied = end;
-    }
-    out.push_str(&sql[copied..]);
-    out
-}
-
-/// The token range of the table name of `ALTER TABLE <name> …` (words joined by periods).
-fn altered_table(statement: &[&TokenWithSpan]) -> Option<std::ops::Range<usize>> {
-    let keyword = |i: usize| match statement.get(i).map(|t| &t.token) {
-        Some(Token::Word(w)) if w.quote_style.is_none() => Some(w.keyword),
-        _ => None,
-    };
-    if keyword(0) != Some(Keyword::ALTER) || keyword(1) != Some(Keyword::TABLE) {
-        return None;
-    }
-    let mut at = 2;
-    while matches!(statement.get(at).map(|t| &t.token), Some(Token::Word(_)))
-        && matches!(statement.get(at + 1).map(|t| &t.token), Some(Token::Period))
-    {
-        at += 2;
-    }
-    if !matches!(statement.get(at).map(|t| &t.token), Some(Token::Word(_))) {
-        return None;
-    }
-    Some(2..at + 1)
-}
-
-/// Trino's `ALTER TABLE <name> SET PROPERTIES k = v, …`: the token ranges of the name and of
-/// the properties.
-fn set_properties_parts(
-    statement: &[&TokenWithSpan],
-) -> Option<(std::ops::Range<usize>, std::ops::Range<usize>)> {
-    let name = altered_table(statement)?;
-    let word = |i: usize| match statement.get(i).map(|t| &t.token) {
-        Some(Token::Word(w)) if w.quote_style.is_none() => Some(w.value.to_ascii_uppercase()),
-        _ => None,
-    };
-    if word(name.end).as_deref() != Some("SET")
-        || word(name.end + 1).as_deref() != Some("PROPERTIES")
-        || name.end + 2 >= statement.len()
-    {
-        return None;
-    }
-    Some((name.clone(), name.end + 2..statement.len()))
-}
-
-/// Where the parts of one `ALTER TABLE … EXECUTE` statement are, as token ranges.
-struct ExecuteParts {
-    name: std::ops::Range<usize>,
-    procedure: String,
-    args: std::ops::Range<usize>,
-    condition: std::ops::Range<usize>,
-}
-
-/// The parts of `statement` when it is `ALTER TABLE <name> EXECUTE <procedure> [(…)] [WHERE …]`.
-fn execute_parts(statement: &[&TokenWithSpan]) -> Option<ExecuteParts> {
-    let keyword = |i: usize| match statement.get(i).map(|t| &t.token) {
-        Some(Token::Word(w)) if w.quote_style.is_none() => Some(w.keyword),
-        _ => None,
-    };
-    let name = altered_table(statement)?;
-    let at = name.end - 1;
-    if keyword(at + 1) != Some(Keyword::EXECUTE) {
-        return None;
-    }
-    let Some(Token::Word(procedure)) = statement.get(at + 2).map(|t| &t.token) else {
-        return None;
-    };
-    let procedure = procedure.value.to_lowercase();
-    let mut next = at + 3;
-    let mut args = next..next;
-    if statement.get(next).map(|t| &t.token) == Some(&Token::LParen) {
-        let mut depth = 0;
-        let mut close = None;
-        for (i, t) in statement.iter().enumerate().skip(next) {
-            match t.token {
-                Token::LParen => depth += 1,
-                Token::RParen => {
-                    depth -= 1;
-                    if depth == 0 {
-                        close = Some(i);
-                        break;
-                    }
-                }
-                _ => {}
-            }
-        }
-        let close = close?;
-        args = next + 1..close;
-        next = close + 1;
-    }
-    let condition = match keyword(next) {
-        Some(Keyword::WHERE) => next + 1..statement.len(),
-        _ if next == statement.len() => next..next,
-        _ => return None,
-    };
-    Some(ExecuteParts {
-        name,
-        procedure,
-        args,
-        condition,
-    })
+    /// Where `add_files` may take files from besides the table's location
+    /// (`[maintenance] import_roots`).
+    pub import_roots: Vec<String>,
 }
 
 /// The plan of `CALL function(…)`: [`EXECUTE`] (from [`rewrite`]) or Trino's
@@ -286,6 +135,8 @@ pub async fn plan_call(ctx: &SessionContext, function: &Function) -> Result<Logi
         return plan_err!("{reference} is not an Iceberg table: it has no procedures");
     };
     let iceberg = iceberg.clone();
+    // Maintenance is the owner's (Trino: table procedures need OWNERSHIP).
+    Access::check_provider(ctx, &iceberg, &[Privilege::Ownership])?;
     let job: Job = match procedure.as_str() {
         "optimize" => {
             let [threshold, sort_by] = take(&procedure, args, &["file_size_threshold", "sort_by"])?;
@@ -430,6 +281,14 @@ pub async fn plan_call(ctx: &SessionContext, function: &Function) -> Result<Logi
             }
             let catalog = writes(&iceberg)?;
             iceberg.planner().check_writable()?;
+            let roots = ctx
+                .state_ref()
+                .read()
+                .config()
+                .get_extension::<MaintenanceLimits>()
+                .map(|l| l.import_roots.clone())
+                .unwrap_or_default();
+            check_import(&location, iceberg.table().metadata().location(), &roots)?;
             let ident = iceberg.table().identifier().clone();
             Arc::new(move |_| {
                 let (catalog, ident, location) =
@@ -548,6 +407,43 @@ fn metrics_schema() -> SchemaRef {
 
 /// The `retention_threshold` argument, or the floor when absent. Errors: not a duration, or
 /// shorter than `[maintenance] min_retention` (naming both).
+/// Refuses an `add_files` location that is neither under the table's location nor under an
+/// import root: files taken from elsewhere become the table's, and `expire_snapshots` later
+/// deletes them. Local paths are compared with their symbolic links followed; URLs as written
+/// (a `..` segment refused).
+///
+/// Errors: [`AccessDenied`](crate::access::AccessDenied) naming the location and the roots.
+fn check_import(location: &str, table_location: &str, roots: &[String]) -> Result<()> {
+    let local = |p: &str| -> Option<std::path::PathBuf> {
+        let path = match p.split_once("://") {
+            Some(("file", rest)) => rest,
+            Some(_) => return None,
+            None => p.strip_prefix("file:").unwrap_or(p),
+        };
+        path.starts_with('/')
+            .then(|| crate::access::files::resolve_existing(std::path::Path::new(path)))
+            .flatten()
+    };
+    let allowed = std::iter::once(table_location)
+        .chain(roots.iter().map(String::as_str))
+        .any(|root| match (local(location), local(root)) {
+            (Some(path), Some(root)) => path.starts_with(root),
+            _ => iceflight_catalog::names::inside(root, location),
+        });
+    if allowed {
+        return Ok(());
+    }
+    Err(crate::access::AccessDenied(format!(
+        "add_files may take files only from under the table's location {table_location} or an \
+         import root ([maintenance] import_roots{}); {location} is neither",
+        match roots.is_empty() {
+            true => ": none is set".to_string(),
+            false => format!(" = {}", roots.join(", ")),
+        }
+    ))
+    .into_error())
+}
+
 fn retention_threshold(ctx: &SessionContext, value: Option<SqlExpr>) -> Result<Duration> {
     let floor = ctx
         .state()
@@ -742,42 +638,6 @@ fn duration(text: &str) -> Result<Duration> {
         Some(d) => Ok(d),
         None => {
             plan_err!("retention_threshold: {text} is not a duration (such as '7d', '12h', '30m')")
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::rewrite;
-
-    /// `ALTER TABLE … EXECUTE` becomes the call; other statements stay as they are.
-    #[test]
-    fn execute_becomes_a_call() {
-        assert_eq!(
-            rewrite("ALTER TABLE tpch.orders EXECUTE optimize(file_size_threshold => '1MB')"),
-            "CALL iceflight.execute(tpch.orders, 'optimize', '', file_size_threshold => '1MB')"
-        );
-        assert_eq!(
-            rewrite("alter table o execute optimize where part = 'a' ; SELECT 1"),
-            "CALL iceflight.execute(o, 'optimize', 'part = ''a''') ; SELECT 1"
-        );
-        assert_eq!(
-            rewrite("ALTER TABLE \"o@x\" EXECUTE expire_snapshots"),
-            "CALL iceflight.execute(\"o@x\", 'expire_snapshots', '')"
-        );
-        assert_eq!(
-            rewrite(
-                "ALTER TABLE s.o SET PROPERTIES format_version = 3, \"write.delete.mode\" = 'merge-on-read'"
-            ),
-            "ALTER TABLE s.o SET TBLPROPERTIES (format_version = 3, \"write.delete.mode\" = 'merge-on-read')"
-        );
-        for same in [
-            "ALTER TABLE o SET PROPERTIES",
-            "ALTER TABLE o ADD COLUMN c INT",
-            "SELECT 'ALTER TABLE o EXECUTE optimize'",
-            "ALTER TABLE o EXECUTE optimize(",
-        ] {
-            assert_eq!(rewrite(same), same);
         }
     }
 }

@@ -47,6 +47,7 @@ use iceflight_scan::write::row_change::{CHANGE, DELETE, INSERT, UPDATE};
 use iceflight_scan::write::write_mode::RowOperation;
 
 use super::ddl::Names;
+use crate::access::{Access, Privilege};
 
 /// The target table of a statement: its name as written, the name its columns are qualified
 /// by (the alias, else the name) and its provider.
@@ -348,6 +349,17 @@ pub async fn plan_merge(ctx: &SessionContext, merge: &Merge) -> Result<LogicalPl
         RowOperation::Merge,
     )
     .await?;
+    // The privilege of each kind of clause (Trino: INSERT, UPDATE, DELETE as written).
+    let needs: Vec<Privilege> = merge
+        .clauses
+        .iter()
+        .map(|c| match c.action {
+            MergeAction::Insert(_) => Privilege::Insert,
+            MergeAction::Update(_) => Privilege::Update,
+            MergeAction::Delete { .. } => Privilege::Delete,
+        })
+        .collect();
+    Access::check_provider(ctx, &target.provider, &needs)?;
     let source = ctx
         .state()
         .create_logical_plan(&format!("SELECT * FROM {}", merge.source))

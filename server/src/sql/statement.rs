@@ -16,14 +16,15 @@ use datafusion::sql::parser::{DFParser, Statement};
 use iceflight_catalog::CatalogError;
 use iceflight_catalog::alter::{AlterOp, AlterTable};
 
+use crate::access::Access;
+
 use super::ddl::{
     Names, is_own_statement, missing_table, plan_create_with, refused_option, run_own_statement,
 };
 
 /// Parses `sql`: one or more `;`-separated statements.
 ///
-/// Trino's `ALTER TABLE … EXECUTE` (`sql/procedures.rs`) and time-travel clauses
-/// (`sql/time_travel.rs`) are rewritten first.
+/// Trino's `ALTER TABLE … EXECUTE` and time-travel clauses are rewritten first ([`rewrite`]).
 ///
 /// Errors: a syntax error; a time-travel value iceflight cannot read; no statement at all.
 pub fn parse_statements(sql: &str) -> Result<Vec<Statement>> {
@@ -36,13 +37,23 @@ pub fn parse_statements(sql: &str) -> Result<Vec<Statement>> {
 }
 
 /// `sql` with what DataFusion's parser does not know rewritten into what it does: `INSERT INTO
-/// local.…` (`sql/insert_target.rs`), Trino's `ALTER TABLE … EXECUTE` (`sql/procedures.rs`) and
-/// time-travel clauses (`sql/time_travel.rs`). Every path from SQL text to a statement goes through it.
+/// local.…`, Trino's `ALTER TABLE … EXECUTE` and time-travel clauses (`input/src/sql_text/`,
+/// fuzzed), versioned names as `catalog/src/table_ref.rs` reads them. Every path from SQL text
+/// to a statement goes through it.
 ///
 /// Errors: a time-travel value iceflight cannot read.
 pub fn rewrite(sql: &str) -> Result<String> {
-    let sql = super::insert_target::rewrite(sql);
-    super::time_travel::rewrite(&super::procedures::rewrite(&sql))
+    use iceflight_iceberg::time_travel::TableVersion;
+    use iceflight_input::sql_text::time_travel::Version;
+    let name = |base: &str, version: &Version| {
+        let version = match version {
+            Version::Snapshot(id) => TableVersion::Snapshot(*id),
+            Version::Ref(name) => TableVersion::Ref(name.clone()),
+            Version::Timestamp(ms) => TableVersion::Timestamp(*ms),
+        };
+        iceflight_catalog::table_ref::versioned_name(base, &version)
+    };
+    iceflight_input::sql_text::rewrite(sql, &name).map_err(DataFusionError::Plan)
 }
 
 /// Plans and starts one statement; DDL and `SET` take effect here. Returns its output stream
@@ -70,9 +81,12 @@ pub async fn execute_statement(
 /// [`CatalogError::NotFound`] naming it (→ `NotFound` at the edge), decided from the catalogs
 /// rather than from DataFusion's message.
 ///
+/// In a logged-in user's session, the plan is checked against what the user may do
+/// (`access/plan.rs`).
+///
 /// Errors: the planner's; a missing catalog, schema or table of the statement; a DDL statement
 /// on a catalog that cannot be reached, or dropping what does not exist
-/// (`ddl::check_ddl_target`).
+/// (`ddl::check_ddl_target`); [`AccessDenied`](crate::access::AccessDenied).
 pub async fn plan_statement(ctx: &SessionContext, statement: Statement) -> Result<LogicalPlan> {
     let references = ctx.state().resolve_table_references(&statement).ok();
     let reads = reads_tables(&statement);
@@ -88,6 +102,10 @@ pub async fn plan_statement(ctx: &SessionContext, statement: Statement) -> Resul
         planned => {
             let plan = planned?;
             super::ddl::check_ddl_target(ctx, &plan)?;
+            let state = ctx.state();
+            if let Some(access) = Access::of(state.config()) {
+                crate::access::plan::check(&access, &state, &plan)?;
+            }
             Ok(plan)
         }
     }

@@ -1,20 +1,20 @@
 //! `INSERT INTO local.s.t` in SQL text, made parseable: sqlparser reads an unquoted `LOCAL`
 //! right after `INSERT INTO` or `INSERT OVERWRITE` as Hive's `INSERT … LOCAL DIRECTORY` and
 //! fails on the dot after it, though `local` is the embedded catalog's name
-//! (`DEFAULT_CATALOG_NAME`). That word is quoted when a dot follows it:
+//! (`catalog_config::DEFAULT_CATALOG_NAME`). That word is quoted when a dot follows it:
 //!
 //! ```text
 //!   INSERT INTO local.tpch.t VALUES (1)   ─► INSERT INTO "local".tpch.t VALUES (1)
 //! ```
 //!
-//! The text is split with sqlparser's tokenizer, as in `time_travel.rs`; everything else is
+//! The text is split with sqlparser's tokenizer (`tokens.rs`); everything else is
 //! copied byte for byte. Other statements (`SELECT … FROM local.s.t`, `UPDATE`, `MERGE INTO`,
 //! `INSERT OVERWRITE TABLE`) parse as they are.
 
-use datafusion::sql::sqlparser::keywords::Keyword;
-use datafusion::sql::sqlparser::tokenizer::Token;
+use sqlparser::keywords::Keyword;
+use sqlparser::tokenizer::Token;
 
-use super::time_travel::{Offsets, significant_tokens};
+use super::tokens::{Offsets, significant_tokens};
 
 /// `sql` with the `local` of `INSERT INTO|OVERWRITE local.…` quoted (module docs); unchanged
 /// when there is none or the text does not tokenize (the parser then reports the error).

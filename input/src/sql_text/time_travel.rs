@@ -10,7 +10,8 @@
 //!
 //! The text is split with sqlparser's tokenizer, so strings, quoted names and comments are
 //! never taken for a clause; only the clause and the table name before it change, everything
-//! else is copied byte for byte. The names are those of `iceflight_catalog::table_ref`.
+//! else is copied byte for byte. The caller names the versioned tables (the server: as
+//! `catalog/src/table_ref.rs` reads them).
 //!
 //! **Values.** `FOR VERSION AS OF` takes a snapshot id (a number) or a branch or tag name (a
 //! string), as in Trino. `FOR TIMESTAMP AS OF` takes a literal: `TIMESTAMP '…'`, `DATE '…'`
@@ -19,13 +20,27 @@
 //! (`current_timestamp - INTERVAL …`) and zone names are refused with a clear error.
 
 use chrono::{DateTime, NaiveDate, NaiveDateTime};
-use datafusion::common::{Result, plan_err};
-use datafusion::sql::sqlparser::dialect::GenericDialect;
-use datafusion::sql::sqlparser::keywords::Keyword;
-use datafusion::sql::sqlparser::tokenizer::{Location, Token, TokenWithSpan, Tokenizer};
-use iceberg::spec::MAIN_BRANCH;
-use iceflight_catalog::table_ref::versioned_name;
-use iceflight_iceberg::time_travel::TableVersion;
+use sqlparser::keywords::Keyword;
+use sqlparser::tokenizer::{Token, TokenWithSpan};
+
+use super::tokens::{Offsets, significant_tokens};
+
+/// A table version a clause names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Version {
+    /// `FOR VERSION AS OF <number>`: a snapshot id.
+    Snapshot(i64),
+    /// `FOR VERSION AS OF '<name>'`: a branch or tag.
+    Ref(String),
+    /// `FOR TIMESTAMP AS OF …`: milliseconds since the Unix epoch, UTC.
+    Timestamp(i64),
+}
+
+/// `Err` with a formatted message (this crate has no DataFusion; the server makes it a plan
+/// error).
+macro_rules! err {
+    ($($t:tt)*) => { Err(format!($($t)*)) };
+}
 
 /// `sql` with every `<table> FOR VERSION|TIMESTAMP AS OF <value>` replaced by the versioned
 /// table name (module docs); `sql` unchanged when it has none or does not tokenize (the parser
@@ -33,7 +48,7 @@ use iceflight_iceberg::time_travel::TableVersion;
 ///
 /// Errors: a clause after something that is not a table name, or a value that is not a
 /// literal of the accepted forms.
-pub fn rewrite(sql: &str) -> Result<String> {
+pub fn rewrite(sql: &str, name: &dyn Fn(&str, &Version) -> String) -> Result<String, String> {
     let Some(tokens) = significant_tokens(sql) else {
         return Ok(sql.to_string());
     };
@@ -48,11 +63,11 @@ pub fn rewrite(sql: &str) -> Result<String> {
             continue;
         };
         let Some(Token::Word(table)) = i.checked_sub(1).map(|p| &tokens[p].token) else {
-            return plan_err!("FOR {kind} AS OF must follow a table name");
+            return err!("FOR {kind} AS OF must follow a table name");
         };
         if !follows_table_keyword(&tokens, i - 1) {
             // `FROM orders o FOR VERSION AS OF 1`: the word before the clause is an alias.
-            return plan_err!(
+            return err!(
                 "FOR {kind} AS OF must follow the table name directly, before any alias \
                  (FROM orders FOR {kind} AS OF … o)"
             );
@@ -69,7 +84,7 @@ pub fn rewrite(sql: &str) -> Result<String> {
             None => table.value.to_lowercase(),
             Some(_) => table.value.clone(),
         };
-        let name = versioned_name(&base, &version).replace('"', "\"\"");
+        let name = name(&base, &version).replace('"', "\"\"");
         out.push_str(&sql[copied..start]);
         out.push('"');
         out.push_str(&name);
@@ -119,25 +134,25 @@ fn clause_at(tokens: &[&TokenWithSpan], i: usize) -> Option<Keyword> {
 }
 
 /// The value of `FOR VERSION AS OF` and how many tokens it took.
-fn version_value(rest: &[&TokenWithSpan]) -> Result<(TableVersion, usize)> {
+fn version_value(rest: &[&TokenWithSpan]) -> Result<(Version, usize), String> {
     match rest.first().map(|t| &t.token) {
         Some(Token::Number(n, _)) => match n.parse::<i64>() {
-            Ok(id) => Ok((TableVersion::Snapshot(id), 1)),
-            Err(_) => plan_err!("FOR VERSION AS OF {n}: a snapshot id is a 64-bit integer"),
+            Ok(id) => Ok((Version::Snapshot(id), 1)),
+            Err(_) => err!("FOR VERSION AS OF {n}: a snapshot id is a 64-bit integer"),
         },
         Some(Token::SingleQuotedString(name)) if !name.is_empty() => {
-            Ok((TableVersion::Ref(name.clone()), 1))
+            Ok((Version::Ref(name.clone()), 1))
         }
-        _ => plan_err!(
+        _ => err!(
             "FOR VERSION AS OF takes a snapshot id or a quoted branch or tag name \
-             (FOR VERSION AS OF 8954597067493422955, FOR VERSION AS OF '{MAIN_BRANCH}')"
+             (FOR VERSION AS OF 8954597067493422955, FOR VERSION AS OF 'main')"
         ),
     }
 }
 
 /// The value of `FOR TIMESTAMP AS OF` (milliseconds since the epoch) and how many tokens it
 /// took.
-fn timestamp_value(rest: &[&TokenWithSpan]) -> Result<(TableVersion, usize)> {
+fn timestamp_value(rest: &[&TokenWithSpan]) -> Result<(Version, usize), String> {
     let (text, used, date_only) = match (rest.first().map(|t| &t.token), rest.get(1)) {
         (Some(Token::Word(w)), Some(next)) if w.quote_style.is_none() => {
             match (&w.keyword, &next.token) {
@@ -150,16 +165,16 @@ fn timestamp_value(rest: &[&TokenWithSpan]) -> Result<(TableVersion, usize)> {
         _ => return timestamp_expected(),
     };
     match parse_instant(text, date_only) {
-        Some(ms) => Ok((TableVersion::Timestamp(ms), used)),
-        None => plan_err!(
+        Some(ms) => Ok((Version::Timestamp(ms), used)),
+        None => err!(
             "FOR TIMESTAMP AS OF '{text}': not a timestamp iceflight reads \
              (YYYY-MM-DD[ HH:MM:SS[.fff]] with UTC, Z or an offset such as +01:00; no zone names)"
         ),
     }
 }
 
-fn timestamp_expected<T>() -> Result<T> {
-    plan_err!(
+fn timestamp_expected<T>() -> Result<T, String> {
+    err!(
         "FOR TIMESTAMP AS OF takes a timestamp literal \
          (FOR TIMESTAMP AS OF TIMESTAMP '2026-12-01 10:00:00 UTC'); expressions are not supported"
     )
@@ -199,50 +214,23 @@ fn parse_instant(text: &str, date_only: bool) -> Option<i64> {
     None
 }
 
-/// The tokens of `sql` (sqlparser's tokenizer, generic dialect) without whitespace and
-/// comments, which never separate the words the rewrites look for; `None` when the text does
-/// not tokenize (the parser then reports the error). Shared by the text rewrites
-/// (`procedures.rs`, `insert_target.rs`).
-pub(crate) fn significant_tokens(sql: &str) -> Option<Vec<TokenWithSpan>> {
-    let tokens = Tokenizer::new(&GenericDialect {}, sql)
-        .tokenize_with_location()
-        .ok()?;
-    Some(
-        tokens
-            .into_iter()
-            .filter(|t| !matches!(t.token, Token::Whitespace(_)))
-            .collect(),
-    )
-}
-
-/// Byte offsets of the tokenizer's locations (1-based lines, 1-based columns in characters).
-pub(crate) struct Offsets<'a> {
-    sql: &'a str,
-    lines: Vec<usize>,
-}
-
-impl<'a> Offsets<'a> {
-    pub(crate) fn new(sql: &'a str) -> Self {
-        let mut lines = vec![0];
-        lines.extend(sql.match_indices('\n').map(|(i, _)| i + 1));
-        Self { sql, lines }
-    }
-
-    pub(crate) fn at(&self, location: Location) -> usize {
-        let Some(&start) = self.lines.get((location.line as usize).saturating_sub(1)) else {
-            return self.sql.len();
-        };
-        let column = (location.column as usize).saturating_sub(1);
-        self.sql[start..]
-            .char_indices()
-            .nth(column)
-            .map_or(self.sql.len(), |(i, _)| start + i)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// As the server names versioned tables (`catalog/src/table_ref.rs`).
+    fn named(base: &str, v: &Version) -> String {
+        match v {
+            Version::Snapshot(id) => format!("{base}@{id}"),
+            Version::Ref(n) if n.parse::<i64>().is_ok() => format!("{base}@ref:{n}"),
+            Version::Ref(n) => format!("{base}@{n}"),
+            Version::Timestamp(ms) => format!("{base}@ts:{ms}"),
+        }
+    }
+
+    fn rewrite(sql: &str) -> Result<String, String> {
+        super::rewrite(sql, &named)
+    }
 
     /// Both clauses become versioned names; the rest of the text is copied unchanged.
     #[test]
@@ -279,7 +267,7 @@ mod tests {
     /// Values iceflight cannot read are refused with the form it takes.
     #[test]
     fn bad_values_are_refused() {
-        let err = |sql: &str| rewrite(sql).unwrap_err().to_string();
+        let err = |sql: &str| rewrite(sql).unwrap_err();
         assert!(err("SELECT * FROM t FOR TIMESTAMP AS OF now()").contains("timestamp literal"));
         assert!(
             err("SELECT * FROM t FOR TIMESTAMP AS OF TIMESTAMP '2026-12-01 Europe/Vienna'")

@@ -1,0 +1,27 @@
+//! SQL text rewritten before DataFusion parses it, where its parser does not know a form
+//! users of Trino and DuckDB send: Trino's time-travel clauses, `ALTER TABLE … EXECUTE` and
+//! `SET PROPERTIES`, an unquoted `INSERT INTO local.…`. Each works on sqlparser's tokens
+//! (`tokens.rs`), so strings, quoted names and comments are never rewritten, and copies the rest
+//! of the text byte for byte. The text is any client's: every outcome is a string or an error
+//! line, never a panic (fuzz target `sql_rewrites`).
+//!
+//! ```text
+//!   SQL text ──► insert_target ──► alter_execute ──► time_travel ──► DataFusion's parser
+//! ```
+
+pub mod alter_execute;
+pub mod insert_target;
+pub mod time_travel;
+pub mod tokens;
+
+/// `sql` with every rewrite of this folder applied in order (module docs); `name` names a
+/// versioned table (`time_travel::rewrite`).
+///
+/// Errors: a time-travel clause iceflight cannot read (one line).
+pub fn rewrite(
+    sql: &str,
+    name: &dyn Fn(&str, &time_travel::Version) -> String,
+) -> Result<String, String> {
+    let sql = insert_target::rewrite(sql);
+    time_travel::rewrite(&alter_execute::rewrite(&sql), name)
+}
