@@ -141,7 +141,9 @@ pub fn sql_rewrites(data: &[u8]) {
     let rewritten = crate::sql_text::rewrite(&text, &name);
     let upper = text.to_ascii_uppercase();
     let triggers = ["FOR", "EXECUTE", "PROPERTIES", "LOCAL"];
-    if !triggers.iter().any(|t| upper.contains(t)) {
+    let shallow = crate::sql_text::depth::expression_depth(&text)
+        <= crate::sql_text::depth::MAX_EXPRESSION_DEPTH;
+    if shallow && !triggers.iter().any(|t| upper.contains(t)) {
         assert_eq!(rewritten.as_deref(), Ok(text.as_ref()));
     }
 }

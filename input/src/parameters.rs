@@ -56,6 +56,9 @@ pub struct ParameterRows {
     pub columns: Vec<ArrayRef>,
     /// Rows sent.
     pub rows: usize,
+    /// Bytes of the upload (IPC headers and bodies): what the arrays, which may be slices of
+    /// the bodies, can hold in memory at most.
+    pub bytes: usize,
 }
 
 /// The `FlightData` of one parameter upload, collected within the bounds.
@@ -105,6 +108,7 @@ impl ParameterMessages {
             return Ok(ParameterRows {
                 columns: vec![],
                 rows: 0,
+                bytes: 0,
             });
         };
         if first.num_columns() != placeholders {
@@ -122,7 +126,11 @@ impl ParameterMessages {
                     .map_err(|e| ParameterError::Decode(e.to_string()))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(ParameterRows { columns, rows })
+        Ok(ParameterRows {
+            columns,
+            rows,
+            bytes: self.bytes,
+        })
     }
 }
 
@@ -231,6 +239,7 @@ mod tests {
         let none = ParameterRows {
             columns: vec![],
             rows: 0,
+            bytes: 0,
         };
         assert_eq!(upload(vec![one_col(vec![])]).decode(1), Ok(none.clone()));
         assert_eq!(upload(vec![one_col(vec![])]).decode(0), Ok(none.clone()));

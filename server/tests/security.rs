@@ -309,13 +309,17 @@ async fn locations_belong_to_one_table() {
         .await;
     }
     let mut admin = lab.client("admin").await;
-    refused(
-        &mut admin,
-        "CREATE SCHEMA local.\"x/../../y\"",
-        Code::InvalidArgument,
-        "would become part of a file path",
-    )
-    .await;
+    for name in ["\"x/../../y\"", "\"..\"", "\"a\\b\""] {
+        refused(
+            &mut admin,
+            &format!("CREATE SCHEMA local.{name}"),
+            Code::InvalidArgument,
+            "",
+        )
+        .await;
+    }
+    let namespaces = ok(&mut admin, "SELECT schema_name FROM information_schema.schemata WHERE catalog_name = 'local' ORDER BY 1").await;
+    assert_eq!(namespaces, [["alice"], ["eng"], ["shared"]]);
     refused(
         &mut alice,
         "ALTER TABLE local.alice.private RENAME TO \"..\"",
@@ -375,7 +379,7 @@ async fn locations_belong_to_one_table() {
         &mut alice,
         "CREATE TABLE local.alice.t2 WITH ('write.data.path' = '/tmp/x') AS SELECT 1 AS a",
         Code::InvalidArgument,
-        "cannot be given when the table is created",
+        "table property write.data.path is not supported",
     )
     .await;
 
@@ -609,7 +613,10 @@ async fn privileges_follow_the_rules_file() {
         "SELECT DISTINCT \"table\" FROM system.runtime.table_access ORDER BY 1",
     )
     .await;
-    assert!(all.len() >= 3, "{all:?}");
+    assert!(
+        all.iter().any(|r| r[0] == "eng.events"),
+        "an admin sees every table's scans: {all:?}"
+    );
 
     // A prepared statement made while the rules allowed it is checked again when run.
     let mut prepared = carol
@@ -635,7 +642,7 @@ async fn privileges_follow_the_rules_file() {
     tokio::time::sleep(Duration::from_millis(1200)).await;
     let status = prepared.execute().await.unwrap_err().to_string();
     assert!(
-        status.contains("PermissionDenied") && status.contains("shared.notes"),
+        status.contains("does not have permission") && status.contains("shared.notes"),
         "{status}"
     );
     assert_eq!(
@@ -853,7 +860,7 @@ fn one_string(value: String) -> RecordBatch {
 async fn prepared_statements_and_bindings_are_bounded() {
     let lab = Lab::start(|c| {
         c.server.max_prepared_statements = 3;
-        c.server.max_pending_parameter_bytes = iceflight_input::units::ByteSize(64 << 10);
+        c.server.max_pending_parameter_bytes = iceflight_input::units::ByteSize(256 << 10);
     })
     .await;
     let carol = lab.client("carol").await;
@@ -876,8 +883,9 @@ async fn prepared_statements_and_bindings_are_bounded() {
             _ => bound.unwrap(),
         }
     }
-    // 40 KiB pending on one statement fits; 40 KiB more on another of the session does not.
-    let big = || upload(one_string("x".repeat(40 << 10)), None);
+    // 80 KiB pending on one statement fits (counted at most twice: upload and values); 80 KiB
+    // more on another of the session does not.
+    let big = || upload(one_string("x".repeat(80 << 10)), None);
     raw_bind(lab.addr, &token, handles[3].clone(), big())
         .await
         .unwrap();
@@ -940,22 +948,28 @@ async fn oversized_input_is_refused_and_the_server_lives() {
         .collect::<Vec<_>>()
         .join(" OR ");
     let deep = format!("SELECT count(*) FROM local.shared.notes WHERE {ors}");
-    let answer = run(&mut carol, &deep).await;
-    match answer {
-        Ok(rows) => assert_eq!(common::rows(&rows), [["2"]]),
-        Err(status) => {
-            assert_eq!(status.code(), Code::InvalidArgument, "{status}");
-            assert!(!status.message().contains('\n'));
-        }
-    }
+    refused(&mut carol, &deep, Code::InvalidArgument, "deeper than 1000").await;
     let nested = format!("SELECT {}1{}", "(".repeat(10_000), ")".repeat(10_000));
     refused(
         &mut carol,
         &nested,
         Code::InvalidArgument,
-        "recursion limit",
+        "deeper than 1000",
     )
     .await;
+    // Up to the bound such a statement runs (planned on the server's own stacks).
+    let ors = (0..800)
+        .map(|i| format!("column1 = {i}"))
+        .collect::<Vec<_>>()
+        .join(" OR ");
+    assert_eq!(
+        ok(
+            &mut carol,
+            &format!("SELECT count(*) FROM local.shared.notes WHERE {ors}")
+        )
+        .await,
+        [["2"]]
+    );
     // Past the memory pool: the query fails, the server answers the next one.
     refused(
         &mut carol,

@@ -1,15 +1,18 @@
 //! SQL text rewritten before DataFusion parses it, where its parser does not know a form
 //! users of Trino and DuckDB send: Trino's time-travel clauses, `ALTER TABLE … EXECUTE` and
-//! `SET PROPERTIES`, an unquoted `INSERT INTO local.…`. Each works on sqlparser's tokens
+//! `SET PROPERTIES`, an unquoted `INSERT INTO local.…`; and refused when its expressions would
+//! nest too deep for the recursion after the parser (`depth.rs`). Each works on sqlparser's tokens
 //! (`tokens.rs`), so strings, quoted names and comments are never rewritten, and copies the rest
 //! of the text byte for byte. The text is any client's: every outcome is a string or an error
 //! line, never a panic (fuzz target `sql_rewrites`).
 //!
 //! ```text
-//!   SQL text ──► insert_target ──► alter_execute ──► time_travel ──► DataFusion's parser
+//!   SQL text ──► depth (refused past 1 000) ──► insert_target ──► alter_execute
+//!            ──► time_travel ──► DataFusion's parser
 //! ```
 
 pub mod alter_execute;
+pub mod depth;
 pub mod insert_target;
 pub mod time_travel;
 pub mod tokens;
@@ -17,11 +20,13 @@ pub mod tokens;
 /// `sql` with every rewrite of this folder applied in order (module docs); `name` names a
 /// versioned table (`time_travel::rewrite`).
 ///
-/// Errors: a time-travel clause iceflight cannot read (one line).
+/// Errors: a time-travel clause iceflight cannot read; expressions nested deeper than
+/// [`depth::MAX_EXPRESSION_DEPTH`] (one line each).
 pub fn rewrite(
     sql: &str,
     name: &dyn Fn(&str, &time_travel::Version) -> String,
 ) -> Result<String, String> {
+    depth::check_expression_depth(sql)?;
     let sql = insert_target::rewrite(sql);
     time_travel::rewrite(&alter_execute::rewrite(&sql), name)
 }

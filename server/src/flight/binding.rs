@@ -130,6 +130,7 @@ impl Placeholders {
         Ok(BoundRows {
             columns,
             rows: upload.rows,
+            upload_bytes: upload.bytes,
         })
     }
 }
@@ -187,6 +188,8 @@ fn same_number(a: &ScalarValue, b: &ScalarValue) -> bool {
 pub struct BoundRows {
     columns: Vec<ArrayRef>,
     rows: usize,
+    /// Bytes of the upload they came from.
+    upload_bytes: usize,
 }
 
 impl BoundRows {
@@ -195,12 +198,15 @@ impl BoundRows {
         self.rows == 0
     }
 
-    /// The Arrow bytes the rows hold.
+    /// What the rows may hold in memory at most: the upload they came from (its arrays may
+    /// be slices of it) and the values of the casts made from them.
     pub fn bytes(&self) -> u64 {
-        self.columns
+        let cast: usize = self
+            .columns
             .iter()
-            .map(|c| c.get_array_memory_size() as u64)
-            .sum()
+            .map(|c| c.to_data().get_slice_memory_size().unwrap_or(0))
+            .sum();
+        (self.upload_bytes + cast) as u64
     }
 
     /// Row `i` as one value per placeholder.

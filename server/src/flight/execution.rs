@@ -471,6 +471,8 @@ fn query_runtime() -> &'static tokio::runtime::Runtime {
                     .unwrap_or(2),
             )
             .thread_name("iceflight-query")
+            // As the main runtime's (`main.rs`): expressions nest up to 1 000 levels.
+            .thread_stack_size(8 << 20)
             .enable_all()
             .build()
             .expect("start the query runtime")
