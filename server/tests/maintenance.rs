@@ -31,6 +31,8 @@ async fn session(
     };
     config.query.target_partitions = 2;
     config.maintenance.min_retention = min_retention;
+    // add_files takes files from the test's own directory (`[maintenance] import_roots`).
+    config.maintenance.import_roots = vec![dir.path().display().to_string()];
     let engine = iceflight::session::Engine::connect(config).await.unwrap();
     let ctx = engine.session(None, Some("history"), &[]).unwrap();
     (dir, engine, ctx)

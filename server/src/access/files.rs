@@ -15,7 +15,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use super::AccessDenied;
+use super::denied::AccessDenied;
 
 /// Directories SQL statements may read and write files in (module docs).
 #[derive(Debug, Clone, Default)]

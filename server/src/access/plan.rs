@@ -35,7 +35,10 @@ use iceflight_scan::IcebergTableProvider;
 use iceflight_scan::table::row_change_target::RowChangeTarget;
 use iceflight_scan::write::write_mode::RowOperation;
 
-use super::{Access, AccessDenied, Privilege, settings};
+use super::denied::AccessDenied;
+use super::rules::Privilege;
+use super::session::Access;
+use super::settings;
 
 /// Refuses `plan` unless `access` may run it (module docs); `state` resolves partial names.
 ///
@@ -240,6 +243,21 @@ fn write(
         return Ok(());
     }
     access.require_admin(&format!("write to {name}"))
+}
+
+/// Refuses, in a checked session, unless the user holds `needs` on `table`; `Ok` in the
+/// operator's own session (procedures, `MERGE`, planned where their target is known).
+///
+/// Errors: [`AccessDenied`].
+pub fn check_provider(
+    ctx: &datafusion::prelude::SessionContext,
+    table: &IcebergTableProvider,
+    needs: &[Privilege],
+) -> Result<(), AccessDenied> {
+    match Access::of_context(ctx) {
+        Some(access) => on_table(&access, table, needs),
+        None => Ok(()),
+    }
 }
 
 /// Refuses unless `access` holds `needs` on the table `table` was loaded as.

@@ -8,7 +8,8 @@
 //! | `datafusion.catalog.*` but `default_catalog`, `default_schema` | where and in what format DataFusion's own tables live, whether `information_schema` exists |
 //! | `datafusion.sql_parser.recursion_limit` | how deep the parser recurses: a deep statement would overflow the stack |
 
-use super::{Access, AccessDenied};
+use super::denied::AccessDenied;
+use super::session::Access;
 
 /// Refuses `key` unless `access` may change it (module docs).
 ///

@@ -42,7 +42,7 @@ use iceflight_input::sql_text::alter_execute::EXECUTE;
 use iceflight_scan::IcebergTableProvider;
 
 use super::ddl::Names;
-use crate::access::{Access, Privilege};
+use crate::access::Privilege;
 
 /// Trino's default `file_size_threshold` of `optimize`.
 const DEFAULT_FILE_SIZE_THRESHOLD: u64 = 100 * 1000 * 1000;
@@ -136,7 +136,7 @@ pub async fn plan_call(ctx: &SessionContext, function: &Function) -> Result<Logi
     };
     let iceberg = iceberg.clone();
     // Maintenance is the owner's (Trino: table procedures need OWNERSHIP).
-    Access::check_provider(ctx, &iceberg, &[Privilege::Ownership])?;
+    crate::access::plan::check_provider(ctx, &iceberg, &[Privilege::Ownership])?;
     let job: Job = match procedure.as_str() {
         "optimize" => {
             let [threshold, sort_by] = take(&procedure, args, &["file_size_threshold", "sort_by"])?;

@@ -47,7 +47,7 @@ use iceflight_scan::write::row_change::{CHANGE, DELETE, INSERT, UPDATE};
 use iceflight_scan::write::write_mode::RowOperation;
 
 use super::ddl::Names;
-use crate::access::{Access, Privilege};
+use crate::access::Privilege;
 
 /// The target table of a statement: its name as written, the name its columns are qualified
 /// by (the alias, else the name) and its provider.
@@ -359,7 +359,7 @@ pub async fn plan_merge(ctx: &SessionContext, merge: &Merge) -> Result<LogicalPl
             MergeAction::Delete { .. } => Privilege::Delete,
         })
         .collect();
-    Access::check_provider(ctx, &target.provider, &needs)?;
+    crate::access::plan::check_provider(ctx, &target.provider, &needs)?;
     let source = ctx
         .state()
         .create_logical_plan(&format!("SELECT * FROM {}", merge.source))
