@@ -925,8 +925,7 @@ async fn oversized_input_is_refused_and_the_server_lives() {
             .buffers()
             .unwrap()
             .iter()
-            .filter(|b| b.length() >= 8)
-            .last()
+            .rfind(|b| b.length() >= 8)
             .unwrap()
             .offset() as usize;
         let mut body = last.data_body.to_vec();

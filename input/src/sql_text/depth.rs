@@ -33,10 +33,8 @@ pub fn expression_depth(sql: &str) -> usize {
     for token in tokens.iter().map(|t| &t.token) {
         match token {
             Token::LParen => levels.push(0),
-            Token::RParen => {
-                if levels.len() > 1 {
-                    levels.pop();
-                }
+            Token::RParen if levels.len() > 1 => {
+                levels.pop();
             }
             Token::SemiColon => levels = vec![0],
             Token::Comma => {

@@ -148,24 +148,8 @@ impl Execution {
         let (kill_tx, mut kill_rx) = tokio::sync::oneshot::channel();
         log.killable(kill_tx);
         // `kill_query` takes no slot: a user whose slots a runaway query holds can end it.
-        let permit = match crate::query_control::is_kill(&plan) {
-            true => None,
-            false => {
-                log.queued(true);
-                let acquired = tokio::select! {
-                    acquired = self.acquire_slots(&session.user) => acquired,
-                    Ok(killed) = &mut kill_rx => Err(to_status(killed.into_error())),
-                };
-                match acquired {
-                    Ok(permit) => Some(permit),
-                    Err(status) => {
-                        log.fail(&status);
-                        return Err(status);
-                    }
-                }
-            }
-        };
-        log.queued(false);
+        let slot = !crate::query_control::is_kill(&plan);
+        let permit = self.admit(session, &log, slot, &mut kill_rx).await?;
         let timeout = self.timeout_of(session);
         let max_bytes = self.limits.max_result_bytes;
         let idle = self.limits.stream_idle_timeout;
@@ -359,24 +343,7 @@ impl Execution {
         let log = QueryLog::start(session.history(), &session.user, sql);
         let (kill_tx, mut kill_rx) = tokio::sync::oneshot::channel();
         log.killable(kill_tx);
-        let _slots = match slot {
-            false => None,
-            true => {
-                log.queued(true);
-                let acquired = tokio::select! {
-                    acquired = self.acquire_slots(&session.user) => acquired,
-                    Ok(killed) = &mut kill_rx => Err(to_status(killed.into_error())),
-                };
-                log.queued(false);
-                match acquired {
-                    Ok(slots) => Some(slots),
-                    Err(status) => {
-                        log.fail(&status);
-                        return Err(status);
-                    }
-                }
-            }
-        };
+        let _slots = self.admit(session, &log, slot, &mut kill_rx).await?;
         let timeout = self.timeout_of(session);
         let limited = async {
             match timeout {
@@ -395,6 +362,30 @@ impl Execution {
         };
         log.finish();
         result.inspect_err(|status| log.fail(status))
+    }
+
+    /// The slots of a statement of `session` (`slot`: it needs them), waited for as
+    /// `QUEUED` until they come, the queue timeout passes or `kill_query` ends it (`log`
+    /// records the failure).
+    ///
+    /// Errors: `ResourceExhausted` past the queue timeout; `Cancelled` when killed.
+    async fn admit(
+        &self,
+        session: &Session,
+        log: &QueryLog,
+        slot: bool,
+        kill: &mut tokio::sync::oneshot::Receiver<crate::query_control::QueryKilled>,
+    ) -> Result<Option<Slots>, Status> {
+        if !slot {
+            return Ok(None);
+        }
+        log.queued(true);
+        let acquired = tokio::select! {
+            acquired = self.acquire_slots(&session.user) => acquired,
+            Ok(killed) = kill => Err(to_status(killed.into_error())),
+        };
+        log.queued(false);
+        acquired.map(Some).inspect_err(|status| log.fail(status))
     }
 
     /// The timeout of a statement of `session`: its own (`SET iceflight.query.timeout`)

@@ -128,16 +128,14 @@ impl IceflightService {
     ) -> datafusion::error::Result<Self> {
         // Without login, anyone who reaches the port is an admin, as before privileges; the
         // file roots hold for them too.
-        let anonymous = Arc::new(Access::new(
-            Identity {
-                user: "anonymous".into(),
-                groups: vec![],
-            },
+        let ctx = user_context(
+            &engine,
+            &options.rules,
+            &options.files,
+            "anonymous",
+            vec![],
             true,
-            Arc::clone(&options.rules),
-            Arc::clone(&options.files),
-        ));
-        let ctx = engine.user_session(anonymous)?;
+        )?;
         Ok(Self {
             inner: Arc::new(Inner {
                 engine,
@@ -161,20 +159,17 @@ impl IceflightService {
 
     /// A new session's context for `user` (in `groups`), with what the user may do.
     fn user_context(&self, user: &str, groups: Vec<String>) -> Result<SessionContext, Status> {
-        let admin = !self.inner.auth_required || self.inner.admins.iter().any(|a| a == user);
-        let access = Access::new(
-            Identity {
-                user: user.to_string(),
-                groups,
-            },
+        let inner = &self.inner;
+        let admin = !inner.auth_required || inner.admins.iter().any(|a| a == user);
+        user_context(
+            &inner.engine,
+            &inner.rules,
+            &inner.files,
+            user,
+            groups,
             admin,
-            Arc::clone(&self.inner.rules),
-            Arc::clone(&self.inner.files),
-        );
-        self.inner
-            .engine
-            .user_session(Arc::new(access))
-            .map_err(to_status)
+        )
+        .map_err(to_status)
     }
 
     /// Drops idle sessions and handles, the anonymous session's included; returns (sessions,
@@ -377,18 +372,37 @@ impl IceflightService {
     }
 }
 
+/// A session of `engine` for `user` in `groups` (an admin or not) under `rules`, reaching files
+/// under `files` (`access/`).
+///
+/// Errors: the engine's session errors.
+fn user_context(
+    engine: &Engine,
+    rules: &Arc<crate::access::RulesSource>,
+    files: &Arc<crate::access::FileRoots>,
+    user: &str,
+    groups: Vec<String>,
+    admin: bool,
+) -> datafusion::error::Result<SessionContext> {
+    let identity = Identity {
+        user: user.to_string(),
+        groups,
+    };
+    let access = Access::new(identity, admin, Arc::clone(rules), Arc::clone(files));
+    engine.user_session(Arc::new(access))
+}
+
+/// The stream a handshake answers with.
+type HandshakeStream = Pin<Box<dyn Stream<Item = Result<HandshakeResponse, Status>> + Send>>;
+
 /// The handshake's answer: the session token, in the payload and as the bearer header ADBC
 /// reads.
-#[allow(clippy::type_complexity)]
-fn handshake_answer(
-    token: String,
-) -> Result<Response<Pin<Box<dyn Stream<Item = Result<HandshakeResponse, Status>> + Send>>>, Status>
-{
+fn handshake_answer(token: String) -> Result<Response<HandshakeStream>, Status> {
     let response = HandshakeResponse {
         protocol_version: 0,
         payload: token.clone().into(),
     };
-    let mut resp: Response<Pin<Box<dyn Stream<Item = Result<HandshakeResponse, Status>> + Send>>> =
+    let mut resp: Response<HandshakeStream> =
         Response::new(Box::pin(futures::stream::once(async move { Ok(response) })));
     let value = MetadataValue::try_from(format!("Bearer {token}"))
         .map_err(|e| Status::internal(e.to_string()))?;

@@ -62,7 +62,8 @@ pub struct MaintenanceLimits {
     pub import_roots: Vec<String>,
 }
 
-/// The plan of `CALL function(…)`: [`EXECUTE`] (from [`rewrite`]) or Trino's
+/// The plan of `CALL function(…)`: [`EXECUTE`] (from `ALTER TABLE … EXECUTE`,
+/// `input/src/sql_text/alter_execute.rs`) or Trino's
 /// `system.rollback_to_snapshot(schema, table, snapshot_id)`.
 ///
 /// Errors (`InvalidArgument` at the edge): an unknown procedure or argument, an argument of the
