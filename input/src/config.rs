@@ -417,8 +417,9 @@ pub struct ServerConfig {
     /// Queries one user may run at once (within `max_concurrent_queries`); more wait in the
     /// queue like any query. 0: no per-user bound.
     pub max_queries_per_user: usize,
-    /// Sessions (bearer tokens in use, parked ones excluded) at once; a login beyond it fails
-    /// with `ResourceExhausted`. 0: no bound.
+    /// Sessions at once, parked ones (connections closed, token still valid) included; at
+    /// the bound the parked session used least recently ends, and a login beyond live ones
+    /// fails with `ResourceExhausted`. 0: no bound.
     pub max_sessions: usize,
     /// Users who hold every privilege, see every row of `system.runtime.queries` and
     /// `sessions`, may kill any query (`CALL system.runtime.kill_query`) and change the
@@ -428,6 +429,11 @@ pub struct ServerConfig {
     /// file-based access control (docs/operations.md, "Privileges"), read again when it
     /// changes. Absent: every user holds every privilege.
     pub access_rules: Option<PathBuf>,
+    /// Sessions one user may hold at once, live or parked (a client's connections closed,
+    /// its token still valid for `session_ttl`); at the bound the user's parked session used
+    /// least recently ends, and a login beyond live ones fails with `ResourceExhausted`. 0: no
+    /// bound.
+    pub max_sessions_per_user: usize,
     /// Prepared statements one session keeps at once; a new one beyond it closes the one
     /// used least recently (clients such as JDBC leak their handles until the TTL).
     pub max_prepared_statements: usize,
@@ -526,6 +532,7 @@ impl Default for ServerConfig {
             max_sessions: 0,
             admins: vec![],
             access_rules: None,
+            max_sessions_per_user: 100,
             max_prepared_statements: 1000,
             max_pending_parameter_bytes: ByteSize(256 << 20),
             jwt: None,

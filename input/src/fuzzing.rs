@@ -138,10 +138,11 @@ pub fn config(data: &[u8]) {
 pub fn sql_rewrites(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
     let name = |base: &str, v: &Version| format!("{base}@{v:?}");
-    let rewritten = crate::sql_text::rewrite(&text, &name);
+    let rewritten = crate::sql_text::rewrite(&text, "generic", &name);
     let upper = text.to_ascii_uppercase();
     let triggers = ["FOR", "EXECUTE", "PROPERTIES", "LOCAL"];
-    let shallow = crate::sql_text::depth::expression_depth(&text)
+    let generic = sqlparser::dialect::GenericDialect {};
+    let shallow = crate::sql_text::depth::expression_depth(&text, &generic)
         <= crate::sql_text::depth::MAX_EXPRESSION_DEPTH;
     if shallow && !triggers.iter().any(|t| upper.contains(t)) {
         assert_eq!(rewritten.as_deref(), Ok(text.as_ref()));

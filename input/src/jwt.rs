@@ -118,6 +118,10 @@ pub fn verify(token: &str, keys: &JwkSet, rules: &JwtRules) -> Result<JwtIdentit
             _ => return Err(JwtError::UnknownKey(String::new())),
         },
     };
+    // A key published for encryption signs nothing.
+    if jwk.common.public_key_use == Some(jsonwebtoken::jwk::PublicKeyUse::Encryption) {
+        return Err(JwtError::UnknownKey(header.kid.clone().unwrap_or_default()));
+    }
     if let Some(alg) = jwk.common.key_algorithm
         && alg.to_string() != format!("{:?}", header.alg)
     {

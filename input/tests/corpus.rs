@@ -334,7 +334,7 @@ fn seeds_are_committed_and_valid() {
                 let versioned = |b: &str, v: &iceflight_input::sql_text::time_travel::Version| {
                     format!("{b}@{v:?}")
                 };
-                let out = iceflight_input::sql_text::rewrite(text, &versioned).unwrap();
+                let out = iceflight_input::sql_text::rewrite(text, "generic", &versioned).unwrap();
                 assert_ne!(out, text, "{name}: a seed has something to rewrite");
             }
             "jwt" => {

@@ -17,7 +17,8 @@ fn main() {
         tracing::warn!("{warning}");
     }
     // 8 MiB stacks (tokio's default is 2 MiB): planning recurses once per level of an
-    // expression, and statements may nest up to 1 000 levels (`input/src/sql_text/depth.rs`).
+    // expression, and a statement's expressions may chain or nest about 2 000 operators
+    // (`input/src/sql_text/depth.rs`).
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_stack_size(8 << 20)

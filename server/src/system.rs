@@ -18,7 +18,8 @@
 //!     at most 200 characters), created (start, UTC), duration_ms (so far when running), rows
 //!     and bytes (Arrow) sent, error (the gRPC code and message of a failed one)
 //!
-//!   (over Flight SQL with login, a user sees only their own queries and sessions)
+//!   (over Flight SQL, a user who is not an admin sees only their own queries and sessions,
+//!   and only the scans of tables they hold a privilege on: `access/`)
 //!
 //!   system.runtime.sessions ──► one row per open Flight SQL session (none outside a server)
 //!     session_id (not its token), user, catalog, schema (current), created (UTC), idle_ms,
@@ -35,7 +36,8 @@
 //!     let their filters skip the most bytes: table, sort_by, scans, scans_filtering,
 //!     read_share_now, read_share_sorted (estimated), statement (the optimize that applies it)
 //!
-//! A configured catalog called `system` wins: the engine then registers none.
+//! A configured catalog called `system` wins: the engine then registers none. The catalog and
+//! its schema are read-only: no statement creates or drops a table or view in them.
 
 use std::sync::Arc;
 

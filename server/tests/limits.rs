@@ -367,8 +367,8 @@ async fn kill_query_queued_state_admins_and_max_sessions() {
     .unwrap();
     assert_eq!(common::rows(&failed), [["2"]]);
 
-    // Live: alice, bob, carol (bob's second closed its connection: parked, not counted);
-    // a fourth login is let in, a fifth refused.
+    // Live: alice, bob, carol; bob's second closed its connection: parked. A fourth login is
+    // let in (the parked session makes room), a fifth refused.
     let _fourth = client(addr, "carol").await;
     let mut fifth =
         arrow_flight::sql::client::FlightSqlServiceClient::new(common::channel(addr).await);

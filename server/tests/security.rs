@@ -203,6 +203,10 @@ async fn files_outside_the_roots_are_refused() {
             format!("{imports}/../outside/pwned.csv"),
             format!("{imports}/leak/pwned.csv"),
             format!("file://{outside}/pwned.csv"),
+            // Escapes DataFusion decodes when it parses the location as a URL.
+            format!("file://{imports}/%2e%2e/outside/pwned.csv"),
+            format!("file://{imports}/.%2e/outside/pwned.csv"),
+            format!("file://{imports}/..\\outside\\pwned.csv"),
             "s3://bucket/pwned.csv".to_string(),
             "relative/pwned.csv".to_string(),
         ] {
@@ -947,13 +951,24 @@ async fn oversized_input_is_refused_and_the_server_lives() {
         .collect::<Vec<_>>()
         .join(" OR ");
     let deep = format!("SELECT count(*) FROM local.shared.notes WHERE {ors}");
-    refused(&mut carol, &deep, Code::InvalidArgument, "deeper than 1000").await;
+    refused(&mut carol, &deep, Code::InvalidArgument, "more than 2000").await;
     let nested = format!("SELECT {}1{}", "(".repeat(10_000), ")".repeat(10_000));
+    refused(&mut carol, &nested, Code::InvalidArgument, "more than 2000").await;
+    for chain in [" = true", " IS NULL", "::int"] {
+        let sql = format!("SELECT true{}", chain.repeat(10_000));
+        refused(&mut carol, &sql, Code::InvalidArgument, "more than 2000").await;
+    }
+    // A dialect whose comments the generic tokenizer would not read hides nothing.
+    ok(&mut carol, "SET datafusion.sql_parser.dialect = 'MySQL'").await;
+    let hidden = format!("SELECT /* /* */ 1{} /* */", " OR 1".repeat(10_000));
+    refused(&mut carol, &hidden, Code::InvalidArgument, "more than 2000").await;
+    ok(&mut carol, "SET datafusion.sql_parser.dialect = 'generic'").await;
+    // Batch sizes are sized outside the memory pool: bounded for a user.
     refused(
         &mut carol,
-        &nested,
-        Code::InvalidArgument,
-        "deeper than 1000",
+        "SET datafusion.execution.batch_size = 2000000000",
+        Code::PermissionDenied,
+        "above 1048576",
     )
     .await;
     // Up to the bound such a statement runs (planned on the server's own stacks).
@@ -1197,4 +1212,36 @@ async fn adbc_and_jdbc_clients_are_held_to_the_rules() {
         files_under(&lab.path("outside")),
         [lab.path("outside/secret.csv")]
     );
+}
+
+/// One user's sessions are bounded, parked ones (connection closed, token still valid)
+/// included: the parked one used least recently makes room; live ones refuse.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_users_sessions_are_bounded() {
+    let lab = Lab::start(|c| c.server.max_sessions_per_user = 2).await;
+    let mut kept = lab.client("carol").await;
+    let parked = lab.client("carol").await;
+    let parked_token = parked.token().unwrap().clone();
+    drop(parked);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut third = lab.client("carol").await;
+    let e = run_with_token(lab.addr, &parked_token, "SELECT 1")
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e.code(),
+        Code::Unauthenticated,
+        "the parked session made room: {e}"
+    );
+    let mut fourth = FlightSqlServiceClient::new(common::channel(lab.addr).await);
+    let e = fourth
+        .handshake("carol", "carolpw")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("too many sessions of user carol"), "{e}");
+    // Others are not held back by carol's sessions.
+    lab.client("alice").await;
+    assert_eq!(ok(&mut kept, "SELECT 1").await, [["1"]]);
+    assert_eq!(ok(&mut third, "SELECT 1").await, [["1"]]);
 }

@@ -9,6 +9,7 @@
 #
 #   ICEFLIGHT_URI=grpc://127.0.0.1:PORT ICEFLIGHT_USER=alice ICEFLIGHT_PASSWORD=secret \
 #     tests/flight/run_clients.sh [adbc|dbapi|jdbc ...]
+#   tests/flight/run_clients.sh --prepare    the venvs and the JDBC driver only
 #
 # The server must hold TPC-H (answers in bench/answers/tpch/$ICEFLIGHT_TPCH_SCALE, default sf0.01)
 # in catalog `local`, schema `tpch`. Venvs live under ${ICEFLIGHT_VENV_DIR:-$HOME/.cache}
@@ -19,11 +20,6 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 
-if [ -z "${ICEFLIGHT_URI:-}" ]; then
-  echo "run_clients.sh: ICEFLIGHT_URI is not set (start iceflight serve, export ICEFLIGHT_URI=grpc://127.0.0.1:PORT)" >&2
-  echo "clients: 0 passed, 1 failed"
-  exit 2
-fi
 export ICEFLIGHT_URI
 export ICEFLIGHT_USER=${ICEFLIGHT_USER:-alice}
 export ICEFLIGHT_PASSWORD=${ICEFLIGHT_PASSWORD:-secret}
@@ -46,6 +42,20 @@ make_venv() {
   fi
   echo "$venv/bin/python"
 }
+
+# `run_clients.sh --prepare`: only make the venvs and fetch the JDBC driver (CI does it while it
+# builds), no server needed.
+if [ "${1:-}" = "--prepare" ]; then
+  make_venv iceflight-adbc-venv "$here/requirements.txt" >/dev/null || exit 1
+  make_venv iceflight-dbapi-venv "$here/flightsql_dbapi/requirements.txt" >/dev/null || exit 1
+  exec bash "$here/jdbc/run.sh" --fetch
+fi
+
+if [ -z "${ICEFLIGHT_URI:-}" ]; then
+  echo "run_clients.sh: ICEFLIGHT_URI is not set (start iceflight serve, export ICEFLIGHT_URI=grpc://127.0.0.1:PORT)" >&2
+  echo "clients: 0 passed, 1 failed"
+  exit 2
+fi
 
 suites=("$@")
 [ ${#suites[@]} -eq 0 ] && suites=(adbc dbapi jdbc)

@@ -157,7 +157,7 @@ def test_deep_statements_fail_in_one_line_and_the_server_goes_on():
         e = refused(
             carol,
             "SELECT " + "(" * 10_000 + "1" + ")" * 10_000,
-            "deeper than 1000",
+            "more than 2000",
             status=AdbcStatusCode.INVALID_ARGUMENT,
         )
         assert "\n" not in str(e).strip()
@@ -165,7 +165,7 @@ def test_deep_statements_fail_in_one_line_and_the_server_goes_on():
         refused(
             carol,
             f"SELECT count(*) FROM local.shared.notes WHERE {ors}",
-            "deeper than 1000",
+            "more than 2000",
             status=AdbcStatusCode.INVALID_ARGUMENT,
         )
         assert rows(carol, "SELECT 1") == [(1,)]

@@ -7,7 +7,7 @@
 //! line, never a panic (fuzz target `sql_rewrites`).
 //!
 //! ```text
-//!   SQL text ──► depth (refused past 1 000) ──► insert_target ──► alter_execute
+//!   SQL text ──► depth (refused past 2 000) ──► insert_target ──► alter_execute
 //!            ──► time_travel ──► DataFusion's parser
 //! ```
 
@@ -17,16 +17,18 @@ pub mod insert_target;
 pub mod time_travel;
 pub mod tokens;
 
-/// `sql` with every rewrite of this folder applied in order (module docs); `name` names a
-/// versioned table (`time_travel::rewrite`).
+/// `sql` with every rewrite of this folder applied in order (module docs); `dialect` is the
+/// session's SQL dialect (DataFusion's name, for the depth estimate), `name` names a versioned
+/// table (`time_travel::rewrite`).
 ///
-/// Errors: a time-travel clause iceflight cannot read; expressions nested deeper than
+/// Errors: a time-travel clause iceflight cannot read; expressions past
 /// [`depth::MAX_EXPRESSION_DEPTH`] (one line each).
 pub fn rewrite(
     sql: &str,
+    dialect: &str,
     name: &dyn Fn(&str, &time_travel::Version) -> String,
 ) -> Result<String, String> {
-    depth::check_expression_depth(sql)?;
+    depth::check_expression_depth(sql, dialect)?;
     let sql = insert_target::rewrite(sql);
     time_travel::rewrite(&alter_execute::rewrite(&sql), name)
 }

@@ -1,16 +1,19 @@
 //! The tokens of SQL text and where they lie in it: what every text rewrite of this folder
 //! works on, so that strings, quoted names and comments are never taken for keywords.
 
-use sqlparser::dialect::GenericDialect;
+use sqlparser::dialect::{Dialect, GenericDialect};
 use sqlparser::tokenizer::{Location, Token, TokenWithSpan, Tokenizer};
 
 /// The tokens of `sql` (sqlparser's tokenizer, generic dialect) without whitespace and
 /// comments, which never separate the words the rewrites look for; `None` when the text does
 /// not tokenize (the parser then reports the error). Shared by the text rewrites.
 pub fn significant_tokens(sql: &str) -> Option<Vec<TokenWithSpan>> {
-    let tokens = Tokenizer::new(&GenericDialect {}, sql)
-        .tokenize_with_location()
-        .ok()?;
+    significant_tokens_in(sql, &GenericDialect {})
+}
+
+/// [`significant_tokens`] as `dialect` tokenizes `sql`.
+pub fn significant_tokens_in(sql: &str, dialect: &dyn Dialect) -> Option<Vec<TokenWithSpan>> {
+    let tokens = Tokenizer::new(dialect, sql).tokenize_with_location().ok()?;
     Some(
         tokens
             .into_iter()

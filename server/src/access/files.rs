@@ -7,6 +7,8 @@
 //!      ──► the longest part that exists, symbolic links followed (canonical), + the rest
 //!      ──► inside a root (itself canonical)? ──► the resolved path
 //!   another scheme (s3://, http://, …), a relative path, no root ──► AccessDenied
+//!   a listing URL (COPY, CREATE EXTERNAL TABLE, an external table's files) ──► first parsed as
+//!   DataFusion parses it (percent escapes decoded), then the same
 //! ```
 //!
 //! A root is read with its links followed when the server starts; a link inside a root that
@@ -14,6 +16,8 @@
 //! (`[maintenance] import_roots`, `iceberg/src/add_files.rs`).
 
 use std::path::{Component, Path, PathBuf};
+
+use datafusion::datasource::listing::ListingTableUrl;
 
 use super::denied::AccessDenied;
 
@@ -85,6 +89,32 @@ impl FileRoots {
         match self.roots.iter().any(|r| resolved.starts_with(r)) {
             true => Ok(resolved),
             false => Err(refused(format!("it is {}", resolved.display()))),
+        }
+    }
+}
+
+impl FileRoots {
+    /// A location DataFusion reads or writes as a listing URL (`COPY … TO`, `CREATE EXTERNAL
+    /// TABLE`), checked as DataFusion will use it: parsed as DataFusion parses it (percent
+    /// escapes decoded, `.` and `..` segments and backslashes as the `url` crate reads a `file:`
+    /// URL), then [`Self::resolve`]d. Checking the text as written would let `%2e%2e` pass as a
+    /// file name and climb out once DataFusion decodes it.
+    ///
+    /// Errors: [`AccessDenied`] as [`Self::resolve`], or for a location that is no URL.
+    pub fn resolve_listing(&self, location: &str, what: &str) -> Result<PathBuf, AccessDenied> {
+        match ListingTableUrl::parse(location) {
+            Ok(url) => self.resolve_url(&url, what),
+            Err(e) => Err(AccessDenied(format!("{what} may not use {location}: {e}"))),
+        }
+    }
+
+    /// A parsed listing URL (an external table's, a `COPY`'s), checked as its local path.
+    ///
+    /// Errors: [`AccessDenied`] as [`Self::resolve`], or for a URL of another scheme.
+    pub fn resolve_url(&self, url: &ListingTableUrl, what: &str) -> Result<PathBuf, AccessDenied> {
+        match url.get_url().to_file_path() {
+            Ok(path) if url.scheme() == "file" => self.resolve(&path.to_string_lossy(), what),
+            _ => self.resolve(url.as_str(), what),
         }
     }
 }

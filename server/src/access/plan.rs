@@ -87,14 +87,16 @@ fn check_node(access: &Access, state: &SessionState, node: &LogicalPlan) -> Resu
             Ok(write(access, &dml.op, target.as_ref(), &dml.table_name)?)
         }
         LogicalPlan::Copy(copy) => {
-            access.files().resolve(&copy.output_url, "COPY … TO")?;
+            access
+                .files()
+                .resolve_listing(&copy.output_url, "COPY … TO")?;
             Ok(())
         }
         LogicalPlan::Ddl(ddl) => match ddl {
             DdlStatement::CreateExternalTable(create) => {
                 access
                     .files()
-                    .resolve(&create.location, "CREATE EXTERNAL TABLE")?;
+                    .resolve_listing(&create.location, "CREATE EXTERNAL TABLE")?;
                 owns(&create.name)
             }
             DdlStatement::CreateMemoryTable(create) => owns(&create.name),
@@ -130,11 +132,12 @@ fn check_node(access: &Access, state: &SessionState, node: &LogicalPlan) -> Resu
             }
         },
         LogicalPlan::Statement(statement) => match statement {
-            Statement::SetVariable(set) => Ok(settings::check(access, &set.variable)?),
-            Statement::ResetVariable(reset) => Ok(settings::check(access, &reset.variable)?),
+            Statement::SetVariable(set) => {
+                Ok(settings::check(access, &set.variable, Some(&set.value))?)
+            }
+            Statement::ResetVariable(reset) => Ok(settings::check(access, &reset.variable, None)?),
             Statement::Prepare(prepare) => {
-                access.remember_prepared(&prepare.name, prepare.input.as_ref().clone());
-                Ok(())
+                access.remember_prepared(&prepare.name, prepare.input.as_ref().clone())
             }
             Statement::Execute(execute) => match access.prepared(&execute.name) {
                 Some(plan) => check(access, state, &plan),
@@ -198,7 +201,7 @@ fn read(access: &Access, state: &SessionState, provider: &dyn TableProvider) -> 
     }
     if let Some(listing) = any.downcast_ref::<ListingTable>() {
         for url in listing.table_paths() {
-            access.files().resolve(url.as_str(), "reading files")?;
+            access.files().resolve_url(url, "reading files")?;
         }
         return Ok(());
     }
@@ -238,7 +241,7 @@ fn write(
     }
     if let Some(listing) = any.downcast_ref::<ListingTable>() {
         for url in listing.table_paths() {
-            access.files().resolve(url.as_str(), "writing files")?;
+            access.files().resolve_url(url, "writing files")?;
         }
         return Ok(());
     }

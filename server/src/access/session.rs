@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use datafusion::common::Result;
+use datafusion::common::{DataFusionError, Result};
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::prelude::SessionConfig;
 
@@ -13,6 +13,9 @@ use super::denied::AccessDenied;
 use super::files::FileRoots;
 use super::rules::{CatalogAccess, Identity, Privilege};
 use super::source::RulesSource;
+
+/// SQL `PREPARE`d statements one session may hold.
+pub const MAX_SQL_PREPARED: usize = 1000;
 
 /// What a session of one logged-in user may do (a session config extension; module docs).
 #[derive(Debug)]
@@ -45,8 +48,19 @@ impl Access {
     }
 
     /// Records the plan of SQL `PREPARE name AS …` (checked now) for the `EXECUTE`s to come.
-    pub(crate) fn remember_prepared(&self, name: &str, plan: LogicalPlan) {
-        self.lock_prepared().insert(name.to_string(), plan);
+    ///
+    /// Errors: `ResourcesExhausted` when the session already holds [`MAX_SQL_PREPARED`]
+    /// others (DataFusion keeps each executed one for the session's life).
+    pub(crate) fn remember_prepared(&self, name: &str, plan: LogicalPlan) -> Result<()> {
+        let mut prepared = self.lock_prepared();
+        if prepared.len() >= MAX_SQL_PREPARED && !prepared.contains_key(name) {
+            return Err(DataFusionError::ResourcesExhausted(format!(
+                "this session holds {MAX_SQL_PREPARED} SQL prepared statements; DEALLOCATE \
+                 some before PREPARE {name}"
+            )));
+        }
+        prepared.insert(name.to_string(), plan);
+        Ok(())
     }
 
     /// The plan of SQL `PREPARE name`, if this session prepared one.

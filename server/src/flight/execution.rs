@@ -462,7 +462,8 @@ fn query_runtime() -> &'static tokio::runtime::Runtime {
                     .unwrap_or(2),
             )
             .thread_name("iceflight-query")
-            // As the main runtime's (`main.rs`): expressions nest up to 1 000 levels.
+            // As the main runtime's (`main.rs`): expressions chain or nest up to about 2 000
+            // operators.
             .thread_stack_size(8 << 20)
             .enable_all()
             .build()

@@ -511,7 +511,10 @@ pub async fn primary_keys(
         let Some(provider) = ctx.catalog(&catalog).and_then(|c| c.schema(&schema)) else {
             continue;
         };
-        if !provider.table_exist(&query.table) {
+        // A table the user may not see has no keys to them, as it is not listed.
+        let visible = crate::access::Access::of_context(ctx)
+            .is_none_or(|a| a.table_visible(&catalog, &schema, &query.table));
+        if !visible || !provider.table_exist(&query.table) {
             continue;
         }
         let Some(table) = provider.table(&query.table).await? else {

@@ -100,10 +100,13 @@ pub async fn serve(
     on_ready: impl FnOnce(SocketAddr),
 ) -> Result<(), ServeError> {
     let server = engine.config().server.clone();
-    let sessions = Arc::new(Sessions::new(
-        server.session_ttl.max(Duration::from_secs(1)),
-        server.prepared_statement_ttl.max(Duration::from_secs(1)),
-    ));
+    let sessions = Arc::new(
+        Sessions::new(
+            server.session_ttl.max(Duration::from_secs(1)),
+            server.prepared_statement_ttl.max(Duration::from_secs(1)),
+        )
+        .with_max_per_user(server.max_sessions_per_user),
+    );
     let options = ServiceOptions {
         auth_required: server.auth_required(),
         limits: execution::Limits {

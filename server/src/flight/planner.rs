@@ -37,8 +37,9 @@ pub async fn plan_sql(session: &Session, sql: &str) -> Result<Planned, Status> {
 /// (`sql::rewrite`); `ALTER TABLE` is planned by iceflight (`sql::plan_statement`).
 pub async fn logical_plan(session: &Session, sql: &str) -> Result<LogicalPlan, Status> {
     let plan = async {
-        let text = crate::sql::rewrite(sql)?;
         let state = session.ctx.state();
+        let dialect = state.config().options().sql_parser.dialect.to_string();
+        let text = crate::sql::rewrite(sql, &dialect)?;
         let statement =
             state.sql_to_statement(&text, &state.config().options().sql_parser.dialect)?;
         crate::sql::plan_statement(&session.ctx, statement).await

@@ -277,13 +277,20 @@ impl IceflightService {
         Ok(Response::new(info))
     }
 
-    /// `DoGet` of a planned statement: streams a query; runs a state change (no rows).
+    /// `DoGet` of a planned statement: streams a query; runs a state change (no rows). The
+    /// plan is checked again first: the rules may have changed since `GetFlightInfo`, and a
+    /// query's ticket may be fetched again later.
     async fn execute(
         &self,
         caller: &Caller,
         planned: Planned,
         ticket: Vec<u8>,
     ) -> Result<Response<FlightDataStream>, Status> {
+        if let Some(access) = Access::of_context(&caller.session.ctx) {
+            let (Planned::Query { plan, .. } | Planned::StateChange { plan, .. }) = &planned;
+            crate::access::plan::check(&access, &caller.session.ctx.state(), plan)
+                .map_err(to_status)?;
+        }
         match planned {
             Planned::Query { sql, plan } => {
                 let session = &caller.session;
@@ -1080,7 +1087,7 @@ fn set_session_option(session: &Session, name: &str, value: &SessionOptionValue)
         n if n.starts_with("datafusion.") || n.starts_with("iceflight.") => {
             // The process's settings are the admins' (`access/settings.rs`), as with `SET`.
             if let Some(access) = Access::of_context(&session.ctx)
-                && crate::access::settings::check(&access, n).is_err()
+                && crate::access::settings::check(&access, n, Some(&text)).is_err()
             {
                 return Some(ERROR);
             }

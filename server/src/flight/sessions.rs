@@ -331,6 +331,9 @@ pub struct Sessions {
     by_token: Mutex<Tokens>,
     session_ttl: Duration,
     prepared_ttl: Duration,
+    /// Sessions one user may hold, live or parked (`server.max_sessions_per_user`); 0: no
+    /// bound.
+    max_per_user: usize,
     expired_prepared: AtomicU64,
     /// Logins refused since the start: wrong or missing credentials, or a locked name or
     /// address (`/metrics`).
@@ -348,6 +351,21 @@ struct Tokens {
 }
 
 impl Tokens {
+    /// Ends the parked session used least recently among those `pick` takes; whether there
+    /// was one.
+    fn evict_parked(&mut self, pick: impl Fn(&Session) -> bool) -> bool {
+        let oldest = self
+            .parked
+            .iter()
+            .filter(|(_, s)| pick(s))
+            .max_by_key(|(_, s)| s.idle())
+            .map(|(token, _)| token.clone());
+        match oldest {
+            Some(token) => self.parked.remove(&token).is_some(),
+            None => false,
+        }
+    }
+
     /// `peer` if its connection is open.
     fn open_peer(&self, peer: Option<SocketAddr>) -> Option<SocketAddr> {
         peer.filter(|p| self.open.contains(p))
@@ -372,9 +390,16 @@ impl Sessions {
             by_token: Mutex::default(),
             session_ttl,
             prepared_ttl,
+            max_per_user: 0,
             expired_prepared: AtomicU64::new(0),
             failed_logins: AtomicU64::new(0),
         }
+    }
+
+    /// The sessions bounded to `max` per user (0: no bound).
+    pub fn with_max_per_user(mut self, max: usize) -> Self {
+        self.max_per_user = max;
+        self
     }
 
     /// Registers a session opened on the connection of `peer` and returns its new random
@@ -405,11 +430,32 @@ impl Sessions {
         max_sessions: usize,
     ) -> Result<String, tonic::Status> {
         let mut tokens = self.by_token.lock().expect("sessions lock");
-        if max_sessions > 0 && tokens.live.len() >= max_sessions {
-            return Err(tonic::Status::resource_exhausted(format!(
-                "too many sessions (server.max_sessions = {max_sessions}); close one (ADBC \
-                 and JDBC close theirs with the connection) or retry later"
-            )));
+        // Parked sessions count, so that a client dropping its connection after each login
+        // cannot open sessions without bound; at a bound, the parked session used least
+        // recently makes room (its client is gone, or logs in again), and only live ones refuse.
+        while max_sessions > 0 && tokens.live.len() + tokens.parked.len() >= max_sessions {
+            if !tokens.evict_parked(|_| true) {
+                return Err(tonic::Status::resource_exhausted(format!(
+                    "too many sessions (server.max_sessions = {max_sessions}); close one (ADBC \
+                     and JDBC close theirs with the connection) or retry later"
+                )));
+            }
+        }
+        let user = session.user.clone();
+        while self.max_per_user > 0
+            && (tokens.live.values())
+                .chain(tokens.parked.values())
+                .filter(|s| s.user == user)
+                .count()
+                >= self.max_per_user
+        {
+            if !tokens.evict_parked(|s| s.user == user) {
+                return Err(tonic::Status::resource_exhausted(format!(
+                    "too many sessions of user {user} (server.max_sessions_per_user = {}); \
+                     close one or retry later",
+                    self.max_per_user
+                )));
+            }
         }
         session.touch(tokens.open_peer(peer));
         tokens.live.insert(token.clone(), Arc::new(session));

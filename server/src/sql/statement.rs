@@ -28,7 +28,7 @@ use super::ddl::{
 ///
 /// Errors: a syntax error; a time-travel value iceflight cannot read; no statement at all.
 pub fn parse_statements(sql: &str) -> Result<Vec<Statement>> {
-    let sql = rewrite(sql)?;
+    let sql = rewrite(sql, "generic")?;
     let statements: Vec<Statement> = DFParser::parse_sql(&sql)?.into_iter().collect();
     if statements.is_empty() {
         return plan_err!("no SQL statement given");
@@ -38,11 +38,13 @@ pub fn parse_statements(sql: &str) -> Result<Vec<Statement>> {
 
 /// `sql` with what DataFusion's parser does not know rewritten into what it does: `INSERT INTO
 /// local.…`, Trino's `ALTER TABLE … EXECUTE` and time-travel clauses (`input/src/sql_text/`,
-/// fuzzed), versioned names as `catalog/src/table_ref.rs` reads them. Every path from SQL text
-/// to a statement goes through it.
+/// fuzzed), versioned names as `catalog/src/table_ref.rs` reads them; a statement whose
+/// expressions would nest too deep for the planner is refused, its tokens read in `dialect`
+/// (the session's `datafusion.sql_parser.dialect`). Every path from SQL text to a statement
+/// goes through it.
 ///
 /// Errors: a time-travel value iceflight cannot read.
-pub fn rewrite(sql: &str) -> Result<String> {
+pub fn rewrite(sql: &str, dialect: &str) -> Result<String> {
     use iceflight_iceberg::time_travel::TableVersion;
     use iceflight_input::sql_text::time_travel::Version;
     let name = |base: &str, version: &Version| {
@@ -53,7 +55,7 @@ pub fn rewrite(sql: &str) -> Result<String> {
         };
         iceflight_catalog::table_ref::versioned_name(base, &version)
     };
-    iceflight_input::sql_text::rewrite(sql, &name).map_err(DataFusionError::Plan)
+    iceflight_input::sql_text::rewrite(sql, dialect, &name).map_err(DataFusionError::Plan)
 }
 
 /// Plans and starts one statement; DDL and `SET` take effect here. Returns its output stream

@@ -4,6 +4,7 @@
 #
 #   ICEFLIGHT_URI=grpc://127.0.0.1:PORT [ICEFLIGHT_USER=alice ICEFLIGHT_PASSWORD=secret] tests/flight/jdbc/run.sh
 #   ICEFLIGHT_JDBC_URL=jdbc:arrow-flight-sql://... tests/flight/jdbc/run.sh ConnectUrl.java
+#   tests/flight/jdbc/run.sh --fetch      resolves the driver jar only
 #
 # The driver jar (one shaded jar, no dependencies) is resolved into the local Maven repository
 # (~/.m2, or $MAVEN_REPO_LOCAL) with `mvn dependency:get`; once it is there no network is needed.
@@ -57,6 +58,10 @@ fi
 # and README give, for the class path); without it the JVM hangs.
 # $ICEFLIGHT_JAVA_OPTS replaces these flags (the demo test passes exactly the one its banner
 # prints).
+# `run.sh --fetch`: only resolve the driver (CI fetches it while it builds).
+if [ "${1:-}" = "--fetch" ]; then
+  exit 0
+fi
 program=${1:-JdbcTest.java}
 opts=${ICEFLIGHT_JAVA_OPTS:---add-opens=java.base/java.nio=org.apache.arrow.memory.core,ALL-UNNAMED --add-opens=java.base/java.nio=ALL-UNNAMED}
 # shellcheck disable=SC2086  # the options are split on purpose
