@@ -1170,6 +1170,45 @@ async fn jwt_logins() {
     assert_eq!(e.code(), Code::Unauthenticated, "{e}");
 }
 
+/// The provider's keys may come from a URL (`jwks = "http://…"`), as identity providers
+/// publish them: served here by Python's HTTP server from the directory the keys were made in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jwt_keys_from_a_url() {
+    let keys = tempfile::tempdir().unwrap();
+    make_tokens(keys.path());
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut http = std::process::Command::new(common::python())
+        .args([
+            "-m",
+            "http.server",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--directory",
+        ])
+        .arg(keys.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{port}/jwks.json");
+    let started = std::time::Instant::now();
+    while reqwest::get(&url).await.is_err() && started.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut jwt = jwt_config(keys.path());
+    jwt.jwks = url;
+    let lab = Lab::start(|c| c.server.jwt = Some(jwt)).await;
+    let alice = std::fs::read_to_string(keys.path().join("alice.jwt")).unwrap();
+    let answer = run_with_token(lab.addr, &alice, "SELECT count(*) FROM local.alice.private").await;
+    let _ = http.kill();
+    assert_eq!(answer.unwrap(), [["2"]]);
+}
+
 /// The real clients as two users and an attacker (`tests/flight/test_security.py` with ADBC,
 /// `tests/flight/jdbc/SecurityTest.java` with JDBC), then what is on disk and in the tables
 /// is checked here: nothing the attacks aimed at changed.

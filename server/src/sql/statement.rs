@@ -1,4 +1,5 @@
-//! Statements from SQL text: parsing (after Trino's time-travel clauses, `time_travel.rs`),
+//! Statements from SQL text: parsing (after the text rewrites of `input/src/sql_text/`: Trino's
+//! time-travel clauses, `ALTER TABLE … EXECUTE`, the expression-depth bound),
 //! planning (DataFusion's planner, a `DELETE` readied with its condition as written:
 //! `delete.rs`; `ALTER TABLE` and `CREATE TABLE … WITH` as our own nodes: `ddl.rs`) and running.
 //!
