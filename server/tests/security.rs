@@ -1206,6 +1206,7 @@ async fn jwt_keys_from_a_url() {
     let alice = std::fs::read_to_string(keys.path().join("alice.jwt")).unwrap();
     let answer = run_with_token(lab.addr, &alice, "SELECT count(*) FROM local.alice.private").await;
     let _ = http.kill();
+    let _ = http.wait();
     assert_eq!(answer.unwrap(), [["2"]]);
 }
 
