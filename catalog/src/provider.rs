@@ -302,16 +302,43 @@ impl SchemaProvider for NoDefaultSchemaProvider {
         if let Some(visibility) = &self.catalog.visibility {
             namespaces.retain(|schema| visibility.schema(catalog, schema));
         }
-        let message = match namespaces.as_slice() {
-            [] => format!(
+        // Where the table is, so the hint names a place that holds it.
+        let mut holding = vec![];
+        for namespace in &namespaces {
+            let ident = TableIdent::new(
+                NamespaceIdent::from_strs(namespace.split('.')).map_err(to_df_error)?,
+                table.to_string(),
+            );
+            let visible = self
+                .catalog
+                .visibility
+                .as_ref()
+                .is_none_or(|v| v.table(catalog, namespace, table).is_ok());
+            if visible && self.catalog.catalog.table_exists(&ident).await.unwrap_or(false) {
+                holding.push(namespace.as_str());
+            }
+        }
+        let choose = "or choose a schema (`--schema`, `default_schema` in the config, the \
+                      session's `schema` option)";
+        let message = match (namespaces.as_slice(), holding.as_slice()) {
+            ([], _) => format!(
                 "table {table} not found: catalog {catalog} holds no namespace yet \
                  (`iceflight load tpch --scale 0.1 --namespace tpch` makes one)"
             ),
-            [first, ..] => format!(
-                "table {table} not found: no default schema is set, and catalog {catalog} holds \
-                 the namespaces {}; qualify the name ({catalog}.{first}.{table}) or choose a \
-                 schema (`--schema`, `default_schema` in the config, the session's `schema` option)",
+            (_, []) => format!(
+                "table {table} not found: no default schema is set, and no namespace of catalog \
+                 {catalog} ({}) holds a table of that name",
                 namespaces.join(", ")
+            ),
+            (_, [only]) => format!(
+                "table {table} not found: no default schema is set; it is in {catalog}.{only}: \
+                 qualify the name ({catalog}.{only}.{table}) {choose}"
+            ),
+            (_, [first, ..]) => format!(
+                "table {table} not found: no default schema is set, and namespaces {} of catalog \
+                 {catalog} hold a table of that name: qualify the name ({catalog}.{first}.{table}) \
+                 {choose}",
+                holding.join(", ")
             ),
         };
         Err(DataFusionError::External(Box::new(CatalogError::NotFound(

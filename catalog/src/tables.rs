@@ -3,10 +3,12 @@
 //! bulk ingest (`server/src/flight/ingest.rs`).
 //!
 //! ```text
-//!   CREATE TABLE t AS SELECT … ──► DataFusion: rows collected into a MemTable ──► register_table
-//!     ──► create_from: Iceberg schema from the Arrow columns (ids assigned in order)
+//!   CREATE TABLE t AS SELECT …  ──► CreateTableWith (server/src/sql/ddl.rs) ──► create_table_with:
+//!   CREATE TABLE t (…) ──► DataFusion: an empty MemTable ──► register_table ──► create_from:
+//!     Iceberg schema from the Arrow columns (ids assigned in order)
 //!         ──► Catalog::create_table (format v2, unpartitioned)
-//!         ──► rows written and appended in one snapshot (iceflight_scan::write::sink)
+//!         ──► the query's rows streamed, written and appended in one snapshot
+//!             (iceflight_scan::write::sink); the rows written answer the statement
 //!         ──► on a failed write the new table is dropped again (all or nothing)
 //! ```
 //!
@@ -564,20 +566,21 @@ impl datafusion::logical_expr::UserDefinedLogicalNodeCore for CreateTableWith {
 
 /// Runs `node` (see [`CreateTableWith`]) in `ctx` against `catalog`: creates the table, then
 /// appends the query's rows, sorted by the table's sort order, in one snapshot; a failed write
-/// drops the new table again.
+/// drops the new table again. Returns the rows written by `… AS SELECT` (`None` without a
+/// query; `Some(0)` when `IF NOT EXISTS` found the table).
 ///
 /// Errors: the table exists (unless `IF NOT EXISTS`); see [`create_empty`] and [`append`].
 pub async fn create_table_with(
     ctx: &datafusion::prelude::SessionContext,
     catalog: &dyn Catalog,
     node: &CreateTableWith,
-) -> Result<()> {
+) -> Result<Option<u64>> {
     let namespace =
         iceberg::NamespaceIdent::from_strs(node.namespace.split('.')).map_err(to_df_error)?;
     let ident = TableIdent::new(namespace, node.table.clone());
     if catalog.table_exists(&ident).await.map_err(to_df_error)? {
         if node.if_not_exists {
-            return Ok(());
+            return Ok(node.query.as_ref().map(|_| 0));
         }
         return plan_err!("table {ident} already exists");
     }
@@ -589,7 +592,7 @@ pub async fn create_table_with(
     ));
     let Some(query) = &node.query else {
         create_empty(catalog, &ident, &schema, &node.layout).await?;
-        return Ok(());
+        return Ok(None);
     };
     let mut df = ctx.execute_logical_plan(query.clone()).await?;
     let sort = node.layout.sort_exprs()?;
@@ -597,6 +600,6 @@ pub async fn create_table_with(
         df = df.sort(sort)?;
     }
     let rows = df.execute_stream().await?;
-    create_filled(catalog, &ident, &schema, &node.layout, rows).await?;
-    Ok(())
+    let written = create_filled(catalog, &ident, &schema, &node.layout, rows).await?;
+    Ok(Some(written))
 }

@@ -66,7 +66,7 @@ pub struct QueryConfig {
     /// that write are not cut short). Absent = no limit.
     #[serde(with = "crate::units::duration_text::option")]
     pub timeout: Option<Duration>,
-    /// Largest result a query may send, in Arrow bytes, e.g. `"1GiB"`. Absent = no limit.
+    /// Largest result a query may send, in bytes sent (its Arrow IPC messages), e.g. `"1GiB"`. Absent = no limit.
     pub max_result_bytes: Option<ByteSize>,
     /// Directory for the files of operators that spill under `memory_limit`. Absent = the OS's
     /// temporary directory.
@@ -867,6 +867,83 @@ mod tests {
             "config/iceflight.toml must show the defaults"
         );
         c.validate().unwrap();
+    }
+
+    /// Every key of the configuration reference (docs/configuration.md, its table of keys) is
+    /// shown in config/iceflight.toml under its section (commented or not), and the line shown
+    /// parses in that section.
+    #[test]
+    fn every_documented_key_is_in_the_example_file_and_parses() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let reference = std::fs::read_to_string(root.join("docs/configuration.md")).unwrap();
+        let example = std::fs::read_to_string(root.join("config/iceflight.toml")).unwrap();
+        // The example's lines by section, comment marks taken off: a line in force belongs to
+        // the last header in force, a commented one (an example) to the last header shown.
+        let mut sections: Vec<(String, Vec<String>)> = vec![(String::new(), vec![])];
+        let (mut in_force, mut shown) = (0, 0);
+        for line in example.lines() {
+            let bare = line.trim_start_matches('#').trim();
+            if bare.starts_with('[') && (line.starts_with('[') || line.starts_with("# [")) {
+                let name = bare.split(']').next().unwrap().trim_start_matches('[');
+                sections.push((name.to_string(), vec![]));
+                shown = sections.len() - 1;
+                if line.starts_with('[') {
+                    in_force = shown;
+                }
+            } else {
+                let at = if line.starts_with('#') { shown } else { in_force };
+                sections[at].1.push(bare.to_string());
+            }
+        }
+        let mut checked = 0;
+        for row in reference.lines().filter(|l| l.starts_with("| `[")) {
+            let cell = row.split('|').nth(1).unwrap();
+            let tokens: Vec<&str> = cell.split('`').skip(1).step_by(2).collect();
+            let (section, first) = tokens[0].rsplit_once(']').unwrap();
+            let array = section.starts_with("[[");
+            let section = section.trim_start_matches('[').trim_end_matches(']');
+            let mut keys: Vec<&str> = tokens[1..].to_vec();
+            if !first.trim().is_empty() {
+                keys.insert(0, first.trim());
+            }
+            let lines = sections
+                .iter()
+                .filter(|(name, _)| name == section)
+                .flat_map(|(_, lines)| lines)
+                .collect::<Vec<_>>();
+            assert!(
+                sections.iter().any(|(name, _)| name == section),
+                "config/iceflight.toml has no [{section}] section (docs/configuration.md: {cell})"
+            );
+            let key_of = |line: &str| line.split('=').next().map(|k| k.trim().to_string());
+            for key in &keys {
+                assert!(
+                    lines.iter().any(|l| key_of(l).as_deref() == Some(*key)),
+                    "config/iceflight.toml shows no {key} under [{section}]"
+                );
+                checked += 1;
+            }
+            // The lines shown in a table section parse together there (some sections need
+            // several keys, `[server.jwt]` its issuer and audience); comments after a value
+            // and prose are left out.
+            if !array && !keys.is_empty() {
+                let mut seen = std::collections::BTreeSet::new();
+                let shown: Vec<&str> = lines
+                    .iter()
+                    .map(|l| l.split(" #").next().unwrap())
+                    .filter(|l| {
+                        // A `key = value` line of TOML, not prose with an `=` in it.
+                        toml::from_str::<toml::Table>(l).is_ok()
+                            && key_of(l).is_some_and(|k| seen.insert(k))
+                    })
+                    .collect();
+                let text = format!("[{section}]\n{}", shown.join("\n"));
+                Config::from_toml(&text).unwrap_or_else(|e| {
+                    panic!("config/iceflight.toml's [{section}] lines do not parse: {e}\n{text}")
+                });
+            }
+        }
+        assert!(checked > 50, "only {checked} keys found in docs/configuration.md");
     }
 
     #[test]

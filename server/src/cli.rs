@@ -777,10 +777,16 @@ async fn run_sql_command(
     let engine = Engine::connect(config)
         .await
         .map_err(CliError::from_display)?;
+    let schema = match (&args.schema, &args.catalog) {
+        (Some(schema), _) => Some(schema.clone()),
+        (None, Some(catalog)) if catalog != engine.default_catalog() => None,
+        (None, _) => demo_schema(&engine).await,
+    };
     let ctx = engine
-        .session(args.catalog.as_deref(), args.schema.as_deref(), &settings)
+        .session(args.catalog.as_deref(), schema.as_deref(), &settings)
         .map_err(|e| CliError::engine(&e))?;
-    let mut writer = ResultWriter::new(out, args.format, args.max_rows);
+    let mut writer =
+        ResultWriter::new(out, args.format, args.max_rows).for_statements(statements.len());
     for statement in statements {
         let stream = execute_statement(&ctx, statement)
             .await
@@ -792,7 +798,28 @@ async fn run_sql_command(
             Err(e @ OutputError::Write(_)) => return Err(CliError::from_display(e)),
         }
     }
-    Ok(())
+    match writer.finish() {
+        Ok(()) => Ok(()),
+        Err(OutputError::Closed) => Err(CliError::OutputClosed),
+        Err(e) => Err(CliError::from_display(e)),
+    }
+}
+
+/// The default schema of `iceflight sql` when neither `--schema` nor the configuration names
+/// one and the default catalog holds several namespaces: the demo's (`tpch`), as `iceflight
+/// demo` chooses it, when the catalog holds it. `None`: the engine's default applies (the only
+/// namespace), or there is none and unqualified names are answered with where they are.
+async fn demo_schema(engine: &Engine) -> Option<String> {
+    if engine.default_schema().is_some() {
+        return None;
+    }
+    let catalog = engine.catalogs().get(engine.default_catalog()).ok()?;
+    let namespace = NamespaceIdent::new(DEMO_NAMESPACE.into());
+    catalog
+        .namespace_exists(&namespace)
+        .await
+        .ok()?
+        .then(|| DEMO_NAMESPACE.to_string())
 }
 
 /// Parses `--sort TABLE=COL[,COL..]` values.

@@ -70,7 +70,7 @@ pub enum LimitExceeded {
     /// It ran longer than `query.timeout` (planning, execution and streaming to the client).
     #[error("query exceeded query.timeout of {}; it was stopped", humane(.0))]
     Timeout(std::time::Duration),
-    /// Its result grew past `query.max_result_bytes` (Arrow bytes sent).
+    /// Its result grew past `query.max_result_bytes` (bytes of the Arrow IPC messages sent).
     #[error("query result exceeded query.max_result_bytes of {0} bytes; it was stopped")]
     ResultSize(u64),
 }

@@ -1,5 +1,7 @@
 //! Printing query results as they stream in, in bounded memory: `table` (aligned text, in pages),
-//! `csv` (with a header row), `json` (an array of objects per statement).
+//! `csv` (with a header row), `json` (an array of row objects; several statements print one
+//! JSON document, an array with one such array per statement, `[]` for a statement without
+//! rows or columns).
 //!
 //! ```text
 //!   RecordBatchStream ──► ResultWriter::write_stream ──► table: pages of ≤ PAGE_ROWS rows,
@@ -29,7 +31,8 @@ pub enum Format {
     Table,
     /// CSV with a header row; streams any number of rows.
     Csv,
-    /// JSON array of row objects; streams any number of rows.
+    /// JSON array of row objects; streams any number of rows. Several statements: one array
+    /// holding each statement's array, in order.
     Json,
 }
 
@@ -102,6 +105,10 @@ pub struct ResultWriter<'a> {
     out: Tracked<'a>,
     format: Format,
     max_rows: usize,
+    /// JSON of several statements: each result is an element of one outer array.
+    several: bool,
+    /// Results written so far.
+    written: usize,
 }
 
 impl<'a> ResultWriter<'a> {
@@ -114,7 +121,30 @@ impl<'a> ResultWriter<'a> {
             },
             format,
             max_rows,
+            several: false,
+            written: 0,
         }
+    }
+
+    /// The writer of `statements` results in a row: in JSON, more than one make one document
+    /// (module docs), closed by [`Self::finish`].
+    pub fn for_statements(mut self, statements: usize) -> Self {
+        self.several = statements > 1 && self.format == Format::Json;
+        self
+    }
+
+    /// Ends the output after the last statement (the outer JSON array's `]`).
+    ///
+    /// Errors: as [`Self::write_stream`]'s writes.
+    pub fn finish(&mut self) -> Result<(), OutputError> {
+        if self.several {
+            if self.written == 0 {
+                write!(self.out, "[")?;
+            }
+            writeln!(self.out, "]")?;
+            self.out.flush()?;
+        }
+        Ok(())
     }
 
     /// Prints one statement's result as it arrives; returns the number of rows it had.
@@ -129,9 +159,16 @@ impl<'a> ResultWriter<'a> {
     ) -> Result<u64, OutputError> {
         let schema = stream.schema();
         let mut rows = 0u64;
+        if self.several {
+            write!(self.out, "{}", if self.written == 0 { "[\n" } else { ",\n" })?;
+        }
+        self.written += 1;
         if schema.fields().is_empty() {
             while let Some(batch) = stream.next().await {
                 batch.map_err(OutputError::Query)?;
+            }
+            if self.several {
+                writeln!(self.out, "[]")?;
             }
             return Ok(0);
         }
@@ -344,6 +381,33 @@ mod tests {
             .write_stream(numbers(0, 0))
             .await
             .unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), "[]\n");
+    }
+
+    #[tokio::test]
+    async fn json_of_several_statements_is_one_document() {
+        let mut out = Vec::new();
+        let mut writer = ResultWriter::new(&mut out, Format::Json, 0).for_statements(3);
+        writer.write_stream(numbers(2, 2)).await.unwrap();
+        writer.write_stream(numbers(0, 0)).await.unwrap();
+        let nothing = Box::pin(RecordBatchStreamAdapter::new(
+            Arc::new(arrow::datatypes::Schema::empty()),
+            futures::stream::empty(),
+        ));
+        writer.write_stream(nothing).await.unwrap();
+        writer.finish().unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let parsed: serde_json::Value = serde_json::from_str(&text).expect(&text);
+        let results = parsed.as_array().expect("an outer array");
+        assert_eq!(results.len(), 3, "{text}");
+        assert_eq!(results[0].as_array().unwrap().len(), 4, "{text}");
+        assert!(results[1].as_array().unwrap().is_empty());
+        assert!(results[2].as_array().unwrap().is_empty());
+        // One statement keeps its plain array.
+        let mut out = Vec::new();
+        let mut writer = ResultWriter::new(&mut out, Format::Json, 0).for_statements(1);
+        writer.write_stream(numbers(0, 0)).await.unwrap();
+        writer.finish().unwrap();
         assert_eq!(String::from_utf8(out).unwrap(), "[]\n");
     }
 

@@ -68,7 +68,7 @@ pub struct QueryRecord {
     pub duration: Duration,
     /// Rows sent to the client.
     pub rows: u64,
-    /// Arrow bytes sent to the client.
+    /// Bytes sent to the client (its Arrow IPC messages).
     pub bytes: u64,
     /// The gRPC code and message it failed with.
     pub error: Option<String>,
@@ -84,7 +84,7 @@ pub struct QueryMetrics {
     pub latency: Histogram,
     /// Rows sent to clients.
     pub rows: Counter,
-    /// Arrow bytes sent to clients.
+    /// Bytes sent to clients (their Arrow IPC messages).
     pub bytes: Counter,
 }
 

@@ -376,11 +376,14 @@ async fn only_namespace(catalogs: &Catalogs, name: &str) -> Option<String> {
 
 /// `builder` (with DataFusion's default features) with the engine's corrections of DataFusion's
 /// semantics: floats compare, join and group as SQL says (`float_semantics.rs`, case c12; its
-/// rule after every other optimizer rule, so add those first) and the function its plans call.
+/// rule after every other optimizer rule, so add those first) and the function its plans call;
+/// SQL type names read as the standard and the clients' dialects mean them (`sql/types.rs`).
 /// For any DataFusion session of ours that plans or runs queries: Flight SQL and `iceflight
 /// sql` sessions, workers, the bench's raw-Parquet engine, tests.
 pub fn with_engine_semantics(builder: SessionStateBuilder) -> SessionStateBuilder {
-    let mut builder = builder.with_optimizer_rule(Arc::new(crate::float_semantics::FloatSemantics));
+    let mut builder = builder
+        .with_optimizer_rule(Arc::new(crate::float_semantics::FloatSemantics))
+        .with_type_planner(Arc::new(crate::sql::types::SqlTypes));
     builder
         .scalar_functions()
         .get_or_insert_with(Vec::new)

@@ -16,7 +16,7 @@
 //!     last 1000 finished (`query_history.rs`)
 //!     query_id, state ('RUNNING' | 'FINISHED' | 'FAILED' | 'CANCELLED'), user, query (its SQL,
 //!     at most 200 characters), created (start, UTC), duration_ms (so far when running), rows
-//!     and bytes (Arrow) sent, error (the gRPC code and message of a failed one)
+//!     and bytes sent (their Arrow IPC messages), error (the gRPC code and message of a failed one)
 //!
 //!   (over Flight SQL, a user who is not an admin sees only their own queries and sessions,
 //!   and only the scans of tables they hold a privilege on: `access/`)

@@ -508,9 +508,16 @@ fn default_schema_is_the_only_namespace() {
     let count = |sql: &str| stdout(&iceflight(d, &["sql", "--format", "csv", sql]));
     assert_eq!(count("SELECT count(*) AS n FROM nation"), "n\n25\n");
     stdout(&iceflight(d, &["sql", "CREATE SCHEMA local.other"]));
+    // The hint names where the table is (not the first namespace listed).
     let err = failure(&iceflight(d, &["sql", "SELECT count(*) FROM nation"]), 1);
     assert!(
-        err.contains("nation") && err.contains("other, t") && err.contains("--schema"),
+        err.contains("it is in local.t: qualify the name (local.t.nation)")
+            && err.contains("--schema"),
+        "{err}"
+    );
+    let err = failure(&iceflight(d, &["sql", "SELECT * FROM nowhere"]), 1);
+    assert!(
+        err.contains("no namespace of catalog local (other, t) holds a table of that name"),
         "{err}"
     );
     assert_eq!(
@@ -536,6 +543,32 @@ fn default_schema_is_the_only_namespace() {
         "CREATE SCHEMA local.s1; SELECT 1 AS one, 'x' AS two",
     );
     assert_eq!(stdout(&out), "one,two\n1,x\n");
+    // JSON of several statements is one document; a write prints the rows it wrote, CREATE
+    // TABLE … AS SELECT as INSERT does.
+    let out = iceflight(
+        d,
+        &[
+            "sql",
+            "--schema",
+            "other",
+            "--format",
+            "json",
+            "CREATE TABLE c AS SELECT * FROM t.region; INSERT INTO c SELECT * FROM t.region WHERE r_regionkey < 2; SELECT count(*) AS n FROM c",
+        ],
+    );
+    let text = stdout(&out);
+    let document: serde_json::Value = serde_json::from_str(&text).expect(&text);
+    assert_eq!(
+        document,
+        serde_json::json!([[{"count": 5}], [{"count": 2}], [{"n": 7}]]),
+        "{text}"
+    );
+    // With a namespace named as the demo's among several, `sql` takes it, as the demo does.
+    stdout(&iceflight(
+        d,
+        &["sql", "CREATE SCHEMA local.tpch; CREATE TABLE local.tpch.notes (id BIGINT)"],
+    ));
+    assert_eq!(count("SELECT count(*) AS n FROM notes"), "n\n0\n");
 }
 
 /// The table format shows `--max-rows` rows and counts the rest, or prints every row in pages.

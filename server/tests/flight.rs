@@ -393,6 +393,38 @@ async fn metadata_commands_answer_as_clients_expect() {
             );
         }
     }
+    // information_schema's views: GetTables lists what SHOW TABLES lists (it once listed the
+    // schema with no table in it).
+    let info = c
+        .execute(
+            "SELECT table_name FROM information_schema.tables \
+             WHERE table_catalog = 'local' AND table_schema = 'information_schema' ORDER BY 1"
+                .into(),
+            None,
+        )
+        .await
+        .unwrap();
+    let shown: Vec<String> = common::rows(&fetch(&mut c, info).await)
+        .into_iter()
+        .map(|r| r[0].clone())
+        .collect();
+    assert!(shown.len() >= 7, "{shown:?}");
+    let info = c
+        .get_tables(CommandGetTables {
+            catalog: Some("local".into()),
+            db_schema_filter_pattern: Some("information_schema".into()),
+            table_name_filter_pattern: None,
+            table_types: vec![],
+            include_schema: false,
+        })
+        .await
+        .unwrap();
+    let mut listed: Vec<String> = common::rows(&fetch(&mut c, info).await)
+        .into_iter()
+        .map(|r| r[2].clone())
+        .collect();
+    listed.sort();
+    assert_eq!(listed, shown);
     // GetXdbcTypeInfo: every scalar type a column can have, with its JDBC column size.
     let info = c
         .get_xdbc_type_info(arrow_flight::sql::CommandGetXdbcTypeInfo { data_type: None })

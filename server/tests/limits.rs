@@ -4,7 +4,8 @@
 //! - `query.timeout`: a long query is stopped with `DeadlineExceeded`, the server keeps serving
 //!   and nothing stays registered as running; a session's `SET iceflight.query.timeout` stops
 //!   its queries sooner, never later;
-//! - `query.max_result_bytes`: a large result ends in `ResourceExhausted`, a small one passes;
+//! - `query.max_result_bytes`: a large result ends in `ResourceExhausted`, a small one passes,
+//!   counted as sent (a one-row answer counts its row, not the batch it came from);
 //! - `server.max_queries_per_user`: a user's second query waits, then fails, while another
 //!   user's runs.
 
@@ -212,6 +213,45 @@ async fn timeout_result_cap_and_per_user_slots() {
     .await
     .unwrap();
     assert_eq!(common::rows(&refused), [["1"]]);
+}
+
+/// A one-row answer counts the bytes sent for it, not the Arrow buffers its row shares with the
+/// batch it was filtered from (196 800 bytes were counted once): it passes a 100 KB
+/// `max_result_bytes`, and `system.runtime.queries` lists its own size.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_one_row_answer_counts_its_own_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path(), |c| {
+        c.query.max_result_bytes = Some("100KB".parse().unwrap());
+    })
+    .await;
+    let addr = serve(engine).await;
+    let mut alice = client(addr, "alice").await;
+    let lookup = "SELECT o_orderkey, o_totalprice FROM orders WHERE o_orderkey = 7";
+    assert_eq!(run(&mut alice, lookup).await, Ok(1));
+    assert_eq!(
+        run(&mut alice, "SELECT o_orderkey FROM orders LIMIT 1").await,
+        Ok(1)
+    );
+    let sizes = common::flight_run(
+        &mut alice,
+        "SELECT query, bytes FROM system.runtime.queries WHERE state = 'FINISHED' \
+         AND (query LIKE '%o_orderkey = 7' OR query LIKE '%LIMIT 1') ORDER BY query",
+    )
+    .await
+    .unwrap();
+    let sizes = common::rows(&sizes);
+    assert_eq!(sizes.len(), 2, "{sizes:?}");
+    for row in &sizes {
+        let bytes: u64 = row[1].parse().unwrap();
+        assert!((1..=1024).contains(&bytes), "{row:?}");
+    }
+    // A result past the cap still ends in ResourceExhausted.
+    let e = run(&mut alice, "SELECT * FROM orders").await.unwrap_err();
+    assert!(
+        e.contains("query result exceeded query.max_result_bytes of 100000 bytes"),
+        "{e}"
+    );
 }
 
 /// A client that opens a large result and stops reading loses it after

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Real Flight SQL clients against a running `iceflight serve`:
 #   1. ADBC (adbc-driver-flightsql, Go)       tests/flight/test_adbc.py, test_adbc_writes.py (pytest;
-#      the second also pandas through sqlalchemy-adbc)
+#      the second also pandas through sqlalchemy-adbc), test_pandas.py (pandas through
+#      iceflight's own dialect, clients/sqlalchemy/, and through ADBC)
 #   2. flightsql-dbapi + its SQLAlchemy dialect tests/flight/flightsql_dbapi/    (pytest)
 #   3. Arrow Flight SQL JDBC driver             tests/flight/jdbc/run.sh           (java)
 #   security, jdbc-security (not run by default): test_security.py and jdbc/SecurityTest.java
@@ -76,7 +77,7 @@ for suite in "${suites[@]}"; do
   case $suite in
     adbc)
       if py=$(make_venv iceflight-adbc-venv "$here/requirements.txt"); then
-        (cd "$here" && "$py" -m pytest -p no:cacheprovider -q -rfE --tb=short ${ICEFLIGHT_PYTEST_ARGS:-} test_adbc.py test_adbc_writes.py)
+        (cd "$here" && "$py" -m pytest -p no:cacheprovider -q -rfE --tb=short ${ICEFLIGHT_PYTEST_ARGS:-} test_adbc.py test_adbc_writes.py test_pandas.py)
         record adbc $?
       else
         echo "run_clients.sh: could not install $here/requirements.txt" >&2

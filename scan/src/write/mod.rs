@@ -5,6 +5,7 @@
 pub mod data_files;
 pub(crate) mod delete;
 pub mod delete_files;
+pub mod not_null;
 pub mod optimize;
 pub mod overwrite;
 pub mod row_change;

@@ -31,6 +31,7 @@ use iceflight_iceberg::commit::CommitCatalog;
 
 use crate::model::iceberg_error::external;
 use crate::write::data_files::write_data_files;
+use crate::write::not_null;
 use crate::write::overwrite::overwrite_partitions;
 
 /// What an [`IcebergSink`] does with the files it writes.
@@ -48,6 +49,9 @@ pub struct IcebergSink {
     table: Table,
     /// The table's Arrow schema, with field ids (what the writers take).
     schema: SchemaRef,
+    /// `schema` with every column nullable, as `DataSinkExec` is told: the NOT NULL columns
+    /// are checked here, by name (`not_null.rs`).
+    accepted: SchemaRef,
 }
 
 impl fmt::Debug for IcebergSink {
@@ -81,6 +85,7 @@ impl IcebergSink {
         Ok(Self {
             commit,
             table,
+            accepted: not_null::accepting(&schema),
             schema: Arc::new(schema),
         })
     }
@@ -100,7 +105,7 @@ impl DisplayAs for IcebergSink {
 #[async_trait]
 impl DataSink for IcebergSink {
     fn schema(&self) -> &SchemaRef {
-        &self.schema
+        &self.accepted
     }
 
     async fn write_all(
@@ -108,6 +113,7 @@ impl DataSink for IcebergSink {
         data: SendableRecordBatchStream,
         _context: &Arc<TaskContext>,
     ) -> Result<u64> {
+        let data = not_null::checked(data, &self.schema, &self.table.identifier().to_string());
         match &self.commit {
             Commit::Append(catalog) => append_rows(catalog.as_ref(), &self.table, data).await,
             Commit::Overwrite(catalog) => {

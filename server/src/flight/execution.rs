@@ -4,7 +4,7 @@
 //! ```text
 //!   Planned::Query ─► slots (≤ max_queries_per_user, ≤ max_concurrent_queries; else wait ≤
 //!                     queue_timeout) ─► query runtime: physical plan ─► stream ─► bounded channel
-//!                  ─► (≤ max_result_bytes) ─► results::encode; all within query.timeout
+//!                  ─► results::encode (≤ max_result_bytes, as sent); all within query.timeout
 //!                     registered under (token, ticket) until the response stream ends
 //!   Planned::StateChange, bulk ingest ─► the same slots, timeout and kill (run_admitted)
 //!                  ─► SessionContext::execute_logical_plan ─► collected, no rows
@@ -14,7 +14,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use arrow::array::RecordBatch;
 use datafusion::common::DataFusionError;
 use datafusion::logical_expr::{LogicalPlan, Statement};
 use futures::StreamExt;
@@ -43,7 +42,7 @@ pub struct Limits {
     pub queue_timeout: Duration,
     /// `query.timeout`: longest a query runs, start to last row sent.
     pub timeout: Option<Duration>,
-    /// `query.max_result_bytes`: largest result, in Arrow bytes.
+    /// `query.max_result_bytes`: largest result, in bytes sent (`results::encode`).
     pub max_result_bytes: Option<u64>,
     /// `server.stream_idle_timeout`: how long a result may wait for its client to read
     /// before the query ends and frees its slots.
@@ -266,14 +265,12 @@ impl Execution {
             tokio_stream::wrappers::ReceiverStream::new(batches_rx).boxed(),
             failures,
         );
-        let batches = match max_bytes {
-            None => batches,
-            Some(max) => capped(batches, max),
-        };
         let input = Box::pin(
             datafusion::physical_plan::stream::RecordBatchStreamAdapter::new(schema, batches),
         );
-        Ok(results::encode(input, announced, log, cleanup))
+        Ok(results::encode(
+            input, announced, log, cleanup, max_bytes,
+        ))
     }
 
     /// Runs a statement that changes state (DDL, `SET`, `INSERT`, procedures) to completion
@@ -303,8 +300,10 @@ impl Execution {
         let work = async {
             let result = async {
                 if let Some(ran) = crate::sql::run_own_statement(&session.ctx, &plan).await {
-                    ran?;
-                    return Ok(vec![]);
+                    return match ran? {
+                        None => Ok(vec![]),
+                        Some(rows) => Ok(vec![crate::sql::statement::count_batch(rows)?]),
+                    };
                 }
                 session
                     .ctx
@@ -401,33 +400,6 @@ impl Execution {
             (server, own) => server.or(own),
         }
     }
-}
-
-/// `batches` ended by a [`LimitExceeded::ResultSize`] error once their Arrow bytes pass `max`
-/// (the batch that passes it is not sent).
-fn capped(
-    batches: futures::stream::BoxStream<'static, datafusion::common::Result<RecordBatch>>,
-    max: u64,
-) -> futures::stream::BoxStream<'static, datafusion::common::Result<RecordBatch>> {
-    batches
-        .scan((0u64, false), move |(sent, over), batch| {
-            let next = match batch {
-                _ if *over => None,
-                Ok(b) => {
-                    *sent += b.get_array_memory_size() as u64;
-                    *over = *sent > max;
-                    Some(match *over {
-                        true => Err(DataFusionError::External(Box::new(
-                            LimitExceeded::ResultSize(max),
-                        ))),
-                        false => Ok(b),
-                    })
-                }
-                Err(e) => Some(Err(e)),
-            };
-            futures::future::ready(next)
-        })
-        .boxed()
 }
 
 /// The concurrency slots a query holds while it runs: the server's and its user's.

@@ -11,7 +11,7 @@ use arrow_flight::sql::{
     CommandGetCatalogs, CommandGetDbSchemas, CommandGetTableTypes, CommandGetTables, Nullable,
     Searchable, XdbcDataType, XdbcDatetimeSubcode,
 };
-use datafusion::common::{DataFusionError, Result};
+use datafusion::common::{DataFusionError, Result, TableReference};
 use datafusion::datasource::TableType;
 use datafusion::prelude::SessionContext;
 
@@ -133,8 +133,21 @@ pub async fn tables(
         .map(|t| spelling.spell(t))
         .collect();
     let mut builder = query.into_builder();
+    let state = ctx.state();
     for (catalog, schema) in schema_pairs(ctx, filter.as_deref()) {
-        let Some(provider) = ctx.catalog(&catalog).and_then(|c| c.schema(&schema)) else {
+        // information_schema is the session's, not the catalog's: its views are listed as
+        // SHOW TABLES and information_schema.tables list them.
+        let provider = match schema.as_str() {
+            "information_schema" => state
+                .schema_for_ref(TableReference::full(
+                    catalog.as_str(),
+                    schema.as_str(),
+                    "tables",
+                ))
+                .ok(),
+            _ => ctx.catalog(&catalog).and_then(|c| c.schema(&schema)),
+        };
+        let Some(provider) = provider else {
             continue;
         };
         let mut names = provider.table_names();

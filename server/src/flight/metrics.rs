@@ -5,7 +5,7 @@
 //! |---|---|---|
 //! | `iceflight_queries` (`_total`) `{state}` | counter | finished queries: `FINISHED`, `FAILED`, `CANCELLED` |
 //! | `iceflight_query_duration_seconds` | histogram | their durations, start to last row sent |
-//! | `iceflight_result_rows` / `iceflight_result_bytes` (`_total`) | counter | rows and Arrow bytes sent |
+//! | `iceflight_result_rows` / `iceflight_result_bytes` (`_total`) | counter | rows and bytes sent (Arrow IPC messages) |
 //! | `iceflight_queries_running` | gauge | queries running now |
 //! | `iceflight_sessions_active` | gauge | open sessions (logins not yet expired or closed) |
 //! | `iceflight_login_failures` (`_total`) | counter | logins refused (wrong or missing credentials, locked) |
@@ -47,7 +47,7 @@ pub fn registry(engine: &Engine, sessions: Arc<Sessions>) -> Registry {
     registry.register("result_rows", "Rows sent to clients", m.rows.clone());
     registry.register(
         "result_bytes",
-        "Arrow bytes sent to clients",
+        "Bytes sent to clients (Arrow IPC messages)",
         m.bytes.clone(),
     );
     registry.register_collector(Box::new(Now {

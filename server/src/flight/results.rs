@@ -11,11 +11,12 @@ use arrow::compute::cast;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow_flight::encode::FlightDataEncoderBuilder;
 use arrow_flight::error::FlightError;
-use datafusion::common::Result;
+use datafusion::common::{DataFusionError, Result};
 use datafusion::execution::SendableRecordBatchStream;
 use futures::{Stream, StreamExt, TryStreamExt};
 use tonic::Status;
 
+use crate::message::LimitExceeded;
 use crate::query_history::{QueryHistory, QueryState};
 
 /// A Flight `DoGet` stream.
@@ -206,14 +207,25 @@ impl Drop for QueryLog {
 /// Encodes a DataFusion stream for `DoGet` under `schema` (the one `GetFlightInfo` announced).
 /// `guard` is held until the stream ends or is dropped (a concurrency permit, a cancellation
 /// registration).
+///
+/// The bytes counted (the query log, `system.runtime.queries`) and bounded by `max_bytes`
+/// (`[query] max_result_bytes`) are those sent: each Flight message's IPC header and body as
+/// the encoder wrote them, schema message included. A slice of a larger batch counts only the
+/// rows it holds, unlike the Arrow memory its buffers share. The cap applies per message (the
+/// encoder splits batches at about 2 MiB): a message that would pass it is not sent.
+///
+/// Errors (as the stream's last item): the input's, mapped by `to_status`; past `max_bytes`,
+/// `ResourceExhausted` ([`LimitExceeded::ResultSize`]), after which nothing more is sent.
 pub fn encode<G: Send + 'static>(
     input: SendableRecordBatchStream,
     schema: SchemaRef,
     log: Arc<QueryLog>,
     guard: G,
+    max_bytes: Option<u64>,
 ) -> FlightDataStream {
     let batch_schema = Arc::clone(&schema);
     let counting = Arc::clone(&log);
+    let counted = Arc::clone(&log);
     let batches = input
         .map(
             move |b| match b.and_then(|b| flight_batch(b, &batch_schema)) {
@@ -221,9 +233,6 @@ pub fn encode<G: Send + 'static>(
                     counting
                         .rows
                         .fetch_add(b.num_rows() as u64, Ordering::Relaxed);
-                    counting
-                        .bytes
-                        .fetch_add(b.get_array_memory_size() as u64, Ordering::Relaxed);
                     Ok(b)
                 }
                 Err(e) => {
@@ -235,7 +244,8 @@ pub fn encode<G: Send + 'static>(
         )
         .chain(
             futures::stream::once(async move {
-                // Reached only when the input ended: every batch went out.
+                // Reached only when the input ended: every batch went out (the encoder
+                // yields what it queued before it asks for more).
                 log.finish();
                 drop(guard);
                 drop(log);
@@ -245,11 +255,36 @@ pub fn encode<G: Send + 'static>(
         );
     let encoded = FlightDataEncoderBuilder::new()
         .with_schema(schema)
-        .build(batches);
-    Box::pin(encoded.map_err(|e| match e {
-        FlightError::Tonic(s) => *s,
-        other => Status::internal(other.to_string()),
-    }))
+        .build(batches)
+        .map_err(|e| match e {
+            FlightError::Tonic(s) => *s,
+            other => Status::internal(other.to_string()),
+        });
+    let sent = encoded.scan(false, move |over, message| {
+        if *over {
+            return futures::future::ready(None);
+        }
+        let message = message.and_then(|data| {
+            let size = (data.data_header.len() + data.data_body.len()) as u64;
+            match max_bytes {
+                // The message that would pass the cap is not sent, nor counted.
+                Some(max) if counted.bytes.load(Ordering::Relaxed) + size > max => {
+                    *over = true;
+                    let limit = LimitExceeded::ResultSize(max);
+                    let status =
+                        super::status::to_status(DataFusionError::External(Box::new(limit)));
+                    counted.fail(&status);
+                    Err(status)
+                }
+                _ => {
+                    counted.bytes.fetch_add(size, Ordering::Relaxed);
+                    Ok(data)
+                }
+            }
+        });
+        futures::future::ready(Some(message))
+    });
+    Box::pin(sent)
 }
 
 /// A `DoGet` stream of fixed batches (metadata results).
@@ -291,7 +326,7 @@ mod tests {
         let log = QueryLog::start(None, "u", "SELECT x");
         let input = two_batches();
         let schema = input.schema();
-        let stream = encode(input, schema, Arc::clone(&log), ());
+        let stream = encode(input, schema, Arc::clone(&log), (), None);
         let messages = stream.collect::<Vec<_>>().await;
         assert!(messages.iter().all(Result::is_ok));
         assert_eq!(log.status(), "ok");
@@ -301,10 +336,64 @@ mod tests {
         let log = QueryLog::start(None, "u", "SELECT x");
         let input = two_batches();
         let schema = input.schema();
-        let mut stream = encode(input, schema, Arc::clone(&log), ());
+        let mut stream = encode(input, schema, Arc::clone(&log), (), None);
         assert!(stream.next().await.is_some());
         drop(stream);
         assert_eq!(log.status(), "cancelled");
+    }
+
+    /// One row of a 100 000-row batch (what a point lookup's filter leaves): its buffers
+    /// are shared with the whole batch, but only the row is sent and counted.
+    fn one_row_of_many() -> datafusion::execution::SendableRecordBatchStream {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Int64, false),
+            Field::new("v", DataType::Float64, false),
+        ]));
+        let keys = arrow::array::Int64Array::from_iter_values(0..100_000);
+        let values = arrow::array::Float64Array::from_iter_values((0..100_000).map(f64::from));
+        let batch = RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![Arc::new(keys), Arc::new(values)],
+        )
+        .unwrap();
+        assert!(batch.get_array_memory_size() > 1_000_000);
+        let row = batch.slice(70_000, 1);
+        Box::pin(RecordBatchStreamAdapter::new(
+            schema,
+            futures::stream::iter(vec![Ok(row)]),
+        ))
+    }
+
+    #[tokio::test]
+    async fn a_sliced_row_counts_the_bytes_sent_and_passes_a_small_cap() {
+        let log = QueryLog::start(None, "u", "SELECT k, v FROM t WHERE k = 70000");
+        let input = one_row_of_many();
+        let schema = input.schema();
+        let stream = encode(input, schema, Arc::clone(&log), (), Some(100_000));
+        let messages = stream.collect::<Vec<_>>().await;
+        assert!(messages.iter().all(Result::is_ok), "{messages:?}");
+        let sent: usize = messages
+            .iter()
+            .map(|m| m.as_ref().map_or(0, |d| d.data_header.len() + d.data_body.len()))
+            .sum();
+        let counted = log.bytes.load(std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(counted, sent as u64);
+        assert!(counted <= 1024, "a 1-row answer counted {counted} bytes");
+        assert_eq!(log.status(), "ok");
+    }
+
+    #[tokio::test]
+    async fn a_result_past_the_cap_ends_in_resource_exhausted() {
+        let log = QueryLog::start(None, "u", "SELECT x");
+        let input = two_batches();
+        let schema = input.schema();
+        // The schema message alone is well over 16 bytes.
+        let stream = encode(input, schema, Arc::clone(&log), (), Some(16));
+        let messages = stream.collect::<Vec<_>>().await;
+        assert_eq!(messages.len(), 1, "nothing is sent past the cap");
+        let status = messages[0].as_ref().unwrap_err();
+        assert_eq!(status.code(), tonic::Code::ResourceExhausted);
+        assert_eq!(log.status(), "error");
     }
 
     #[test]

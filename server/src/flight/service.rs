@@ -657,14 +657,23 @@ impl FlightSqlService for IceflightService {
                 // ADBC executes a prepared statement with GetFlightInfo alone (planner.rs); a
                 // client that fetches anyway gets the command back as its ticket, which DoGet
                 // answers with no rows (do_get_prepared_statement).
+                // A write's rows affected go in `total_records`, which ADBC reports as the
+                // DB-API cursor's `rowcount` (its Go driver's ExecuteQuery answers it).
                 Planned::StateChange { sql, plan } => {
-                    self.inner
+                    let dml = matches!(plan, datafusion::logical_expr::LogicalPlan::Dml(_))
+                        || iceflight_catalog::tables::CreateTableWith::of(&plan)
+                            .is_some_and(|c| c.query.is_some());
+                    let written = self
+                        .inner
                         .execution
                         .run_update(&caller.session, plan, &sql)
                         .await?;
                     let empty = Arc::new(Schema::empty());
                     let ticket = cmd.as_any().encode_to_vec();
-                    let info = Self::flight_info(&empty, ticket, request.into_inner())?;
+                    let mut info = Self::flight_info(&empty, ticket, request.into_inner())?;
+                    if dml || written > 0 {
+                        info = info.with_total_records(written);
+                    }
                     return Ok(Response::new(info));
                 }
                 query => query,

@@ -148,6 +148,46 @@ pub(crate) async fn plan_create_with(
     .into_plan())
 }
 
+/// `CREATE TABLE … AS SELECT` as DataFusion planned it (its refusals of clauses it does not take
+/// kept), to run as a [`CreateTableWith`] node: the query's rows stream into the new table and
+/// the statement answers the rows written. Any other plan is returned as it is.
+///
+/// Errors: `CREATE TEMPORARY TABLE` (an Iceberg table outlives the session).
+pub(crate) fn create_as_select(ctx: &SessionContext, plan: LogicalPlan) -> Result<LogicalPlan> {
+    let LogicalPlan::Ddl(datafusion::logical_expr::DdlStatement::CreateMemoryTable(create)) =
+        &plan
+    else {
+        return Ok(plan);
+    };
+    if create.temporary {
+        return datafusion::common::not_impl_err!(
+            "CREATE TEMPORARY TABLE is not supported: an Iceberg table outlives the session"
+        );
+    }
+    let defaults = ctx.state().config_options().catalog.clone();
+    let name = create
+        .name
+        .clone()
+        .resolve(&defaults.default_catalog, &defaults.default_schema);
+    let columns = create
+        .input
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| (f.name().clone(), f.data_type().clone(), f.is_nullable()))
+        .collect();
+    Ok(CreateTableWith {
+        catalog: name.catalog.to_string(),
+        namespace: name.schema.to_string(),
+        table: name.table.to_string(),
+        if_not_exists: create.if_not_exists,
+        columns,
+        layout: TableLayout::default(),
+        query: Some(create.input.as_ref().clone()),
+    }
+    .into_plan())
+}
+
 /// How a session resolves the names in statements iceflight plans itself: as DataFusion does
 /// (unquoted identifiers lowercased when normalization is on; the default catalog and schema).
 pub(crate) struct Names {
@@ -230,16 +270,20 @@ pub fn is_own_statement(plan: &LogicalPlan) -> bool {
 }
 
 /// Runs `plan` when it is one of the statements iceflight runs itself ([`plan_statement`](super::statement::plan_statement));
-/// `None` for any other plan.
+/// `None` for any other plan. `Some(Ok(Some(n)))`: the statement wrote `n` rows (`CREATE TABLE
+/// … AS SELECT`), which it answers as `INSERT` does.
 ///
 /// Errors: the catalog is not an Iceberg catalog of this engine (`system`); the statement's.
-pub async fn run_own_statement(ctx: &SessionContext, plan: &LogicalPlan) -> Option<Result<()>> {
+pub async fn run_own_statement(
+    ctx: &SessionContext,
+    plan: &LogicalPlan,
+) -> Option<Result<Option<u64>>> {
     if let LogicalPlan::Ddl(datafusion::logical_expr::DdlStatement::DropTable(drop)) = plan {
-        return drop_table(ctx, drop).await;
+        return drop_table(ctx, drop).await.map(|ran| ran.map(|()| None));
     }
     if let Some(alter) = AlterTable::of(plan) {
         return Some(match iceberg_catalog(ctx, &alter.catalog) {
-            Ok(catalog) => alter_table(catalog.as_ref(), alter).await,
+            Ok(catalog) => alter_table(catalog.as_ref(), alter).await.map(|()| None),
             Err(e) => Err(e),
         });
     }

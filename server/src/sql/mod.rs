@@ -8,6 +8,7 @@
 //!                  UPDATE, MERGE, merge-on-read DELETE ──► row_change.rs (a change stream)
 //!                  a query naming _row_id, _pos, … ──► metadata_columns.rs
 //!                  ALTER TABLE … EXECUTE, CALL ──► procedures.rs (optimize, expire_snapshots, …)
+//!            type names (CAST, CREATE TABLE) ──► types.rs (FLOAT, DATETIME, … as SQL means them)
 //! ```
 //!
 //! Used by the Flight SQL service (`flight/planner.rs`, `flight/execution.rs`), the CLI and the
@@ -17,10 +18,12 @@
 pub mod ddl;
 pub mod delete;
 pub mod file_functions;
+pub mod insert_values;
 pub mod metadata_columns;
 pub mod procedures;
 pub mod row_change;
 pub mod statement;
+pub mod types;
 
 pub use ddl::{is_own_statement, run_own_statement};
 pub use statement::{

@@ -67,16 +67,36 @@ pub async fn execute_statement(
 ) -> Result<SendableRecordBatchStream> {
     let plan = plan_statement(ctx, statement).await?;
     if let Some(ran) = run_own_statement(ctx, &plan).await {
-        ran?;
-        let empty = Arc::new(datafusion::arrow::datatypes::Schema::empty());
+        // Rows written are answered as INSERT answers them: one `count` row.
+        let (schema, batches) = match ran? {
+            None => (Arc::new(datafusion::arrow::datatypes::Schema::empty()), vec![]),
+            Some(rows) => {
+                let batch = count_batch(rows)?;
+                (batch.schema(), vec![Ok(batch)])
+            }
+        };
         return Ok(Box::pin(
             datafusion::physical_plan::stream::RecordBatchStreamAdapter::new(
-                empty,
-                futures::stream::empty(),
+                schema,
+                futures::stream::iter(batches),
             ),
         ));
     }
     ctx.execute_logical_plan(plan).await?.execute_stream().await
+}
+
+/// The answer of a statement that wrote `rows` rows, as DataFusion's `INSERT` answers: one row,
+/// one non-null `UInt64` column named `count`.
+///
+/// Errors: none in practice (the batch is built from a matching schema).
+pub fn count_batch(rows: u64) -> Result<datafusion::arrow::array::RecordBatch> {
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+    let schema = Arc::new(Schema::new(vec![Field::new("count", DataType::UInt64, false)]));
+    let count = datafusion::arrow::array::UInt64Array::from(vec![rows]);
+    Ok(datafusion::arrow::array::RecordBatch::try_new(
+        schema,
+        vec![Arc::new(count)],
+    )?)
 }
 
 /// The logical plan of one parsed statement (`plan_known_statement`); when planning fails and
@@ -109,6 +129,7 @@ pub async fn plan_statement(ctx: &SessionContext, statement: Statement) -> Resul
             if let Some(access) = Access::of(state.config()) {
                 crate::access::plan::check(&access, &state, &plan)?;
             }
+            super::insert_values::check(&plan)?;
             Ok(plan)
         }
     }
@@ -173,6 +194,13 @@ async fn plan_known_statement(ctx: &SessionContext, statement: Statement) -> Res
         }
         Sql::CreateTable(create) if matches!(create.table_options, CreateTableOptions::With(_)) => {
             return plan_create_with(ctx, create).await;
+        }
+        // CREATE TABLE … AS SELECT: planned by DataFusion (its refusals kept), then streamed
+        // into the new table (DataFusion would collect the rows in memory first) and answered
+        // with the rows written.
+        Sql::CreateTable(create) if create.query.is_some() => {
+            let plan = ctx.state().statement_to_plan(statement).await?;
+            return super::ddl::create_as_select(ctx, plan);
         }
         _ => {
             let plan = ctx.state().statement_to_plan(statement).await?;
