@@ -314,7 +314,14 @@ impl SchemaProvider for NoDefaultSchemaProvider {
                 .visibility
                 .as_ref()
                 .is_none_or(|v| v.table(catalog, namespace, table).is_ok());
-            if visible && self.catalog.catalog.table_exists(&ident).await.unwrap_or(false) {
+            if visible
+                && self
+                    .catalog
+                    .catalog
+                    .table_exists(&ident)
+                    .await
+                    .unwrap_or(false)
+            {
                 holding.push(namespace.as_str());
             }
         }

@@ -891,7 +891,11 @@ mod tests {
                     in_force = shown;
                 }
             } else {
-                let at = if line.starts_with('#') { shown } else { in_force };
+                let at = if line.starts_with('#') {
+                    shown
+                } else {
+                    in_force
+                };
                 sections[at].1.push(bare.to_string());
             }
         }
@@ -943,7 +947,10 @@ mod tests {
                 });
             }
         }
-        assert!(checked > 50, "only {checked} keys found in docs/configuration.md");
+        assert!(
+            checked > 50,
+            "only {checked} keys found in docs/configuration.md"
+        );
     }
 
     #[test]

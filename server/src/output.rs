@@ -160,7 +160,11 @@ impl<'a> ResultWriter<'a> {
         let schema = stream.schema();
         let mut rows = 0u64;
         if self.several {
-            write!(self.out, "{}", if self.written == 0 { "[\n" } else { ",\n" })?;
+            write!(
+                self.out,
+                "{}",
+                if self.written == 0 { "[\n" } else { ",\n" }
+            )?;
         }
         self.written += 1;
         if schema.fields().is_empty() {

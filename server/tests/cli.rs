@@ -566,7 +566,10 @@ fn default_schema_is_the_only_namespace() {
     // With a namespace named as the demo's among several, `sql` takes it, as the demo does.
     stdout(&iceflight(
         d,
-        &["sql", "CREATE SCHEMA local.tpch; CREATE TABLE local.tpch.notes (id BIGINT)"],
+        &[
+            "sql",
+            "CREATE SCHEMA local.tpch; CREATE TABLE local.tpch.notes (id BIGINT)",
+        ],
     ));
     assert_eq!(count("SELECT count(*) AS n FROM notes"), "n\n0\n");
 }

@@ -104,9 +104,9 @@ mod tests {
         let refused = checked(stream(rows(vec![Some(1), None])), &table, "eng.notes");
         let error = refused.try_collect::<Vec<_>>().await.unwrap_err();
         assert!(
-            error.to_string().contains(
-                "column id of table eng.notes is declared NOT NULL; a row gives it NULL"
-            ),
+            error
+                .to_string()
+                .contains("column id of table eng.notes is declared NOT NULL; a row gives it NULL"),
             "{error}"
         );
     }

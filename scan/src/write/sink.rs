@@ -47,11 +47,11 @@ enum Commit {
 pub struct IcebergSink {
     commit: Commit,
     table: Table,
-    /// The table's Arrow schema, with field ids (what the writers take).
+    /// The table's Arrow schema, with field ids and its NOT NULL columns.
+    table_schema: SchemaRef,
+    /// `table_schema` with every column nullable, as `DataSinkExec` is told: the NOT NULL
+    /// columns are checked here, by name (`not_null.rs`).
     schema: SchemaRef,
-    /// `schema` with every column nullable, as `DataSinkExec` is told: the NOT NULL columns
-    /// are checked here, by name (`not_null.rs`).
-    accepted: SchemaRef,
 }
 
 impl fmt::Debug for IcebergSink {
@@ -85,8 +85,8 @@ impl IcebergSink {
         Ok(Self {
             commit,
             table,
-            accepted: not_null::accepting(&schema),
-            schema: Arc::new(schema),
+            schema: not_null::accepting(&schema),
+            table_schema: Arc::new(schema),
         })
     }
 }
@@ -105,7 +105,7 @@ impl DisplayAs for IcebergSink {
 #[async_trait]
 impl DataSink for IcebergSink {
     fn schema(&self) -> &SchemaRef {
-        &self.accepted
+        &self.schema
     }
 
     async fn write_all(
@@ -113,7 +113,11 @@ impl DataSink for IcebergSink {
         data: SendableRecordBatchStream,
         _context: &Arc<TaskContext>,
     ) -> Result<u64> {
-        let data = not_null::checked(data, &self.schema, &self.table.identifier().to_string());
+        let data = not_null::checked(
+            data,
+            &self.table_schema,
+            &self.table.identifier().to_string(),
+        );
         match &self.commit {
             Commit::Append(catalog) => append_rows(catalog.as_ref(), &self.table, data).await,
             Commit::Overwrite(catalog) => {

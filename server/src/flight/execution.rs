@@ -268,9 +268,7 @@ impl Execution {
         let input = Box::pin(
             datafusion::physical_plan::stream::RecordBatchStreamAdapter::new(schema, batches),
         );
-        Ok(results::encode(
-            input, announced, log, cleanup, max_bytes,
-        ))
+        Ok(results::encode(input, announced, log, cleanup, max_bytes))
     }
 
     /// Runs a statement that changes state (DDL, `SET`, `INSERT`, procedures) to completion

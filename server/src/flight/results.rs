@@ -351,11 +351,9 @@ mod tests {
         ]));
         let keys = arrow::array::Int64Array::from_iter_values(0..100_000);
         let values = arrow::array::Float64Array::from_iter_values((0..100_000).map(f64::from));
-        let batch = RecordBatch::try_new(
-            Arc::clone(&schema),
-            vec![Arc::new(keys), Arc::new(values)],
-        )
-        .unwrap();
+        let batch =
+            RecordBatch::try_new(Arc::clone(&schema), vec![Arc::new(keys), Arc::new(values)])
+                .unwrap();
         assert!(batch.get_array_memory_size() > 1_000_000);
         let row = batch.slice(70_000, 1);
         Box::pin(RecordBatchStreamAdapter::new(
@@ -374,7 +372,10 @@ mod tests {
         assert!(messages.iter().all(Result::is_ok), "{messages:?}");
         let sent: usize = messages
             .iter()
-            .map(|m| m.as_ref().map_or(0, |d| d.data_header.len() + d.data_body.len()))
+            .map(|m| {
+                m.as_ref()
+                    .map_or(0, |d| d.data_header.len() + d.data_body.len())
+            })
             .sum();
         let counted = log.bytes.load(std::sync::atomic::Ordering::Relaxed);
         assert_eq!(counted, sent as u64);

@@ -154,8 +154,7 @@ pub(crate) async fn plan_create_with(
 ///
 /// Errors: `CREATE TEMPORARY TABLE` (an Iceberg table outlives the session).
 pub(crate) fn create_as_select(ctx: &SessionContext, plan: LogicalPlan) -> Result<LogicalPlan> {
-    let LogicalPlan::Ddl(datafusion::logical_expr::DdlStatement::CreateMemoryTable(create)) =
-        &plan
+    let LogicalPlan::Ddl(datafusion::logical_expr::DdlStatement::CreateMemoryTable(create)) = &plan
     else {
         return Ok(plan);
     };

@@ -76,12 +76,7 @@ pub fn check(plan: &LogicalPlan) -> Result<()> {
 }
 
 /// Errors when a row of `values` is NULL in column `index` (which fills NOT NULL `name`).
-fn null_row(
-    values: &Values,
-    index: usize,
-    name: &str,
-    target: &str,
-) -> Result<()> {
+fn null_row(values: &Values, index: usize, name: &str, target: &str) -> Result<()> {
     for (row, exprs) in values.values.iter().enumerate() {
         if let Some(Expr::Literal(value, _)) = exprs.get(index).map(stripped)
             && value.is_null()

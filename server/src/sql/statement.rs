@@ -69,7 +69,10 @@ pub async fn execute_statement(
     if let Some(ran) = run_own_statement(ctx, &plan).await {
         // Rows written are answered as INSERT answers them: one `count` row.
         let (schema, batches) = match ran? {
-            None => (Arc::new(datafusion::arrow::datatypes::Schema::empty()), vec![]),
+            None => (
+                Arc::new(datafusion::arrow::datatypes::Schema::empty()),
+                vec![],
+            ),
             Some(rows) => {
                 let batch = count_batch(rows)?;
                 (batch.schema(), vec![Ok(batch)])
@@ -91,7 +94,11 @@ pub async fn execute_statement(
 /// Errors: none in practice (the batch is built from a matching schema).
 pub fn count_batch(rows: u64) -> Result<datafusion::arrow::array::RecordBatch> {
     use datafusion::arrow::datatypes::{DataType, Field, Schema};
-    let schema = Arc::new(Schema::new(vec![Field::new("count", DataType::UInt64, false)]));
+    let schema = Arc::new(Schema::new(vec![Field::new(
+        "count",
+        DataType::UInt64,
+        false,
+    )]));
     let count = datafusion::arrow::array::UInt64Array::from(vec![rows]);
     Ok(datafusion::arrow::array::RecordBatch::try_new(
         schema,
