@@ -28,8 +28,10 @@ fi
 here=$(cd "$(dirname "$0")/.." && pwd)
 target_dir=${ICEFLIGHT_FUZZ_TARGET_DIR:-$HOME/.cache/iceflight-fuzz}
 if ! cargo fuzz --version >/dev/null 2>&1; then
-  # An unoptimized cargo-fuzz builds in half the time; it only drives cargo and libFuzzer.
-  cargo install cargo-fuzz --version 0.13.2 --locked --debug
+  # An unoptimized cargo-fuzz builds in half the time; it only drives cargo and libFuzzer. Built
+  # in the fuzz build's directory: in the workspace's ($CARGO_TARGET_DIR) it would hold the
+  # test build behind its lock.
+  cargo install cargo-fuzz --version 0.13.2 --locked --debug --target-dir "$target_dir/cargo-fuzz"
 fi
 cd "$here/input/fuzz"
 profile=()
