@@ -110,6 +110,7 @@ mod flight;
 mod load;
 mod nested;
 mod run;
+mod tpcds;
 
 const Q6: &str = "SELECT sum(l_extendedprice * l_discount) AS revenue FROM {t} \
     WHERE l_shipdate >= DATE '1994-01-01' AND l_shipdate < DATE '1995-01-01' \

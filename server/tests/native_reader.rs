@@ -377,6 +377,56 @@ async fn tpch_sf01_static_row_filter_build_side_and_shared_subplan() {
     assert_eq!(decimal_arithmetic_exprs(&b.plan), 0);
 }
 
+/// A CTE over a star join, read three times as TPC-DS q47 and q57 read theirs (the aggregate
+/// joined with itself on a window rank): the join and its aggregate run once, and the shared
+/// lineitem scan keeps the dynamic filter of the join inside the CTE (it still drops rows),
+/// while a consumer's join from outside reaches no shared scan. Answers equal with sharing off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tpch_sf01_cte_over_a_join_is_shared_with_its_own_dynamic_filter() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, _) = tpch_engine(dir.path()).await;
+    let on = tpch_session(&engine, &[]);
+    let off = tpch_session(&engine, &[("iceflight.optimizer.shared_subplans", "false")]);
+    let sql = "WITH v AS (\
+                 SELECT p_brand, extract(year FROM l_shipdate) AS y, sum(l_quantity) AS q, \
+                   rank() OVER (PARTITION BY p_brand ORDER BY extract(year FROM l_shipdate)) AS rn \
+                 FROM lineitem JOIN part ON l_partkey = p_partkey \
+                 WHERE p_container = 'SM BOX' AND p_size < 10 \
+                 GROUP BY p_brand, extract(year FROM l_shipdate)) \
+               SELECT v.p_brand, v.y, v.q, prev.q AS prev_q, next.q AS next_q \
+               FROM v JOIN v prev ON v.p_brand = prev.p_brand AND v.rn = prev.rn + 1 \
+                      JOIN v next ON v.p_brand = next.p_brand AND v.rn = next.rn - 1 \
+               ORDER BY 1, 2";
+    let (a, b) = (
+        execute(&on, sql).await.unwrap(),
+        execute(&off, sql).await.unwrap(),
+    );
+    assert_eq!(rows(&a.batches), rows(&b.batches));
+    assert!(!rows(&a.batches).is_empty());
+    assert_eq!(count_nodes(&a.plan, "SharedSubplanExec"), 3);
+    assert_eq!(count_nodes(&b.plan, "SharedSubplanExec"), 0);
+    type Plan = Arc<dyn datafusion::physical_plan::ExecutionPlan>;
+    let lineitem = |p: &Plan| -> Vec<Plan> {
+        scans(p)
+            .into_iter()
+            .filter(|s| {
+                s.downcast_ref::<iceflight_scan::IcebergScanExec>()
+                    .is_some_and(|e| e.table().identifier().name() == "lineitem")
+            })
+            .collect()
+    };
+    assert_eq!(lineitem(&a.plan).len(), 1);
+    assert_eq!(lineitem(&b.plan).len(), 3);
+    // The part filter keeps about 1 part in 90: the shared scan's rows out, pruned by the
+    // join's dynamic filter, are a small share of lineitem's 600 000.
+    let out = table_scan_metric(&a.plan, "lineitem", "output_rows");
+    assert!(
+        scan_metric(&a.plan, "dynamic_rows_dropped") > 500_000,
+        "the shared scan kept its join's dynamic filter"
+    );
+    assert!(out < 60_000, "shared lineitem scan emitted {out} rows");
+}
+
 /// How many `DecimalArithmeticExpr`s the projections and aggregate arguments of `plan` hold.
 fn decimal_arithmetic_exprs(plan: &Arc<dyn datafusion::physical_plan::ExecutionPlan>) -> usize {
     use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};

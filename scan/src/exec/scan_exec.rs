@@ -310,10 +310,32 @@ impl IcebergScanExec {
         !self.dynamic_filters.is_empty()
     }
 
-    /// The same scan without its dynamic filters (a scan shared by several consumers, each of
-    /// whose joins pushed its own: `shared_subplan.rs`).
-    pub(crate) fn without_dynamic_filters(&self) -> Self {
-        self.builder().without_dynamic_filters().build()
+    /// The same scan with only the dynamic filters `keep` accepts (a scan shared by several
+    /// consumers keeps those of joins inside the shared subtree: `shared_subplan.rs`). What
+    /// the plan above proved about NULL in the filters holds for any subset of them. `None`
+    /// when every filter is kept.
+    pub(crate) fn retaining_dynamic_filters(
+        &self,
+        keep: impl Fn(&Arc<dyn PhysicalExpr>) -> bool,
+    ) -> Option<Self> {
+        let kept: Vec<Arc<dyn PhysicalExpr>> = self
+            .dynamic_filters
+            .iter()
+            .filter(|f| keep(f))
+            .cloned()
+            .collect();
+        if kept.len() == self.dynamic_filters.len() {
+            return None;
+        }
+        let wait = self.settings.dynamic_filter_wait;
+        let mut builder = self.builder().without_dynamic_filters();
+        if !kept.is_empty() {
+            builder = builder
+                .with_linked_dynamic_filters(kept, 0)
+                .with_dynamic_nulls(self.dynamic_nulls)
+                .with_dynamic_filter_wait(wait);
+        }
+        Some(builder.build())
     }
 
     /// Whether `other` reads the same rows into the same partitions: the same table at the

@@ -3,27 +3,30 @@
 //!
 //! ```text
 //!   plan (after every other physical rule)
-//!     ──► candidates: AggregateExec subtrees whose leaves are all Iceberg scans
+//!     ──► candidates: AggregateExec subtrees whose leaves are all Iceberg scans (hash joins,
+//!         filters, projections and repartitioning between them)
 //!     ──► groups of subtrees equal node by node (`same_plan`: each operator's verbose
 //!         display, schema and children; a scan by table, snapshot, files, columns, static
 //!         filters and limit — its dynamic filters aside), largest first
-//!     ──► every member replaced by a SharedSubplanExec over one copy, whose scans drop their
-//!         dynamic filters (each came from one consumer's join and would drop rows another
-//!         consumer needs)
+//!     ──► every member replaced by a SharedSubplanExec over one copy, whose scans keep only
+//!         the dynamic filters of the copy's own joins (one from a join above came from one
+//!         consumer and would drop rows another consumer needs)
 //!   execute(p) by any consumer ──► the first starts partition p of the copy in a task of its
 //!   own and keeps its batches (reserved in the memory pool); every consumer of p streams
 //!   them; the batches are freed when the last consumer has taken them
 //! ```
 //!
 //! TPC-H q15 computes its `revenue` CTE twice (once for the join, once for `max` in the
-//! scalar subquery); DataFusion 54.1 plans it twice. DuckDB materializes a CTE referenced
-//! twice. Only aggregates are shared: their output is small beside their input, so keeping it
+//! scalar subquery); DataFusion 54.1 plans it twice. TPC-DS q47 and q57 join their CTE `v1`
+//! (a star join of the sales table with three dimensions, then an aggregate) with itself
+//! twice: three copies of the whole join. DuckDB materializes a CTE referenced twice. Only aggregates are shared: their output is small beside their input, so keeping it
 //! costs little memory, and the subtree's work (a scan and a hash aggregation) is saved whole.
 //! Plans with a recursive query are left alone (its recursive term runs once per iteration).
 //! Memory: each partition's batches are reserved in the session's memory pool; a pool too
 //! small fails the query with DataFusion's resources-exhausted error, as any operator that
 //! cannot spill (`SET iceflight.optimizer.shared_subplans = false` computes each copy again).
 
+use std::collections::HashSet;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
@@ -41,6 +44,7 @@ use datafusion::physical_plan::aggregates::AggregateExec;
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::execution_plan::EmissionType;
 use datafusion::physical_plan::filter::FilterExec;
+use datafusion::physical_plan::joins::HashJoinExec;
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
 use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::repartition::RepartitionExec;
@@ -113,7 +117,7 @@ impl PhysicalOptimizerRule for SharedSubplans {
         }
         let mut replacements: Vec<(Arc<dyn ExecutionPlan>, Arc<dyn ExecutionPlan>)> = vec![];
         for group in groups {
-            let copy = without_dynamic_filters(Arc::clone(&group[0]))?;
+            let copy = without_outside_dynamic_filters(Arc::clone(&group[0]))?;
             let state = Arc::new(SharedState::new(
                 group.len(),
                 copy.output_partitioning().partition_count(),
@@ -226,9 +230,19 @@ fn same_plan(a: &Arc<dyn ExecutionPlan>, b: &Arc<dyn ExecutionPlan>) -> bool {
     node && ca.iter().zip(cb).all(|(x, y)| same_plan(x, y))
 }
 
-/// The expressions of an operator the rule may share (aggregates, filters, projections,
-/// repartitioning, coalescing); `None` for any other.
+/// The expressions of an operator the rule may share (aggregates, hash joins, filters,
+/// projections, repartitioning, coalescing); `None` for any other.
 fn expressions(plan: &Arc<dyn ExecutionPlan>) -> Option<Vec<Arc<dyn PhysicalExpr>>> {
+    if let Some(j) = plan.downcast_ref::<HashJoinExec>() {
+        // Join type, mode, projection and the filter's column indices are in the display.
+        let mut out: Vec<Arc<dyn PhysicalExpr>> = j
+            .on()
+            .iter()
+            .flat_map(|(l, r)| [Arc::clone(l), Arc::clone(r)])
+            .collect();
+        out.extend(j.filter().map(|f| Arc::clone(f.expression())));
+        return Some(out);
+    }
     if let Some(a) = plan.downcast_ref::<AggregateExec>() {
         let mut out: Vec<Arc<dyn PhysicalExpr>> = a
             .group_expr()
@@ -271,13 +285,30 @@ impl fmt::Display for Verbose<'_> {
     }
 }
 
-/// `plan` with every Iceberg scan's dynamic filters dropped.
-fn without_dynamic_filters(plan: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>> {
+/// `plan` with every Iceberg scan's dynamic filters dropped except those a hash join inside
+/// `plan` produces (identified by expression id): the copy's joins run for every consumer.
+fn without_outside_dynamic_filters(plan: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>> {
+    let mut inside: HashSet<u64> = HashSet::new();
+    plan.apply(|node| {
+        if let Some(id) = node
+            .downcast_ref::<HashJoinExec>()
+            .and_then(|j| j.dynamic_filter_expr())
+            .and_then(|f| f.expression_id())
+        {
+            inside.insert(id);
+        }
+        Ok(TreeNodeRecursion::Continue)
+    })?;
     plan.transform_up(|node| match node.downcast_ref::<IcebergScanExec>() {
-        Some(scan) if scan.has_dynamic_filters() => Ok(Transformed::yes(Arc::new(
-            scan.without_dynamic_filters(),
-        )
-            as Arc<dyn ExecutionPlan>)),
+        Some(scan) if scan.has_dynamic_filters() => {
+            let kept = scan.retaining_dynamic_filters(|f| {
+                f.expression_id().is_some_and(|id| inside.contains(&id))
+            });
+            Ok(match kept {
+                Some(kept) => Transformed::yes(Arc::new(kept) as Arc<dyn ExecutionPlan>),
+                None => Transformed::no(node),
+            })
+        }
         _ => Ok(Transformed::no(node)),
     })
     .map(|t| t.data)
