@@ -95,8 +95,8 @@ pub struct DataArgs {
     /// catalogs only).
     #[arg(long, value_enum, default_value = "iceflight")]
     pub writer: crate::tpcds::Writer,
-    /// TPC-DS `load`: the dsdgen Parquet files, generated there when missing [default:
-    /// $HOME/.cache/iceflight-bench/tpcds-sf<scale>].
+    /// TPC-DS `load`: the dsdgen Parquet files, generated there when missing (default:
+    /// `$HOME/.cache/iceflight-bench/tpcds-sf<scale>`).
     #[arg(long)]
     pub parquet_dir: Option<PathBuf>,
     /// Python with duckdb 1.5.5, its extension wheels and pyiceberg (scripts/setup-python.sh).

@@ -344,17 +344,8 @@ async fn tpch_sf01_static_row_filter_build_side_and_shared_subplan() {
     assert_eq!(rows(&a.batches), rows(&b.batches));
     assert_eq!(count_nodes(&a.plan, "SharedSubplanExec"), 2);
     assert_eq!(count_nodes(&b.plan, "SharedSubplanExec"), 0);
-    let lineitem_scans = |p| {
-        scans(p)
-            .iter()
-            .filter(|s| {
-                s.downcast_ref::<iceflight_scan::IcebergScanExec>()
-                    .is_some_and(|e| e.table().identifier().name() == "lineitem")
-            })
-            .count()
-    };
-    assert_eq!(lineitem_scans(&a.plan), 1);
-    assert_eq!(lineitem_scans(&b.plan), 2);
+    assert_eq!(scans_of(&a.plan, "lineitem"), 1);
+    assert_eq!(scans_of(&b.plan, "lineitem"), 2);
     let decoded = table_scan_metric(&a.plan, "lineitem", "files_opened");
     let decoded_off = table_scan_metric(&b.plan, "lineitem", "files_opened");
     assert_eq!(
@@ -405,18 +396,8 @@ async fn tpch_sf01_cte_over_a_join_is_shared_with_its_own_dynamic_filter() {
     assert!(!rows(&a.batches).is_empty());
     assert_eq!(count_nodes(&a.plan, "SharedSubplanExec"), 3);
     assert_eq!(count_nodes(&b.plan, "SharedSubplanExec"), 0);
-    type Plan = Arc<dyn datafusion::physical_plan::ExecutionPlan>;
-    let lineitem = |p: &Plan| -> Vec<Plan> {
-        scans(p)
-            .into_iter()
-            .filter(|s| {
-                s.downcast_ref::<iceflight_scan::IcebergScanExec>()
-                    .is_some_and(|e| e.table().identifier().name() == "lineitem")
-            })
-            .collect()
-    };
-    assert_eq!(lineitem(&a.plan).len(), 1);
-    assert_eq!(lineitem(&b.plan).len(), 3);
+    assert_eq!(scans_of(&a.plan, "lineitem"), 1);
+    assert_eq!(scans_of(&b.plan, "lineitem"), 3);
     // The part filter keeps about 1 part in 90: the shared scan's rows out, pruned by the
     // join's dynamic filter, are a small share of lineitem's 600 000.
     let out = table_scan_metric(&a.plan, "lineitem", "output_rows");
@@ -425,6 +406,17 @@ async fn tpch_sf01_cte_over_a_join_is_shared_with_its_own_dynamic_filter() {
         "the shared scan kept its join's dynamic filter"
     );
     assert!(out < 60_000, "shared lineitem scan emitted {out} rows");
+}
+
+/// How many Iceberg scans of `table` `plan` holds.
+fn scans_of(plan: &Arc<dyn datafusion::physical_plan::ExecutionPlan>, table: &str) -> usize {
+    scans(plan)
+        .iter()
+        .filter(|s| {
+            s.downcast_ref::<iceflight_scan::IcebergScanExec>()
+                .is_some_and(|e| e.table().identifier().name() == table)
+        })
+        .count()
 }
 
 /// How many `DecimalArithmeticExpr`s the projections and aggregate arguments of `plan` hold.
