@@ -1,6 +1,7 @@
 //! iceflight's optimizer rules that need no Iceberg, each behind an `iceflight.optimizer.*`
-//! setting (`iceflight-options`): logical [`join_order::JoinOrder`] and
-//! [`aggregate_reduction::AggregateReduction`]; physical
+//! setting (`iceflight-options`): logical [`join_order::JoinOrder`],
+//! [`aggregate_reduction::AggregateReduction`] and [`grouping_sets::GroupingSetsFromFinest`];
+//! physical
 //! [`filter_selectivity::FilterSelectivity`], [`join_partition_mode::JoinPartitionMode`],
 //! [`like_segments::LikeSegments`], [`decimal_arithmetic::DecimalArithmetic`] (the last two
 //! through `expr_rewrite`) and [`join_filters::NullSafeJoinFilters`]. The rules that rewrite
@@ -10,6 +11,7 @@ pub mod aggregate_reduction;
 pub mod decimal_arithmetic;
 pub(crate) mod expr_rewrite;
 pub mod filter_selectivity;
+pub mod grouping_sets;
 pub mod join_filters;
 pub mod join_order;
 pub mod join_partition_mode;

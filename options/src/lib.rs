@@ -58,6 +58,8 @@ config_namespace! {
         pub join_reorder: bool, default = true
         /// Semi-join a grouped aggregate's input with the keys its inner join can match
         pub aggregate_reduction: bool, default = true
+        /// Compute ROLLUP, CUBE and GROUPING SETS from one aggregate at their finest grouping
+        pub grouping_sets_from_finest: bool, default = true
         /// Run an aggregate subtree that appears twice in a plan (a CTE, a repeated subquery) once
         pub shared_subplans: bool, default = true
         /// Estimate filters from column statistics where DataFusion assumes 20 %, before it picks join build sides

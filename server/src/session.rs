@@ -324,6 +324,9 @@ impl Engine {
             .with_optimizer_rule(Arc::new(iceflight_optimizer::join_order::JoinOrder))
             .with_optimizer_rule(Arc::new(
                 iceflight_optimizer::aggregate_reduction::AggregateReduction,
+            ))
+            .with_optimizer_rule(Arc::new(
+                iceflight_optimizer::grouping_sets::GroupingSetsFromFinest,
             ));
         let builder = with_engine_semantics(builder);
         let state = match &self.cluster {
