@@ -409,7 +409,7 @@ mod tests {
             "{err}"
         );
         let entries = IceflightOptions::default().entries();
-        assert_eq!(entries.len(), 18);
+        assert_eq!(entries.len(), 19);
         assert!(entries.iter().all(|e| e.key.starts_with("iceflight.")));
         let err = ctx.sql("SET iceflight.scan.nope = 1").await.unwrap_err();
         assert!(
