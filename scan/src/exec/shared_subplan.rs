@@ -212,6 +212,26 @@ fn same_plan(a: &Arc<dyn ExecutionPlan>, b: &Arc<dyn ExecutionPlan>) -> bool {
     if !same_expressions {
         return false;
     }
+    // A hash join's shape beyond its expressions, which its display shows only in part: the
+    // side each filter column reads, NULL equality, the output projection.
+    if let (Some(x), Some(y)) = (
+        a.downcast_ref::<HashJoinExec>(),
+        b.downcast_ref::<HashJoinExec>(),
+    ) {
+        let shape = |j: &HashJoinExec| {
+            (
+                *j.join_type(),
+                *j.partition_mode(),
+                j.null_equality(),
+                j.null_aware,
+                j.projection.clone(),
+                j.filter().map(|f| f.column_indices().to_vec()),
+            )
+        };
+        if shape(x) != shape(y) {
+            return false;
+        }
+    }
     // `Partitioning`'s `==` never holds for `UnknownPartitioning`: compare what it shows.
     let partitioning = |p: &Arc<dyn ExecutionPlan>| p.output_partitioning().to_string();
     let node = a.name() == b.name()
