@@ -54,7 +54,8 @@ use tonic::transport::Channel;
 
 use crate::fileio_store::FileIoStore;
 
-fn ext(e: impl std::error::Error + Send + Sync + 'static) -> DataFusionError {
+/// An error of another library as DataFusion's `External`.
+pub(crate) fn ext(e: impl std::error::Error + Send + Sync + 'static) -> DataFusionError {
     DataFusionError::External(Box::new(e))
 }
 

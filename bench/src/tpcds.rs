@@ -23,13 +23,11 @@ use iceflight_catalog::tables::{TableLayout, create_filled};
 use iceflight_catalog::{CatalogConfig, CatalogKind};
 use iceflight_datagen::load::drop_namespace;
 
+use crate::run::ext;
+
 /// Rows of `store_sales` at scale factor 1 (dsdgen); the scale of loaded data is its rows over
 /// this.
 pub const STORE_SALES_SF1: f64 = 2_880_404.0;
-
-fn ext(e: impl std::error::Error + Send + Sync + 'static) -> DataFusionError {
-    DataFusionError::External(Box::new(e))
-}
 
 /// Where the dsdgen Parquet files of `scale` live: `explicit`, else
 /// `$HOME/.cache/iceflight-bench/tpcds-sf<scale>`.
@@ -193,11 +191,7 @@ fn write_with_pyiceberg(
     namespace: &NamespaceIdent,
     source: &Source<'_>,
 ) -> Result<Vec<(String, u64)>> {
-    let db = catalog_config
-        .uri
-        .strip_prefix("sqlite:")
-        .map(|p| p.trim_start_matches("//"))
-        .map(|p| p.split('?').next().unwrap_or(p));
+    let db = iceflight_catalog::sqlite_file(&catalog_config.uri);
     let warehouse = catalog_config
         .warehouse
         .as_deref()

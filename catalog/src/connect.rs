@@ -13,6 +13,13 @@ use crate::config::{CatalogConfig, CatalogKind};
 use crate::error::CatalogError;
 use crate::rest::CredentialCounters;
 
+/// The file of an embedded catalog's sqlx URI: `sqlite:/data/catalog.db`,
+/// `sqlite:///data/catalog.db?mode=rwc` → `/data/catalog.db`; `None` for any other scheme.
+pub fn sqlite_file(uri: &str) -> Option<&str> {
+    let path = uri.strip_prefix("sqlite:")?.trim_start_matches("//");
+    Some(path.split('?').next().unwrap_or(path))
+}
+
 /// Connects to one configured catalog.
 ///
 /// `sql`: creates the sqlite file and its parent directory if missing (`?mode=rwc`), and the
@@ -39,9 +46,7 @@ pub async fn connect(
         CatalogKind::Sql => {
             sqlx::any::install_default_drivers();
             let mut uri = config.uri.clone();
-            if let Some(path) = uri.strip_prefix("sqlite:") {
-                let path = path.trim_start_matches("//");
-                let file = path.split('?').next().unwrap_or(path);
+            if let Some(file) = sqlite_file(&config.uri) {
                 if let Some(parent) = std::path::Path::new(file).parent() {
                     std::fs::create_dir_all(parent).map_err(|e| CatalogError::Unavailable {
                         catalog: config.name.clone(),

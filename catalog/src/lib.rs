@@ -31,6 +31,7 @@ use iceberg::Catalog;
 use iceflight_iceberg::commit::CommitCatalog;
 
 pub use config::{CatalogConfig, CatalogKind, DEFAULT_CATALOG_NAME};
+pub use connect::sqlite_file;
 pub use error::{CatalogError, to_df_error};
 pub use provider::{IcebergCatalogProvider, IcebergSchemaProvider, NO_DEFAULT_SCHEMA};
 

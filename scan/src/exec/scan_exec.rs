@@ -327,15 +327,18 @@ impl IcebergScanExec {
         if kept.len() == self.dynamic_filters.len() {
             return None;
         }
-        let wait = self.settings.dynamic_filter_wait;
-        let mut builder = self.builder().without_dynamic_filters();
-        if !kept.is_empty() {
-            builder = builder
-                .with_linked_dynamic_filters(kept, 0)
-                .with_dynamic_nulls(self.dynamic_nulls)
-                .with_dynamic_filter_wait(wait);
+        let builder = self.builder().without_dynamic_filters();
+        if kept.is_empty() {
+            return Some(builder.build());
         }
-        Some(builder.build())
+        // The NULL proof first, so the filters' domains are built once, with it.
+        Some(
+            builder
+                .with_dynamic_nulls(self.dynamic_nulls)
+                .with_linked_dynamic_filters(kept, 0)
+                .with_dynamic_filter_wait(self.settings.dynamic_filter_wait)
+                .build(),
+        )
     }
 
     /// Whether `other` reads the same rows into the same partitions: the same table at the
