@@ -22,7 +22,7 @@ use arrow_flight::{
     HandshakeRequest, HandshakeResponse, PollInfo, PutResult, SchemaResult, Ticket,
 };
 use datafusion::arrow::array::RecordBatch;
-use datafusion::common::{DataFusionError, Result};
+use datafusion::common::Result;
 use futures::{Stream, TryStreamExt};
 use iceflight::config::Config;
 use iceflight::flight;
@@ -30,9 +30,7 @@ use iceflight::session::Engine;
 use tonic::transport::Channel;
 use tonic::{Request, Response, Status, Streaming};
 
-fn ext(e: impl std::error::Error + Send + Sync + 'static) -> DataFusionError {
-    DataFusionError::External(Box::new(e))
-}
+use crate::error::ext;
 
 type BoxStream<T> = Pin<Box<dyn Stream<Item = std::result::Result<T, Status>> + Send>>;
 

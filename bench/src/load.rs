@@ -25,6 +25,8 @@ use datafusion::common::{DataFusionError, Result};
 use futures::TryStreamExt;
 use tonic::transport::Channel;
 
+use crate::error::ext;
+
 /// What one run is told (`iceflight-bench clients`).
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
@@ -95,10 +97,6 @@ impl Outcome {
     pub fn errors(&self) -> usize {
         self.kinds.values().map(|k| k.errors).sum()
     }
-}
-
-fn ext(e: impl std::error::Error + Send + Sync + 'static) -> DataFusionError {
-    DataFusionError::External(Box::new(e))
 }
 
 /// splitmix64: the mix's deterministic choices.

@@ -105,6 +105,7 @@ enum Command {
 }
 
 mod chart;
+mod error;
 mod fileio_store;
 mod flight;
 mod load;

@@ -52,12 +52,8 @@ use iceflight_scan::plan::metrics_index::FileMetricsIndex;
 use serde_json::{Value, json};
 use tonic::transport::Channel;
 
+use crate::error::ext;
 use crate::fileio_store::FileIoStore;
-
-/// An error of another library as DataFusion's `External`.
-pub(crate) fn ext(e: impl std::error::Error + Send + Sync + 'static) -> DataFusionError {
-    DataFusionError::External(Box::new(e))
-}
 
 /// Where a suite's tables live: shared by `load` and `run`.
 #[derive(clap::Args, Clone, Debug)]

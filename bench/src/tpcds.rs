@@ -23,7 +23,7 @@ use iceflight_catalog::tables::{TableLayout, create_filled};
 use iceflight_catalog::{CatalogConfig, CatalogKind};
 use iceflight_datagen::load::drop_namespace;
 
-use crate::run::ext;
+use crate::error::ext;
 
 /// Rows of `store_sales` at scale factor 1 (dsdgen); the scale of loaded data is its rows over
 /// this.
