@@ -1,5 +1,6 @@
 //! iceflight's optimizer rules that need no Iceberg, each behind an `iceflight.optimizer.*`
-//! setting (`iceflight-options`): logical [`join_order::JoinOrder`],
+//! setting (`iceflight-options`): the analyzer rule [`shared_ctes::SharedCtes`] (with its
+//! barrier node and planner in [`cte_reference`]); logical [`join_order::JoinOrder`],
 //! [`aggregate_reduction::AggregateReduction`] and [`grouping_sets::GroupingSetsFromFinest`];
 //! physical
 //! [`filter_selectivity::FilterSelectivity`], [`join_partition_mode::JoinPartitionMode`],
@@ -8,6 +9,7 @@
 //! the Iceberg scan itself live with it (`scan/src/exec/`).
 
 pub mod aggregate_reduction;
+pub mod cte_reference;
 pub mod decimal_arithmetic;
 pub(crate) mod expr_rewrite;
 pub mod filter_selectivity;
@@ -16,3 +18,4 @@ pub mod join_filters;
 pub mod join_order;
 pub mod join_partition_mode;
 pub mod like_segments;
+pub mod shared_ctes;

@@ -328,6 +328,16 @@ impl Engine {
             .with_optimizer_rule(Arc::new(
                 iceflight_optimizer::grouping_sets::GroupingSetsFromFinest,
             ));
+        // Not on a coordinator, as the shared-subplan rule its barriers serve: every
+        // reference of a CTE kept one plan, so that rule runs it once.
+        let builder = match &self.cluster {
+            Some(_) => builder,
+            None => builder
+                .with_analyzer_rule(Arc::new(iceflight_optimizer::shared_ctes::SharedCtes))
+                .with_query_planner(Arc::new(
+                    iceflight_optimizer::cte_reference::CteQueryPlanner,
+                )),
+        };
         let builder = with_engine_semantics(builder);
         let state = match &self.cluster {
             Some(cluster) => cluster.coordinator_session(builder),
