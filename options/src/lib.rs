@@ -62,6 +62,8 @@ config_namespace! {
         pub grouping_sets_from_finest: bool, default = true
         /// Run an aggregate subtree that appears twice in a plan (a CTE, a repeated subquery) once
         pub shared_subplans: bool, default = true
+        /// Keep every reference of a CTE one plan, under the union of the references' filters, so shared_subplans runs it once
+        pub shared_ctes: bool, default = true
         /// Estimate filters from column statistics where DataFusion assumes 20 %, before it picks join build sides
         pub filter_selectivity: bool, default = true
         /// Compute decimal +, -, * on 64-bit values where a batch's values prove the result exact
@@ -409,7 +411,7 @@ mod tests {
             "{err}"
         );
         let entries = IceflightOptions::default().entries();
-        assert_eq!(entries.len(), 19);
+        assert_eq!(entries.len(), 20);
         assert!(entries.iter().all(|e| e.key.starts_with("iceflight.")));
         let err = ctx.sql("SET iceflight.scan.nope = 1").await.unwrap_err();
         assert!(
