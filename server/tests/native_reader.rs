@@ -410,7 +410,7 @@ async fn tpch_sf01_cte_over_a_join_is_shared_with_its_own_dynamic_filter() {
 
 /// A CTE read three times, each reference keeping another ship mode (TPC-DS q31's shape): the
 /// references keep one plan behind their barriers (`optimizer/src/shared_ctes.rs`), so lineitem
-/// is read once, through the widened filter (three of the seven modes); answers equal with
+/// is read once (a common subexpression in the body too), through the widened filter (three of the seven modes); answers equal with
 /// sharing off, which reads it three times.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tpch_sf01_cte_filtered_differently_per_reference_is_read_once() {
@@ -418,9 +418,13 @@ async fn tpch_sf01_cte_filtered_differently_per_reference_is_read_once() {
     let (engine, _) = tpch_engine(dir.path()).await;
     let on = tpch_session(&engine, &[]);
     let off = tpch_session(&engine, &[("iceflight.optimizer.shared_subplans", "false")]);
-    let sql = "WITH t AS (SELECT l_shipmode, l_returnflag, sum(l_quantity) AS q, count(*) AS n \
+    // `sum` and `avg` of one expression: DataFusion computes it once per copy, under an alias
+    // numbered across the plan (`__common_expr_<n>`), which the copies still share.
+    let sql = "WITH t AS (SELECT l_shipmode, l_returnflag, sum(l_quantity) AS q, count(*) AS n, \
+                 sum(l_extendedprice * (1 - l_discount)) AS r, \
+                 avg(l_extendedprice * (1 - l_discount)) AS ar \
                  FROM lineitem GROUP BY l_shipmode, l_returnflag) \
-               SELECT a.l_returnflag, a.q, b.q, c.q, a.n + b.n + c.n FROM t a, t b, t c \
+               SELECT a.l_returnflag, a.q, b.q, c.q, a.n + b.n + c.n, a.r, c.ar FROM t a, t b, t c \
                WHERE a.l_shipmode = 'AIR' AND b.l_shipmode = 'RAIL' AND c.l_shipmode = 'SHIP' \
                  AND a.l_returnflag = b.l_returnflag AND b.l_returnflag = c.l_returnflag \
                ORDER BY 1";

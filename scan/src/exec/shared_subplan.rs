@@ -4,9 +4,10 @@
 //! ```text
 //!   plan (after every other physical rule)
 //!     ──► candidates: AggregateExec subtrees whose leaves are all Iceberg scans (hash joins,
-//!         filters, projections and repartitioning between them)
+//!         filters, projections, unions and repartitioning between them)
 //!     ──► groups of subtrees equal node by node (`same_plan`: each operator's verbose
-//!         display, schema and children; a scan by table, snapshot, files, columns, static
+//!         display, schema and children, the numbers DataFusion gives common subexpressions
+//!         aside; a scan by table, snapshot, files, columns, static
 //!         filters and limit — its dynamic filters aside), largest first
 //!     ──► every member replaced by a SharedSubplanExec over one copy, whose scans keep only
 //!         the dynamic filters of the copy's own joins (one from a join above came from one
@@ -37,6 +38,7 @@ use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{DataFusionError, Result, exec_datafusion_err, internal_err};
 use datafusion::execution::TaskContext;
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
+use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_expr::{Partitioning, PhysicalExpr};
 use datafusion::physical_expr_common::physical_expr::is_volatile;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
@@ -49,6 +51,7 @@ use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder,
 use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::union::{InterleaveExec, UnionExec};
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, ExecutionPlanProperties, PlanProperties,
     SendableRecordBatchStream,
@@ -204,7 +207,9 @@ fn same_plan(a: &Arc<dyn ExecutionPlan>, b: &Arc<dyn ExecutionPlan>) -> bool {
     let same_expressions = match (expressions(a), expressions(b)) {
         (Some(x), Some(y)) => {
             x.len() == y.len()
-                && x.iter().zip(&y).all(|(p, q)| p.as_ref() == q.as_ref())
+                && x.iter()
+                    .zip(&y)
+                    .all(|(p, q)| numbers_aside(p).as_ref() == numbers_aside(q).as_ref())
                 && !x.iter().any(is_volatile)
         }
         _ => false,
@@ -235,14 +240,15 @@ fn same_plan(a: &Arc<dyn ExecutionPlan>, b: &Arc<dyn ExecutionPlan>) -> bool {
     // `Partitioning`'s `==` never holds for `UnknownPartitioning`: compare what it shows.
     let partitioning = |p: &Arc<dyn ExecutionPlan>| p.output_partitioning().to_string();
     let node = a.name() == b.name()
-        && a.schema() == b.schema()
+        && same_schema(a, b)
         && partitioning(a) == partitioning(b)
-        && Verbose(a.as_ref()).to_string() == Verbose(b.as_ref()).to_string()
+        && without_numbers(&Verbose(a.as_ref()).to_string())
+            == without_numbers(&Verbose(b.as_ref()).to_string())
         && ca.len() == cb.len();
     if !node && a.name() == b.name() {
         tracing::trace!(
             node = a.name(),
-            schema = a.schema() == b.schema(),
+            schema = same_schema(a, b),
             partitioning = partitioning(a) == partitioning(b),
             "shared subplan: nodes differ"
         );
@@ -250,8 +256,60 @@ fn same_plan(a: &Arc<dyn ExecutionPlan>, b: &Arc<dyn ExecutionPlan>) -> bool {
     node && ca.iter().zip(cb).all(|(x, y)| same_plan(x, y))
 }
 
+/// Prefix of the aliases DataFusion's common-subexpression elimination makes,
+/// `__common_expr_<n>`, numbered across the whole plan: two copies of one CTE name the same
+/// expression with different numbers (TPC-DS q39, q75). A physical expression reads its
+/// columns by index, so the number is only a name, and the comparisons leave it aside.
+const COMMON_EXPR: &str = "__common_expr_";
+
+/// `text` with the number after each [`COMMON_EXPR`] removed.
+fn without_numbers(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains(COMMON_EXPR) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(COMMON_EXPR) {
+        let after = at + COMMON_EXPR.len();
+        out.push_str(&rest[..after]);
+        rest = rest[after..].trim_start_matches(|c: char| c.is_ascii_digit());
+    }
+    out.push_str(rest);
+    std::borrow::Cow::Owned(out)
+}
+
+/// `expr` with its columns' [`COMMON_EXPR`] numbers removed.
+fn numbers_aside(expr: &Arc<dyn PhysicalExpr>) -> Arc<dyn PhysicalExpr> {
+    Arc::clone(expr)
+        .transform(|e| {
+            let renamed = e
+                .downcast_ref::<Column>()
+                .filter(|c| c.name().contains(COMMON_EXPR))
+                .map(|c| Column::new(&without_numbers(c.name()), c.index()));
+            Ok(match renamed {
+                Some(c) => Transformed::yes(Arc::new(c) as Arc<dyn PhysicalExpr>),
+                None => Transformed::no(e),
+            })
+        })
+        .map(|t| t.data)
+        .unwrap_or_else(|_| Arc::clone(expr))
+}
+
+/// Whether `a` and `b` output the same fields, their names' [`COMMON_EXPR`] numbers aside.
+fn same_schema(a: &Arc<dyn ExecutionPlan>, b: &Arc<dyn ExecutionPlan>) -> bool {
+    let (x, y) = (a.schema(), b.schema());
+    x.metadata() == y.metadata()
+        && x.fields().len() == y.fields().len()
+        && x.fields().iter().zip(y.fields()).all(|(f, g)| {
+            without_numbers(f.name()) == without_numbers(g.name())
+                && f.data_type() == g.data_type()
+                && f.is_nullable() == g.is_nullable()
+                && f.metadata() == g.metadata()
+        })
+}
+
 /// The expressions of an operator the rule may share (aggregates, hash joins, filters,
-/// projections, repartitioning, coalescing); `None` for any other.
+/// projections, repartitioning, coalescing, unions); `None` for any other.
 fn expressions(plan: &Arc<dyn ExecutionPlan>) -> Option<Vec<Arc<dyn PhysicalExpr>>> {
     if let Some(j) = plan.downcast_ref::<HashJoinExec>() {
         // Join type, mode, projection and the filter's column indices are in the display.
@@ -289,6 +347,8 @@ fn expressions(plan: &Arc<dyn ExecutionPlan>) -> Option<Vec<Arc<dyn PhysicalExpr
         });
     }
     if plan.downcast_ref::<CoalescePartitionsExec>().is_some()
+        || plan.downcast_ref::<UnionExec>().is_some()
+        || plan.downcast_ref::<InterleaveExec>().is_some()
         || plan.downcast_ref::<IcebergScanExec>().is_some()
     {
         return Some(vec![]);
@@ -545,5 +605,28 @@ impl ExecutionPlan for SharedSubplanExec {
 
     fn metrics(&self) -> Option<MetricsSet> {
         Some(self.metrics.clone_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_numbers;
+
+    /// Only the number after each `__common_expr_` goes; other digits stay.
+    #[test]
+    fn common_expression_numbers_are_left_aside() {
+        assert_eq!(
+            without_numbers("CAST(x@0 AS Float64) as __common_expr_12, y@1 as y2"),
+            "CAST(x@0 AS Float64) as __common_expr_, y@1 as y2"
+        );
+        assert_eq!(
+            without_numbers("sum(__common_expr_1@0), avg(__common_expr_3@0)"),
+            without_numbers("sum(__common_expr_2@0), avg(__common_expr_4@0)")
+        );
+        assert_ne!(
+            without_numbers("__common_expr_1@0"),
+            without_numbers("__common_expr_1@1")
+        );
+        assert_eq!(without_numbers("no alias 7"), "no alias 7");
     }
 }
