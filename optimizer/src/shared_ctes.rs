@@ -424,15 +424,13 @@ mod tests {
     /// reaches the aggregate's input.
     #[tokio::test]
     async fn a_derived_table_inside_the_body_gets_no_barrier_of_its_own() {
-        let sql = format!(
-            "WITH c AS (SELECT g, m, s FROM (SELECT g, m, sum(v) AS s FROM t GROUP BY g, m) foo \
-             WHERE s > 0) \
-             SELECT a.g, a.s, b.s FROM c a, c b WHERE a.m = 1 AND b.m = 2 AND a.g = b.g \
-             ORDER BY 1"
-        );
+        let sql = "WITH c AS (SELECT g, m, s FROM (SELECT g, m, sum(v) AS s FROM t GROUP BY g, m) foo \
+                   WHERE s > 0) \
+                   SELECT a.g, a.s, b.s FROM c a, c b WHERE a.m = 1 AND b.m = 2 AND a.g = b.g \
+                   ORDER BY 1";
         let with = context(true);
         let plan = with
-            .sql(&sql)
+            .sql(sql)
             .await
             .unwrap()
             .into_optimized_plan()
@@ -446,8 +444,8 @@ mod tests {
             .filter(|below| below.contains("t.m = Int32(1) OR t.m = Int32(2)"))
             .count();
         assert_eq!(below_aggregate, 2, "{plan}");
-        let a = answer(&with, &sql).await;
-        assert_eq!(a, answer(&context(false), &sql).await);
+        let a = answer(&with, sql).await;
+        assert_eq!(a, answer(&context(false), sql).await);
         assert!(a.lines().count() > 5, "{a}");
     }
 
