@@ -386,6 +386,16 @@ mod tests {
         pretty_format_batches(&batches).unwrap().to_string()
     }
 
+    /// The optimized logical plan of `sql`, indented.
+    async fn optimized(ctx: &SessionContext, sql: &str) -> String {
+        let frame = ctx.sql(sql).await.unwrap();
+        frame
+            .into_optimized_plan()
+            .unwrap()
+            .display_indent()
+            .to_string()
+    }
+
     const CTE: &str = "WITH c AS (SELECT g, m, sum(v) AS s, count(*) AS n FROM t GROUP BY g, m)";
 
     /// q31's shape: three references, each restricted on both group columns. The body under
@@ -398,14 +408,7 @@ mod tests {
              AND a.s > 0 AND a.m = b.m AND b.m = x.m ORDER BY 1"
         );
         let with = context(true);
-        let plan = with
-            .sql(&sql)
-            .await
-            .unwrap()
-            .into_optimized_plan()
-            .unwrap()
-            .display_indent()
-            .to_string();
+        let plan = optimized(&with, &sql).await;
         assert_eq!(plan.matches("CteReference").count(), 3, "{plan}");
         // One widened filter per reference, pushed below the aggregate.
         let widened = plan
@@ -429,14 +432,7 @@ mod tests {
                    SELECT a.g, a.s, b.s FROM c a, c b WHERE a.m = 1 AND b.m = 2 AND a.g = b.g \
                    ORDER BY 1";
         let with = context(true);
-        let plan = with
-            .sql(sql)
-            .await
-            .unwrap()
-            .into_optimized_plan()
-            .unwrap()
-            .display_indent()
-            .to_string();
+        let plan = optimized(&with, sql).await;
         assert_eq!(plan.matches("CteReference").count(), 2, "{plan}");
         let below_aggregate = plan
             .split("Aggregate:")
