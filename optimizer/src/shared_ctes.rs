@@ -130,7 +130,9 @@ fn widened_groups(plan: &LogicalPlan) -> Result<Vec<Group>> {
                 inner.push(address(below));
                 below = a.input.as_ref();
             }
-            if aggregate_rooted(below) {
+            // A body reading an outer query's columns stays where decorrelation can see
+            // through it (it stops at an extension node).
+            if aggregate_rooted(below) && !reads_outer_columns(below) {
                 match bodies.iter_mut().find(|(b, _)| b == below) {
                     Some((_, members)) => members.push(address(node)),
                     None => bodies.push((below.clone(), vec![address(node)])),
@@ -249,7 +251,10 @@ fn one_column_of_one(conjunct: &Expr, reachable: &[&LogicalPlan]) -> Option<(Add
             .exists(|e| {
                 Ok(matches!(
                     e,
-                    Expr::ScalarSubquery(_) | Expr::Exists(_) | Expr::InSubquery(_)
+                    Expr::ScalarSubquery(_)
+                        | Expr::Exists(_)
+                        | Expr::InSubquery(_)
+                        | Expr::SetComparison(_)
                 ))
             })
             .unwrap_or(true)
@@ -279,6 +284,26 @@ fn through_inner_joins<'a>(plan: &'a LogicalPlan, out: &mut Vec<&'a LogicalPlan>
         LogicalPlan::SubqueryAlias(_) => out.push(plan),
         _ => {}
     }
+}
+
+/// Whether any expression of `plan` (its subqueries included) reads an outer query's column.
+fn reads_outer_columns(plan: &LogicalPlan) -> bool {
+    plan.exists(|node| {
+        Ok(node.expressions().iter().any(|e| {
+            e.contains_outer()
+                || e.exists(|e| {
+                    Ok(match e {
+                        Expr::ScalarSubquery(s) => reads_outer_columns(&s.subquery),
+                        Expr::Exists(x) => reads_outer_columns(&x.subquery.subquery),
+                        Expr::InSubquery(x) => reads_outer_columns(&x.subquery.subquery),
+                        Expr::SetComparison(x) => reads_outer_columns(&x.subquery.subquery),
+                        _ => false,
+                    })
+                })
+                .unwrap_or(true)
+        }))
+    })
+    .unwrap_or(true)
 }
 
 /// Whether `outer` holds an alias over `body`, in its plan or its subqueries.
@@ -443,6 +468,21 @@ mod tests {
         let a = answer(&with, sql).await;
         assert_eq!(a, answer(&context(false), sql).await);
         assert!(a.lines().count() > 5, "{a}");
+    }
+
+    /// A quantified comparison with a subquery (`>= ALL`, here over the CTE itself) is not
+    /// taken into the widened filter: it would carry the subquery, and a reference inside
+    /// it, below every barrier again.
+    #[tokio::test]
+    async fn a_quantified_subquery_stays_with_its_reference() {
+        let sql = "WITH c AS (SELECT g, sum(v) AS s FROM t GROUP BY g) \
+                   SELECT a.g, a.s FROM c a, c b \
+                   WHERE a.s >= ALL (SELECT z.s FROM c z WHERE z.s > 0) AND b.s > 10 \
+                   AND a.g = b.g ORDER BY 1";
+        let with = context(true);
+        let a = answer(&with, sql).await;
+        assert_eq!(a, answer(&context(false), sql).await);
+        assert!(a.lines().count() > 3, "{a}");
     }
 
     /// Random queries over one CTE referenced two or three times (inner joins, a left join
