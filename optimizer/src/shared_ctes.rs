@@ -131,8 +131,9 @@ fn widened_groups(plan: &LogicalPlan) -> Result<Vec<Group>> {
                 below = a.input.as_ref();
             }
             // A body reading an outer query's columns stays where decorrelation can see
-            // through it (it stops at an extension node).
-            if aggregate_rooted(below) && !reads_outer_columns(below) {
+            // through it (it stops at an extension node with outer references below it,
+            // found as here).
+            if aggregate_rooted(below) && below.all_out_ref_exprs().is_empty() {
                 match bodies.iter_mut().find(|(b, _)| b == below) {
                     Some((_, members)) => members.push(address(node)),
                     None => bodies.push((below.clone(), vec![address(node)])),
@@ -284,26 +285,6 @@ fn through_inner_joins<'a>(plan: &'a LogicalPlan, out: &mut Vec<&'a LogicalPlan>
         LogicalPlan::SubqueryAlias(_) => out.push(plan),
         _ => {}
     }
-}
-
-/// Whether any expression of `plan` (its subqueries included) reads an outer query's column.
-fn reads_outer_columns(plan: &LogicalPlan) -> bool {
-    plan.exists(|node| {
-        Ok(node.expressions().iter().any(|e| {
-            e.contains_outer()
-                || e.exists(|e| {
-                    Ok(match e {
-                        Expr::ScalarSubquery(s) => reads_outer_columns(&s.subquery),
-                        Expr::Exists(x) => reads_outer_columns(&x.subquery.subquery),
-                        Expr::InSubquery(x) => reads_outer_columns(&x.subquery.subquery),
-                        Expr::SetComparison(x) => reads_outer_columns(&x.subquery.subquery),
-                        _ => false,
-                    })
-                })
-                .unwrap_or(true)
-        }))
-    })
-    .unwrap_or(true)
 }
 
 /// Whether `outer` holds an alias over `body`, in its plan or its subqueries.

@@ -441,30 +441,11 @@ async fn tpch_sf01_cte_filtered_differently_per_reference_is_read_once() {
     // The widened filter reached below the shared aggregate: it groups about 3/7 of
     // lineitem's 600 000 rows, once; with sharing off, the three copies group 1/7 each.
     let (grouped, grouped_off) = (
-        partial_aggregate_input_rows(&a.plan),
-        partial_aggregate_input_rows(&b.plan),
+        partial_aggregate_input_rows(&a.plan, false),
+        partial_aggregate_input_rows(&b.plan, false),
     );
     assert!((200_000..300_000).contains(&grouped), "{grouped}");
     assert!((200_000..300_000).contains(&grouped_off), "{grouped_off}");
-}
-
-/// Rows reaching the distinct partial aggregates of `plan` (a shared subtree counted once).
-fn partial_aggregate_input_rows(plan: &Arc<dyn datafusion::physical_plan::ExecutionPlan>) -> usize {
-    use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
-    let mut seen: Vec<Arc<dyn datafusion::physical_plan::ExecutionPlan>> = vec![];
-    let mut stack = vec![Arc::clone(plan)];
-    while let Some(p) = stack.pop() {
-        if p.downcast_ref::<AggregateExec>()
-            .is_some_and(|a| *a.mode() == AggregateMode::Partial)
-            && !seen.iter().any(|s| Arc::ptr_eq(s, &p))
-        {
-            seen.push(Arc::clone(&p));
-        }
-        stack.extend(p.children().into_iter().cloned());
-    }
-    seen.iter()
-        .filter_map(|a| a.children()[0].metrics().and_then(|m| m.output_rows()))
-        .sum()
 }
 
 /// A ROLLUP over lineitem (three low-cardinality columns, 4 sets): with the rule on, the
@@ -488,32 +469,35 @@ async fn tpch_sf01_rollup_is_computed_from_its_finest_grouping() {
     );
     assert_eq!(rows(&a.batches), rows(&b.batches));
     let (hashed, hashed_off) = (
-        grouping_set_input_rows(&a.plan),
-        grouping_set_input_rows(&b.plan),
+        partial_aggregate_input_rows(&a.plan, true),
+        partial_aggregate_input_rows(&b.plan, true),
     );
     assert!(hashed > 0 && hashed <= 3 * 2 * 7, "{hashed}");
     assert!(hashed_off > 500_000, "{hashed_off}");
 }
 
-/// Rows reaching the partial aggregates of `plan` that group by several grouping sets.
-fn grouping_set_input_rows(plan: &Arc<dyn datafusion::physical_plan::ExecutionPlan>) -> usize {
+/// Rows reaching the partial aggregates of `plan` (each counted once, however many consumers
+/// share it); with `grouping_sets_only`, only those grouping by several grouping sets.
+fn partial_aggregate_input_rows(
+    plan: &Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+    grouping_sets_only: bool,
+) -> usize {
     use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
-    let mut rows = 0;
+    let mut seen: Vec<Arc<dyn datafusion::physical_plan::ExecutionPlan>> = vec![];
     let mut stack = vec![Arc::clone(plan)];
     while let Some(p) = stack.pop() {
         if let Some(a) = p.downcast_ref::<AggregateExec>()
             && *a.mode() == AggregateMode::Partial
-            && a.group_expr().groups().len() > 1
+            && (!grouping_sets_only || a.group_expr().groups().len() > 1)
+            && !seen.iter().any(|s| Arc::ptr_eq(s, &p))
         {
-            rows += a
-                .input()
-                .metrics()
-                .and_then(|m| m.output_rows())
-                .unwrap_or(0);
+            seen.push(Arc::clone(&p));
         }
         stack.extend(p.children().into_iter().cloned());
     }
-    rows
+    seen.iter()
+        .filter_map(|a| a.children()[0].metrics().and_then(|m| m.output_rows()))
+        .sum()
 }
 
 /// How many Iceberg scans of `table` `plan` holds.
