@@ -60,6 +60,8 @@ config_namespace! {
         pub aggregate_reduction: bool, default = true
         /// Compute ROLLUP, CUBE and GROUPING SETS from one aggregate at their finest grouping
         pub grouping_sets_from_finest: bool, default = true
+        /// Aggregate a join's probe side by its join keys and own group columns before the join, when the build side only adds group columns
+        pub eager_aggregation: bool, default = true
         /// Run an aggregate subtree that appears twice in a plan (a CTE, a repeated subquery) once
         pub shared_subplans: bool, default = true
         /// Keep every reference of a CTE one plan, under the union of the references' filters, so shared_subplans runs it once
@@ -411,7 +413,7 @@ mod tests {
             "{err}"
         );
         let entries = IceflightOptions::default().entries();
-        assert_eq!(entries.len(), 20);
+        assert_eq!(entries.len(), 21);
         assert!(entries.iter().all(|e| e.key.starts_with("iceflight.")));
         let err = ctx.sql("SET iceflight.scan.nope = 1").await.unwrap_err();
         assert!(

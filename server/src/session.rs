@@ -296,6 +296,16 @@ impl Engine {
                 at,
                 Arc::new(iceflight_optimizer::join_partition_mode::JoinPartitionMode),
             );
+            // Eager aggregation once the partial and final aggregates are placed, before the
+            // dynamic filters are pushed (its new join gets one).
+            let at = rules
+                .iter()
+                .position(|r| r.name() == "CombinePartialFinalAggregate")
+                .map_or(rules.len(), |at| at + 1);
+            rules.insert(
+                at,
+                Arc::new(iceflight_optimizer::eager_aggregation::EagerAggregation),
+            );
             rules.push(Arc::new(
                 iceflight_optimizer::decimal_arithmetic::DecimalArithmetic,
             ));
