@@ -448,6 +448,46 @@ async fn tpch_sf01_cte_filtered_differently_per_reference_is_read_once() {
     assert!((200_000..300_000).contains(&grouped_off), "{grouped_off}");
 }
 
+/// Orders per customer segment and year (TPC-DS q04's shape: the build side adds the group
+/// column): with eager aggregation on, orders are grouped by customer and year before the join
+/// (`optimizer/src/eager_aggregation.rs`), so the join probes one row per group instead of one
+/// per order; answers equal with it off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tpch_sf01_orders_are_grouped_by_customer_before_the_join() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, _) = tpch_engine(dir.path()).await;
+    let on = tpch_session(&engine, &[]);
+    let off = tpch_session(&engine, &[("iceflight.optimizer.eager_aggregation", "false")]);
+    let sql = "SELECT c_mktsegment, extract(year FROM o_orderdate) AS y, count(*), \
+               sum(o_totalprice), min(o_orderdate), avg(o_shippriority) \
+               FROM orders JOIN customer ON o_custkey = c_custkey \
+               GROUP BY c_mktsegment, extract(year FROM o_orderdate) ORDER BY 1, 2";
+    let (a, b) = (
+        execute(&on, sql).await.unwrap(),
+        execute(&off, sql).await.unwrap(),
+    );
+    assert_eq!(rows(&a.batches), rows(&b.batches));
+    assert_eq!(rows(&a.batches).len(), 35);
+    // 150 000 orders; about 10 000 customers with orders, over 7 years.
+    let (probed, probed_off) = (hash_join_probe_rows(&a.plan), hash_join_probe_rows(&b.plan));
+    assert_eq!(probed_off, 150_000);
+    assert!(probed > 0 && probed <= 75_000, "{probed}");
+}
+
+/// Rows the hash joins of `plan` probed with (their `input_rows`), summed.
+fn hash_join_probe_rows(plan: &Arc<dyn datafusion::physical_plan::ExecutionPlan>) -> usize {
+    let own = plan
+        .downcast_ref::<datafusion::physical_plan::joins::HashJoinExec>()
+        .and_then(|j| j.metrics())
+        .and_then(|m| m.sum_by_name("input_rows"))
+        .map_or(0, |v| v.as_usize());
+    own + plan
+        .children()
+        .into_iter()
+        .map(hash_join_probe_rows)
+        .sum::<usize>()
+}
+
 /// A ROLLUP over lineitem (three low-cardinality columns, 4 sets): with the rule on, the
 /// grouping-set aggregate hashes the finest groups (at most 3 × 2 × 7), not every row once per
 /// set; answers equal with it off.
