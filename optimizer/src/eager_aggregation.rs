@@ -63,9 +63,9 @@ use datafusion::physical_expr::{PhysicalExpr, PhysicalExprRef};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode, PhysicalGroupBy};
-use datafusion::physical_plan::joins::{HashJoinExec, HashJoinExecBuilder, PartitionMode};
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::coop::CooperativeExec;
+use datafusion::physical_plan::joins::{HashJoinExec, HashJoinExecBuilder, PartitionMode};
 use datafusion::physical_plan::projection::{ProjectionExec, ProjectionExpr};
 use datafusion::physical_plan::repartition::RepartitionExec;
 
@@ -175,7 +175,7 @@ impl JoinColumns {
                     Some(c) => {
                         let index = self.columns[c.index()].1;
                         Transformed::yes(
-                            Arc::new(Column::new(schema.field(index).name(), index)) as _,
+                            Arc::new(Column::new(schema.field(index).name(), index)) as _
                         )
                     }
                     None => Transformed::no(e),

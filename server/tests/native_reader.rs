@@ -457,7 +457,10 @@ async fn tpch_sf01_orders_are_grouped_by_customer_before_the_join() {
     let dir = tempfile::tempdir().unwrap();
     let (engine, _) = tpch_engine(dir.path()).await;
     let on = tpch_session(&engine, &[]);
-    let off = tpch_session(&engine, &[("iceflight.optimizer.eager_aggregation", "false")]);
+    let off = tpch_session(
+        &engine,
+        &[("iceflight.optimizer.eager_aggregation", "false")],
+    );
     let sql = "SELECT c_mktsegment, extract(year FROM o_orderdate) AS y, count(*), \
                sum(o_totalprice), min(o_orderdate), avg(o_shippriority) \
                FROM orders JOIN customer ON o_custkey = c_custkey \
