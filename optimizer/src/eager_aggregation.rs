@@ -50,7 +50,6 @@
 //! nor on a distributed coordinator (its stages would cut between the two aggregates).
 //! `SET iceflight.optimizer.eager_aggregation = false` keeps DataFusion's plan.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use datafusion::common::Result;
@@ -60,6 +59,7 @@ use datafusion::logical_expr::JoinType;
 use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_expr::{PhysicalExpr, PhysicalExprRef};
+use datafusion::physical_expr_common::physical_expr::is_volatile;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode, PhysicalGroupBy};
@@ -262,7 +262,9 @@ fn eager(node: &Arc<dyn ExecutionPlan>) -> Result<Option<Arc<dyn ExecutionPlan>>
         let mut args = Vec::new();
         for arg in a.expressions() {
             let arg = through_projection(&arg, projection)?;
-            if matches!(columns.side(&arg), Side::Build | Side::Both) {
+            // A volatile argument (`random()`) is evaluated per joined row: not once per
+            // probe row instead.
+            if matches!(columns.side(&arg), Side::Build | Side::Both) || is_volatile(&arg) {
                 return Ok(None);
             }
             args.push(columns.onto_side(&arg, &probe_schema)?);
@@ -275,29 +277,20 @@ fn eager(node: &Arc<dyn ExecutionPlan>) -> Result<Option<Arc<dyn ExecutionPlan>>
 
     // The probe side's grouping: its own group expressions, then its join keys.
     let mut keys: Vec<(Arc<dyn PhysicalExpr>, String)> = Vec::new();
-    let mut names = HashSet::new();
     let mut group_at = Vec::with_capacity(groups.len());
-    for ((expr, name), side) in groups.iter().zip(&group_sides) {
+    for (expr, side) in groups.iter().map(|(e, _)| e).zip(&group_sides) {
         if *side == Side::Build {
             group_at.push(None);
             continue;
         }
         let expr = columns.onto_side(expr, &probe_schema)?;
-        group_at.push(Some(position_or_push(&mut keys, &mut names, expr, name)));
+        group_at.push(Some(position_or_push(&mut keys, expr, &probe_schema)));
     }
-    let mut key_at = Vec::with_capacity(join.on().len());
-    for (_, probe_key) in join.on() {
-        let name = match probe_key.downcast_ref::<Column>() {
-            Some(c) => c.name().to_string(),
-            None => format!("__join_key_{}", key_at.len()),
-        };
-        key_at.push(position_or_push(
-            &mut keys,
-            &mut names,
-            Arc::clone(probe_key),
-            &name,
-        ));
-    }
+    let key_at: Vec<usize> = join
+        .on()
+        .iter()
+        .map(|(_, probe_key)| position_or_push(&mut keys, Arc::clone(probe_key), &probe_schema))
+        .collect();
     let states = aggregate.schema().fields().len() - groups.len();
     let lower = Arc::new(AggregateExec::try_new(
         AggregateMode::Partial,
@@ -414,21 +407,30 @@ fn mergeable(a: &AggregateFunctionExpr) -> bool {
     MERGEABLE.contains(&a.fun().name()) && !a.is_distinct() && a.order_bys().is_empty()
 }
 
-/// Index of `expr` among `keys`, appending it (under `name`, made unique) when absent.
+/// Index of `expr` among `keys`, appending it when absent. A probe column keeps its own name;
+/// anything else gets a name the probe side does not have: DataFusion carries a filter (a
+/// join's dynamic filter, a TopK bound) through an aggregate to its input by column name
+/// (`FilterRemapper`), so a group column named after another probe column (an alias
+/// `k AS y` while the probe side has its own `y`) would hand that filter to the wrong column.
 fn position_or_push(
     keys: &mut Vec<(Arc<dyn PhysicalExpr>, String)>,
-    names: &mut HashSet<String>,
     expr: Arc<dyn PhysicalExpr>,
-    name: &str,
+    probe_schema: &datafusion::arrow::datatypes::Schema,
 ) -> usize {
     if let Some(at) = keys.iter().position(|(k, _)| k.as_ref() == expr.as_ref()) {
         return at;
     }
-    let mut unique = name.to_string();
-    while !names.insert(unique.clone()) {
-        unique.push('_');
-    }
-    keys.push((expr, unique));
+    let own = expr
+        .downcast_ref::<Column>()
+        .filter(|c| probe_schema.index_of(c.name()).ok() == Some(c.index()))
+        .map(|c| c.name().to_string());
+    let name = own.unwrap_or_else(|| {
+        (keys.len()..)
+            .map(|n| format!("__eager_group_{n}"))
+            .find(|n| probe_schema.index_of(n).is_err() && keys.iter().all(|(_, k)| k != n))
+            .unwrap_or_default()
+    });
+    keys.push((expr, name));
     keys.len() - 1
 }
 

@@ -478,6 +478,32 @@ async fn tpch_sf01_orders_are_grouped_by_customer_before_the_join() {
     assert!(probed > 0 && probed <= 100_000, "{probed}");
 }
 
+/// The join key renamed to another probe column's name (`o_custkey AS o_shippriority`, while
+/// `o_shippriority` is read too): the lower aggregate's group columns do not take that name, so
+/// the join's dynamic filter on customer keys, carried through the aggregate by name, reaches
+/// `o_custkey` and not `o_shippriority` (named after it, the filter compared an Int32 column
+/// with the keys' Int64 bounds and the query failed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tpch_sf01_eager_aggregation_keeps_dynamic_filters_on_their_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, _) = tpch_engine(dir.path()).await;
+    let on = tpch_session(&engine, &[]);
+    let off = tpch_session(
+        &engine,
+        &[("iceflight.optimizer.eager_aggregation", "false")],
+    );
+    let sql = "SELECT c_mktsegment, o_shippriority, sum(o_totalprice), sum(p) \
+               FROM (SELECT c_mktsegment, o_custkey AS o_shippriority, o_totalprice, \
+               orders.o_shippriority AS p FROM orders JOIN customer ON o_custkey = c_custkey) t \
+               GROUP BY c_mktsegment, o_shippriority ORDER BY 1, 2";
+    let (a, b) = (
+        execute(&on, sql).await.unwrap(),
+        execute(&off, sql).await.unwrap(),
+    );
+    assert_eq!(rows(&a.batches), rows(&b.batches));
+    assert!(rows(&a.batches).len() > 9_000, "{}", rows(&a.batches).len());
+}
+
 /// Rows the hash joins of `plan` probed with (their `input_rows`), summed.
 fn hash_join_probe_rows(plan: &Arc<dyn datafusion::physical_plan::ExecutionPlan>) -> usize {
     use datafusion::physical_plan::ExecutionPlan;
