@@ -52,12 +52,14 @@
 
 use std::sync::Arc;
 
+use datafusion::common::JoinSide;
 use datafusion::common::Result;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::logical_expr::JoinType;
 use datafusion::physical_expr::aggregate::AggregateFunctionExpr;
 use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_expr::{PhysicalExpr, PhysicalExprRef};
 use datafusion::physical_expr_common::physical_expr::is_volatile;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
@@ -65,6 +67,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode, PhysicalGroupBy};
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::coop::CooperativeExec;
+use datafusion::physical_plan::joins::utils::build_join_schema;
 use datafusion::physical_plan::joins::{HashJoinExec, HashJoinExecBuilder, PartitionMode};
 use datafusion::physical_plan::projection::{ProjectionExec, ProjectionExpr};
 use datafusion::physical_plan::repartition::RepartitionExec;
@@ -135,31 +138,31 @@ struct JoinColumns {
 
 impl JoinColumns {
     fn of(join: &HashJoinExec) -> Self {
-        let build_len = join.left().schema().fields().len();
-        let probe_len = join.right().schema().fields().len();
-        let unprojected = (0..build_len)
-            .map(|i| (Side::Build, i))
-            .chain((0..probe_len).map(|i| (Side::Probe, i)));
+        // DataFusion's own column mapping of a join's output, before the join's projection.
+        let (_, unprojected) = build_join_schema(
+            &join.left().schema(),
+            &join.right().schema(),
+            join.join_type(),
+        );
+        let unprojected: Vec<(Side, usize)> = unprojected
+            .iter()
+            .map(|c| match c.side {
+                JoinSide::Left => (Side::Build, c.index),
+                _ => (Side::Probe, c.index),
+            })
+            .collect();
         let columns = match &join.projection {
-            Some(projection) => {
-                let all: Vec<_> = unprojected.collect();
-                projection.iter().map(|&i| all[i]).collect()
-            }
-            None => unprojected.collect(),
+            Some(projection) => projection.iter().map(|&i| unprojected[i]).collect(),
+            None => unprojected,
         };
         Self { columns }
     }
 
     /// The side `expr` (over the join's output) reads.
     fn side(&self, expr: &Arc<dyn PhysicalExpr>) -> Side {
-        let mut side = Side::Neither;
-        let _ = expr.apply(|e| {
-            if let Some(c) = e.downcast_ref::<Column>() {
-                side = side.and(self.columns[c.index()].0);
-            }
-            Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
-        });
-        side
+        collect_columns(expr)
+            .iter()
+            .fold(Side::Neither, |side, c| side.and(self.columns[c.index()].0))
     }
 
     /// `expr` over the join's output, rewritten over one side's schema (`expr` reads only
@@ -186,24 +189,16 @@ impl JoinColumns {
 }
 
 /// `expr` over the output of stacked projections (outermost first), rewritten over the
-/// innermost one's input.
+/// innermost one's input (DataFusion's `unproject_expr`, one projection at a time).
 fn through_projection(
     expr: &Arc<dyn PhysicalExpr>,
     projections: &[&ProjectionExec],
 ) -> Result<Arc<dyn PhysicalExpr>> {
-    let mut expr = Arc::clone(expr);
-    for projection in projections {
-        let exprs = projection.expr();
-        expr = expr
-            .transform(|e| {
-                Ok(match e.downcast_ref::<Column>() {
-                    Some(c) => Transformed::yes(Arc::clone(&exprs[c.index()].expr)),
-                    None => Transformed::no(e),
-                })
-            })?
-            .data;
-    }
-    Ok(expr)
+    projections
+        .iter()
+        .try_fold(Arc::clone(expr), |expr, projection| {
+            projection.projection_expr().unproject_expr(&expr)
+        })
 }
 
 /// The rewritten subtree for a partial aggregate that can group its join's probe side first.
@@ -450,17 +445,7 @@ mod tests {
     use datafusion::prelude::{SessionConfig, SessionContext};
 
     use super::EagerAggregation;
-
-    /// A fixed linear congruential sequence: `next(m)` is in `0..m`.
-    fn sequence(seed: u64) -> impl FnMut(u64) -> u64 {
-        let mut state = seed;
-        move |m| {
-            state = state
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            (state >> 33) % m
-        }
-    }
+    use crate::test_rows::sequence;
 
     /// `fact`: 4 000 rows, key `k` in 0..60 (a tenth NULL), year `y`, nullable int, double
     /// and decimal values. `dim`: 80 rows whose keys repeat (keys 0..50, some twice, one

@@ -238,13 +238,7 @@ mod tests {
     /// 3 000 rows of small keys (a fifth NULL) and nullable int, double and decimal values,
     /// from a fixed linear congruential sequence.
     fn table() -> Arc<MemTable> {
-        let mut state: u64 = 0x2545_f491_4f6c_dd1d;
-        let mut next = move |m: u64| {
-            state = state
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            (state >> 33) % m
-        };
+        let mut next = crate::test_rows::sequence(0x2545_f491_4f6c_dd1d);
         let n = 3_000;
         let mut k1 = vec![];
         let mut k2 = vec![];

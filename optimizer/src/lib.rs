@@ -21,3 +21,5 @@ pub mod join_order;
 pub mod join_partition_mode;
 pub mod like_segments;
 pub mod shared_ctes;
+#[cfg(test)]
+mod test_rows;

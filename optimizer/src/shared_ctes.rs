@@ -337,17 +337,7 @@ mod tests {
 
     use super::SharedCtes;
     use crate::cte_reference::CteQueryPlanner;
-
-    /// A fixed linear congruential sequence: `next(m)` in `0..m`.
-    fn sequence(seed: u64) -> impl FnMut(u64) -> u64 {
-        let mut state = seed;
-        move |m: u64| {
-            state = state
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            (state >> 33) % m
-        }
-    }
+    use crate::test_rows::sequence;
 
     /// 2 000 rows: group columns `g` (0..6, a tenth NULL) and `m` (0..4), values `v`.
     fn table() -> Arc<MemTable> {
