@@ -63,7 +63,6 @@ use datafusion::physical_expr::utils::collect_columns;
 use datafusion::physical_expr::{PhysicalExpr, PhysicalExprRef};
 use datafusion::physical_expr_common::physical_expr::is_volatile;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
-use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode, PhysicalGroupBy};
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::coop::CooperativeExec;
@@ -71,6 +70,7 @@ use datafusion::physical_plan::joins::utils::build_join_schema;
 use datafusion::physical_plan::joins::{HashJoinExec, HashJoinExecBuilder, PartitionMode};
 use datafusion::physical_plan::projection::{ProjectionExec, ProjectionExpr};
 use datafusion::physical_plan::repartition::RepartitionExec;
+use datafusion::physical_plan::{ExecutionPlan, Partitioning};
 
 use iceflight_options::IceflightOptions;
 
@@ -218,12 +218,25 @@ fn eager(node: &Arc<dyn ExecutionPlan>) -> Result<Option<Arc<dyn ExecutionPlan>>
     }
     let input = aggregate.input();
     // Projections between the aggregate and the join (DataFusion leaves a column pruning one
-    // and, where it swapped the join's inputs, the one restoring their order), outermost first.
+    // and, where it swapped the join's inputs, the one restoring their order), outermost first,
+    // and a round-robin repartition where the join's output is one partition (it spreads the
+    // aggregate over the cores; it moves rows, never columns, and is put back above the join).
     let mut projections = Vec::new();
+    let mut round_robin = None;
     let mut join_plan = input;
-    while let Some(projection) = join_plan.downcast_ref::<ProjectionExec>() {
-        projections.push(projection);
-        join_plan = projection.input();
+    loop {
+        if let Some(projection) = join_plan.downcast_ref::<ProjectionExec>() {
+            projections.push(projection);
+            join_plan = projection.input();
+        } else if let Some(repartition) = join_plan.downcast_ref::<RepartitionExec>()
+            && matches!(repartition.partitioning(), Partitioning::RoundRobinBatch(_))
+            && round_robin.is_none()
+        {
+            round_robin = Some(join_plan);
+            join_plan = repartition.input();
+        } else {
+            break;
+        }
     }
     let projection = projections.as_slice();
     let Some(join) = join_plan.downcast_ref::<HashJoinExec>() else {
@@ -341,7 +354,10 @@ fn eager(node: &Arc<dyn ExecutionPlan>) -> Result<Option<Arc<dyn ExecutionPlan>>
             alias: output.field(groups.len() + state).name().clone(),
         });
     }
-    let projected = Arc::new(ProjectionExec::try_new(exprs, joined)?) as Arc<dyn ExecutionPlan>;
+    let mut projected = Arc::new(ProjectionExec::try_new(exprs, joined)?) as Arc<dyn ExecutionPlan>;
+    if let Some(round_robin) = round_robin {
+        projected = Arc::clone(round_robin).with_new_children(vec![projected])?;
+    }
     // Grouped by every build-side join key, the groups are the lower aggregate's own (a key
     // joins its own build rows only): merging again would hash every row for nothing, and a
     // lower aggregate that stopped grouping (no reduction) would have its rows hashed anyway.
@@ -449,8 +465,8 @@ mod tests {
 
     /// `fact`: 4 000 rows, key `k` in 0..60 (a tenth NULL), year `y`, nullable int, double
     /// and decimal values. `dim`: 80 rows whose keys repeat (keys 0..50, some twice, one
-    /// NULL), with a name and a group. Two partitions each.
-    fn tables() -> (Arc<MemTable>, Arc<MemTable>) {
+    /// NULL), with a name and a group. Two partitions each; `fact1`, `fact`'s rows in one.
+    fn tables() -> (Arc<MemTable>, Arc<MemTable>, Arc<MemTable>) {
         let mut next = sequence(0x2545_f491_4f6c_dd1d);
         let n = 4_000;
         let (mut k, mut y, mut i, mut f, mut d) = (vec![], vec![], vec![], vec![], vec![]);
@@ -500,6 +516,7 @@ mod tests {
             ],
         )
         .unwrap();
+        let (fact_schema_again, fact_whole) = (Arc::clone(&fact_schema), fact.clone());
         let halves = |b: RecordBatch| {
             let n = b.num_rows();
             vec![vec![b.slice(0, n / 2)], vec![b.slice(n / 2, n - n / 2)]]
@@ -507,6 +524,7 @@ mod tests {
         (
             Arc::new(MemTable::try_new(fact_schema, halves(fact)).unwrap()),
             Arc::new(MemTable::try_new(dim_schema, halves(dim)).unwrap()),
+            Arc::new(MemTable::try_new(fact_schema_again, vec![vec![fact_whole]]).unwrap()),
         )
     }
 
@@ -528,8 +546,9 @@ mod tests {
             .with_physical_optimizer_rules(rules)
             .build();
         let ctx = SessionContext::new_with_state(state);
-        let (fact, dim) = tables();
+        let (fact, dim, fact_one_partition) = tables();
         ctx.register_table("fact", fact).unwrap();
+        ctx.register_table("fact1", fact_one_partition).unwrap();
         ctx.register_table("dim", dim).unwrap();
         ctx
     }
@@ -574,6 +593,15 @@ mod tests {
         let text = displayable(plan.as_ref()).indent(false).to_string();
         assert_eq!(partials_below_joins(&plan, false), 1, "{text}");
         assert!(!text.contains("mode=PartialReduce"), "{text}");
+        // The fact in one partition: DataFusion spreads the join's output round-robin before
+        // the aggregate; the rule looks through that repartition and puts it back.
+        let sql = "SELECT * FROM (SELECT name, y, sum(d), count(*) FROM fact1 JOIN dim ON k = dk \
+                   GROUP BY name, y) ORDER BY 1, 2";
+        let (a, plan) = answer(&context(true), sql).await;
+        let text = displayable(plan.as_ref()).indent(false).to_string();
+        assert!(text.contains("RoundRobinBatch"), "{text}");
+        assert_eq!(partials_below_joins(&plan, false), 1, "{text}");
+        assert_eq!(a, answer(&context(false), sql).await.0, "{sql}");
     }
 
     /// Random groupings and aggregates over the join answer as DataFusion's plan does, on
