@@ -4,12 +4,14 @@
 //! [`aggregate_reduction::AggregateReduction`] and [`grouping_sets::GroupingSetsFromFinest`];
 //! physical
 //! [`filter_selectivity::FilterSelectivity`], [`join_partition_mode::JoinPartitionMode`],
-//! [`eager_aggregation::EagerAggregation`], [`like_segments::LikeSegments`],
+//! [`eager_aggregation::EagerAggregation`],
+//! [`constant_group_keys::ConstantGroupKeys`], [`like_segments::LikeSegments`],
 //! [`decimal_arithmetic::DecimalArithmetic`] (the last two
 //! through `expr_rewrite`) and [`join_filters::NullSafeJoinFilters`]. The rules that rewrite
 //! the Iceberg scan itself live with it (`scan/src/exec/`).
 
 pub mod aggregate_reduction;
+pub mod constant_group_keys;
 pub mod cte_reference;
 pub mod decimal_arithmetic;
 pub mod eager_aggregation;

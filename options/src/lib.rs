@@ -62,6 +62,8 @@ config_namespace! {
         pub grouping_sets_from_finest: bool, default = true
         /// Aggregate a join's probe side by its join keys and own group columns before the join, when the build side only adds group columns
         pub eager_aggregation: bool, default = true
+        /// Leave out of a GROUP BY the columns a filter or join made one known constant, and put the value back
+        pub constant_group_keys: bool, default = true
         /// Run an aggregate subtree that appears twice in a plan (a CTE, a repeated subquery) once
         pub shared_subplans: bool, default = true
         /// Keep every reference of a CTE one plan, under the union of the references' filters, so shared_subplans runs it once
@@ -413,7 +415,7 @@ mod tests {
             "{err}"
         );
         let entries = IceflightOptions::default().entries();
-        assert_eq!(entries.len(), 21);
+        assert_eq!(entries.len(), 22);
         assert!(entries.iter().all(|e| e.key.starts_with("iceflight.")));
         let err = ctx.sql("SET iceflight.scan.nope = 1").await.unwrap_err();
         assert!(

@@ -429,6 +429,16 @@ pub type PhysicalRule =
 /// DataFusion session of ours, whatever its tables (the bench's raw-Parquet engine, tests).
 pub fn engine_physical_optimizer_rules() -> Vec<PhysicalRule> {
     let mut rules = datafusion::physical_optimizer::optimizer::PhysicalOptimizer::new().rules;
+    // While each final aggregate still sits on its partial one, before the repartition
+    // between them hashes their group columns.
+    let at = rules
+        .iter()
+        .position(|r| r.name() == "EnforceDistribution")
+        .unwrap_or(0);
+    rules.insert(
+        at,
+        Arc::new(iceflight_optimizer::constant_group_keys::ConstantGroupKeys),
+    );
     rules.push(Arc::new(
         iceflight_optimizer::join_filters::NullSafeJoinFilters,
     ));
