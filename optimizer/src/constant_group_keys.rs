@@ -30,6 +30,14 @@
 //! one group column remains: without any, an aggregate answers one row for no input rows,
 //! where a grouped one answers none.
 //!
+//! **Outer joins.** DataFusion 54.1 keeps the constants of an outer join's null-extended side
+//! in the join's output (`EquivalenceGroup::join` treats Left, Right and Full like Inner),
+//! though the rows that side does not match hold NULL there: `sales LEFT JOIN dates ON y =
+//! d_year AND d_year = 2000` reports `d_year` constant 2000. So no aggregate is rewritten
+//! whose input has, anywhere below it, a join that null-extends a side with a constant, or
+//! a join this rule does not know (a piecewise merge join reports its range predicate as an
+//! equality).
+//!
 //! **Where.** A `Final` or `FinalPartitioned` aggregate directly over its `Partial`
 //! aggregate, with one grouping set: the pair DataFusion's planner builds, before
 //! `EnforceDistribution` puts a repartition between them (so the repartition hashes the
@@ -44,13 +52,18 @@ use std::sync::Arc;
 use datafusion::common::Result;
 use datafusion::common::ScalarValue;
 use datafusion::common::config::ConfigOptions;
-use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::logical_expr::JoinType;
 use datafusion::physical_expr::expressions::{Column, Literal};
 use datafusion::physical_expr::{AcrossPartitions, PhysicalExpr};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
-use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode, PhysicalGroupBy};
+use datafusion::physical_plan::joins::{
+    CrossJoinExec, HashJoinExec, NestedLoopJoinExec, SortMergeJoinExec, SymmetricHashJoinExec,
+};
 use datafusion::physical_plan::projection::{ProjectionExec, ProjectionExpr};
+use datafusion::physical_plan::union::{InterleaveExec, UnionExec};
+use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties};
 
 use iceflight_options::IceflightOptions;
 
@@ -109,6 +122,9 @@ fn without_constant_keys(node: &Arc<dyn ExecutionPlan>) -> Result<Option<Arc<dyn
     {
         return Ok(None);
     }
+    if constants_null_extended(first.input()) {
+        return Ok(None);
+    }
     // The value of each group column that is one constant in every partition of the input.
     let properties = first.input().properties().equivalence_properties();
     let input_schema = first.input().schema();
@@ -149,11 +165,13 @@ fn without_constant_keys(node: &Arc<dyn ExecutionPlan>) -> Result<Option<Arc<dyn
         )?
         .with_limit_options(first.limit_options()),
     );
+    // The final aggregate takes the partial one's aggregates, as DataFusion's planner does
+    // (building the partial one may reverse `first_value` / `last_value` to match its input).
     let final_aggregate = Arc::new(
         AggregateExec::try_new(
             *last.mode(),
             partial_groups.as_final(),
-            last.aggr_expr().to_vec(),
+            partial.aggr_expr().to_vec(),
             last.filter_expr().to_vec(),
             partial,
             last.input_schema(),
@@ -167,7 +185,10 @@ fn without_constant_keys(node: &Arc<dyn ExecutionPlan>) -> Result<Option<Arc<dyn
     let mut exprs = Vec::with_capacity(output.fields().len());
     for (at, field) in output.fields().iter().enumerate() {
         let expr: Arc<dyn PhysicalExpr> = match constants.get(at).cloned().flatten() {
-            Some(value) => Arc::new(Literal::new(value)),
+            Some(value) => Arc::new(Literal::new_with_metadata(
+                value,
+                (!field.metadata().is_empty()).then(|| field.metadata().into()),
+            )),
             None => {
                 let column = Arc::new(Column::new(rebuilt.field(next).name(), next));
                 next += 1;
@@ -180,6 +201,49 @@ fn without_constant_keys(node: &Arc<dyn ExecutionPlan>) -> Result<Option<Arc<dyn
         exprs,
         final_aggregate,
     )?)))
+}
+
+/// Whether `plan` has, at any depth, a join whose null-extended side has a constant (module
+/// docs, "Outer joins"), or a join of a kind not known here. Semi, anti and mark joins
+/// null-extend nothing; inner and cross joins keep every constant true.
+fn constants_null_extended(plan: &Arc<dyn ExecutionPlan>) -> bool {
+    let mut found = false;
+    let _ = plan.apply(|node| {
+        let join_type = if let Some(j) = node.downcast_ref::<HashJoinExec>() {
+            Some(*j.join_type())
+        } else if let Some(j) = node.downcast_ref::<SortMergeJoinExec>() {
+            Some(j.join_type())
+        } else if let Some(j) = node.downcast_ref::<NestedLoopJoinExec>() {
+            Some(*j.join_type())
+        } else if let Some(j) = node.downcast_ref::<SymmetricHashJoinExec>() {
+            Some(*j.join_type())
+        } else {
+            None
+        };
+        let children = node.children();
+        let has_constants =
+            |c: &Arc<dyn ExecutionPlan>| !c.equivalence_properties().constants().is_empty();
+        found = match join_type {
+            Some(JoinType::Left) => has_constants(children[1]),
+            Some(JoinType::Right) => has_constants(children[0]),
+            Some(JoinType::Full) => has_constants(children[0]) || has_constants(children[1]),
+            Some(_) => false,
+            // Unions and cross joins null-extend nothing; any other node of two inputs is a
+            // join this rule does not know.
+            None => {
+                children.len() > 1
+                    && node.downcast_ref::<UnionExec>().is_none()
+                    && node.downcast_ref::<InterleaveExec>().is_none()
+                    && node.downcast_ref::<CrossJoinExec>().is_none()
+            }
+        };
+        Ok(if found {
+            TreeNodeRecursion::Stop
+        } else {
+            TreeNodeRecursion::Continue
+        })
+    });
+    found
 }
 
 #[cfg(test)]
@@ -314,14 +378,22 @@ mod tests {
     }
 
     /// Not rewritten: every group column constant (an empty input must still answer no row),
-    /// a constant whose value differs between the branches of a `UNION ALL`, and a filter
-    /// the plan cannot read a value from.
+    /// a constant on the null-extended side of an outer join, and a constant whose value
+    /// differs between the branches of a `UNION ALL`.
     #[tokio::test]
     async fn kept_where_dropping_would_change_the_answer() {
         let cases = [
             // All constant; the input is empty.
             "SELECT y, count(*) FROM sales WHERE y = 1999 AND k = -1 GROUP BY y",
             "SELECT y, state, count(*) FROM sales WHERE y = 1999 AND state = 'TN' GROUP BY y, state",
+            // The null-extended side's filter: its unmatched rows hold NULL, not 2000
+            // (DataFusion still reports the column constant).
+            "SELECT d_year, k, count(*) FROM sales LEFT JOIN dates ON y = d_year AND \
+             d_year = 2000 GROUP BY d_year, k",
+            "SELECT d_year, k, count(*) FROM dates RIGHT JOIN sales ON y = d_year AND \
+             d_year = 1999 GROUP BY d_year, k",
+            "SELECT d_year, label, count(*) FROM sales FULL JOIN (SELECT * FROM dates \
+             WHERE d_year = 1998) ON y = d_year AND v < 0 GROUP BY d_year, label",
             // One literal per branch: constant in each partition, not across them.
             "SELECT c, k, count(*) FROM (SELECT 'x' AS c, k FROM sales UNION ALL \
              SELECT 'y' AS c, k FROM sales WHERE v > 0) GROUP BY c, k",

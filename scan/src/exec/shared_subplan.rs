@@ -215,6 +215,7 @@ fn same_plan(a: &Arc<dyn ExecutionPlan>, b: &Arc<dyn ExecutionPlan>) -> bool {
         _ => false,
     };
     if !same_expressions {
+        tracing::trace!(node = a.name(), "shared subplan: expressions differ");
         return false;
     }
     // A hash join's shape beyond its expressions, which its display shows only in part: the
@@ -234,6 +235,7 @@ fn same_plan(a: &Arc<dyn ExecutionPlan>, b: &Arc<dyn ExecutionPlan>) -> bool {
             )
         };
         if shape(x) != shape(y) {
+            tracing::trace!("shared subplan: join shapes differ");
             return false;
         }
     }
