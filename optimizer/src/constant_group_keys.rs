@@ -57,14 +57,15 @@ use datafusion::logical_expr::JoinType;
 use datafusion::physical_expr::expressions::{Column, Literal};
 use datafusion::physical_expr::{AcrossPartitions, PhysicalExpr};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
+use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode, PhysicalGroupBy};
 use datafusion::physical_plan::joins::{
     CrossJoinExec, HashJoinExec, NestedLoopJoinExec, SortMergeJoinExec, SymmetricHashJoinExec,
 };
 use datafusion::physical_plan::projection::{ProjectionExec, ProjectionExpr};
 use datafusion::physical_plan::union::{InterleaveExec, UnionExec};
-use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties};
 
+use crate::outer_join_constants::has_constants;
 use iceflight_options::IceflightOptions;
 
 /// The rule (module docs); switched by `iceflight.optimizer.constant_group_keys`. Install it
@@ -209,20 +210,22 @@ fn without_constant_keys(node: &Arc<dyn ExecutionPlan>) -> Result<Option<Arc<dyn
 fn constants_null_extended(plan: &Arc<dyn ExecutionPlan>) -> bool {
     let mut found = false;
     let _ = plan.apply(|node| {
-        let join_type = if let Some(j) = node.downcast_ref::<HashJoinExec>() {
-            Some(*j.join_type())
-        } else if let Some(j) = node.downcast_ref::<SortMergeJoinExec>() {
-            Some(j.join_type())
-        } else if let Some(j) = node.downcast_ref::<NestedLoopJoinExec>() {
-            Some(*j.join_type())
-        } else if let Some(j) = node.downcast_ref::<SymmetricHashJoinExec>() {
-            Some(*j.join_type())
-        } else {
-            None
-        };
+        let join_type = node
+            .downcast_ref::<HashJoinExec>()
+            .map(|j| *j.join_type())
+            .or_else(|| {
+                node.downcast_ref::<SortMergeJoinExec>()
+                    .map(|j| j.join_type())
+            })
+            .or_else(|| {
+                node.downcast_ref::<NestedLoopJoinExec>()
+                    .map(|j| *j.join_type())
+            })
+            .or_else(|| {
+                node.downcast_ref::<SymmetricHashJoinExec>()
+                    .map(|j| *j.join_type())
+            });
         let children = node.children();
-        let has_constants =
-            |c: &Arc<dyn ExecutionPlan>| !c.equivalence_properties().constants().is_empty();
         found = match join_type {
             Some(JoinType::Left) => has_constants(children[1]),
             Some(JoinType::Right) => has_constants(children[0]),

@@ -7,7 +7,8 @@
 //! [`eager_aggregation::EagerAggregation`],
 //! [`constant_group_keys::ConstantGroupKeys`], [`like_segments::LikeSegments`],
 //! [`decimal_arithmetic::DecimalArithmetic`] (the last two
-//! through `expr_rewrite`) and [`join_filters::NullSafeJoinFilters`]. The rules that rewrite
+//! through `expr_rewrite`), [`join_filters::NullSafeJoinFilters`] and
+//! [`outer_join_constants::OuterJoinConstants`]. The rules that rewrite
 //! the Iceberg scan itself live with it (`scan/src/exec/`).
 
 pub mod aggregate_reduction;
@@ -22,6 +23,7 @@ pub mod join_filters;
 pub mod join_order;
 pub mod join_partition_mode;
 pub mod like_segments;
+pub mod outer_join_constants;
 pub mod shared_ctes;
 #[cfg(test)]
 mod test_rows;

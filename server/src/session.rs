@@ -429,6 +429,11 @@ pub type PhysicalRule =
 /// DataFusion session of ours, whatever its tables (the bench's raw-Parquet engine, tests).
 pub fn engine_physical_optimizer_rules() -> Vec<PhysicalRule> {
     let mut rules = datafusion::physical_optimizer::optimizer::PhysicalOptimizer::new().rules;
+    // First, so that no rule trusts a constant of an outer join's null-extended side.
+    rules.insert(
+        0,
+        Arc::new(iceflight_optimizer::outer_join_constants::OuterJoinConstants),
+    );
     // While each final aggregate still sits on its partial one, before the repartition
     // between them hashes their group columns.
     let at = rules
