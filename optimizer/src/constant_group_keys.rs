@@ -53,19 +53,16 @@ use datafusion::common::Result;
 use datafusion::common::ScalarValue;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
-use datafusion::logical_expr::JoinType;
 use datafusion::physical_expr::expressions::{Column, Literal};
 use datafusion::physical_expr::{AcrossPartitions, PhysicalExpr};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode, PhysicalGroupBy};
-use datafusion::physical_plan::joins::{
-    CrossJoinExec, HashJoinExec, NestedLoopJoinExec, SortMergeJoinExec, SymmetricHashJoinExec,
-};
+use datafusion::physical_plan::joins::CrossJoinExec;
 use datafusion::physical_plan::projection::{ProjectionExec, ProjectionExpr};
 use datafusion::physical_plan::union::{InterleaveExec, UnionExec};
 
-use crate::outer_join_constants::has_constants;
+use crate::outer_join_constants::{has_constants, null_extended};
 use iceflight_options::IceflightOptions;
 
 /// The rule (module docs); switched by `iceflight.optimizer.constant_group_keys`. Install it
@@ -210,27 +207,12 @@ fn without_constant_keys(node: &Arc<dyn ExecutionPlan>) -> Result<Option<Arc<dyn
 fn constants_null_extended(plan: &Arc<dyn ExecutionPlan>) -> bool {
     let mut found = false;
     let _ = plan.apply(|node| {
-        let join_type = node
-            .downcast_ref::<HashJoinExec>()
-            .map(|j| *j.join_type())
-            .or_else(|| {
-                node.downcast_ref::<SortMergeJoinExec>()
-                    .map(|j| j.join_type())
-            })
-            .or_else(|| {
-                node.downcast_ref::<NestedLoopJoinExec>()
-                    .map(|j| *j.join_type())
-            })
-            .or_else(|| {
-                node.downcast_ref::<SymmetricHashJoinExec>()
-                    .map(|j| *j.join_type())
-            });
         let children = node.children();
-        found = match join_type {
-            Some(JoinType::Left) => has_constants(children[1]),
-            Some(JoinType::Right) => has_constants(children[0]),
-            Some(JoinType::Full) => has_constants(children[0]) || has_constants(children[1]),
-            Some(_) => false,
+        found = match null_extended(node) {
+            Some(sides) => children
+                .iter()
+                .zip(sides)
+                .any(|(child, extended)| extended && has_constants(child)),
             // Unions and cross joins null-extend nothing; any other node of two inputs is a
             // join this rule does not know.
             None => {

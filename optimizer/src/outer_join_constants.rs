@@ -94,7 +94,7 @@ impl PhysicalOptimizerRule for OuterJoinConstants {
 
 /// Which inputs (left, right) of a join node its output null-extends; `None` for any other
 /// node. Semi, anti and mark joins null-extend nothing.
-fn null_extended(node: &Arc<dyn ExecutionPlan>) -> Option<[bool; 2]> {
+pub(crate) fn null_extended(node: &Arc<dyn ExecutionPlan>) -> Option<[bool; 2]> {
     let join_type = node
         .downcast_ref::<HashJoinExec>()
         .map(|j| *j.join_type())
