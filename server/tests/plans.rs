@@ -1,8 +1,9 @@
 //! Plans of TPC-H SF 0.1 on the embedded catalog: the physical plans of the join- and
 //! subquery-heavy queries as insta snapshots (a plan change shows in review); the join order
 //! (`optimizer/src/join_order.rs`) and the aggregate reduction (`optimizer/src/aggregate_reduction.rs`)
-//! each keeping every answer of the 22 queries against the plan without them, as does the
-//! collected build side (`optimizer/src/join_partition_mode.rs`); the reduction on
+//! each keeping every answer of the 22 queries against the plan without them, as do the
+//! collected build side (`optimizer/src/join_partition_mode.rs`) and plans for 8 and 16
+//! partitions, whose partitioned joins grow with the count; the reduction on
 //! a small join with NULL keys and unmatched groups.
 
 mod common;
@@ -47,18 +48,21 @@ async fn tpch_sf01_plans_and_join_order() {
     let as_written = without("join_reorder");
     let unreduced = without("aggregate_reduction");
     let repartitioned = without("collect_build_side");
-    // Eight partitions: the join mode's model collects only build sides of at most a sixth
-    // of the probe side (`optimizer/src/join_partition_mode.rs`).
-    let eight = engine
-        .session(
-            None,
-            Some("tpch"),
-            &[(
-                "datafusion.execution.target_partitions".to_string(),
-                "8".to_string(),
-            )],
-        )
-        .unwrap();
+    // Eight and sixteen partitions: the join mode's model collects only build sides of at
+    // most a sixth (a fourteenth) of the probe side (`optimizer/src/join_partition_mode.rs`).
+    let partitions = |n: usize| {
+        engine
+            .session(
+                None,
+                Some("tpch"),
+                &[(
+                    "datafusion.execution.target_partitions".to_string(),
+                    n.to_string(),
+                )],
+            )
+            .unwrap()
+    };
+    let (eight, sixteen) = (partitions(8), partitions(16));
 
     for name in SNAPSHOTTED {
         let plan = physical_plan(&ordered, &sql(name)).await;
@@ -84,6 +88,7 @@ async fn tpch_sf01_plans_and_join_order() {
     let mut reduced = vec![];
     let mut partitioned_without = vec![];
     let mut partitioned_at_eight = vec![];
+    let mut partitioned_at_sixteen = vec![];
     for q in 1..=22 {
         let name = format!("q{q:02}");
         let text = sql(&name);
@@ -99,6 +104,8 @@ async fn tpch_sf01_plans_and_join_order() {
         assert_eq!(answer, sorted(&as_written).await, "{name} reordered");
         assert_eq!(answer, sorted(&unreduced).await, "{name} reduced");
         assert_eq!(answer, sorted(&repartitioned).await, "{name} repartitioned");
+        assert_eq!(answer, sorted(&eight).await, "{name} on 8 partitions");
+        assert_eq!(answer, sorted(&sixteen).await, "{name} on 16 partitions");
         let plan = physical_plan(&ordered, &text).await;
         // Two partitions: every hash join collects its build side.
         assert!(
@@ -117,6 +124,12 @@ async fn tpch_sf01_plans_and_join_order() {
         {
             partitioned_at_eight.push(name.clone());
         }
+        if physical_plan(&sixteen, &text)
+            .await
+            .contains("HashJoinExec: mode=Partitioned")
+        {
+            partitioned_at_sixteen.push(name.clone());
+        }
         if plan != physical_plan(&as_written, &text).await {
             reordered.push(name.clone());
         }
@@ -128,10 +141,20 @@ async fn tpch_sf01_plans_and_join_order() {
     // Without the rule DataFusion repartitions the joins above its 1 MiB / 128 Ki-row
     // thresholds (q18's lineitem ⋈ orders here; q09's build side is near them); at eight
     // partitions the model repartitions it again (a build side above a sixth of the probe
-    // side).
-    for list in [&partitioned_without, &partitioned_at_eight] {
+    // side), and at sixteen every join that eight repartitions, and more.
+    for list in [
+        &partitioned_without,
+        &partitioned_at_eight,
+        &partitioned_at_sixteen,
+    ] {
         assert!(list.iter().any(|q| q == "q18"), "{list:?}");
     }
+    assert!(
+        partitioned_at_eight
+            .iter()
+            .all(|q| partitioned_at_sixteen.contains(q)),
+        "8: {partitioned_at_eight:?}, 16: {partitioned_at_sixteen:?}"
+    );
 
     // The aggregate also occurs inside another leaf, under a LEFT join: no copy is reduced
     // there (supplier's 1000 keys filtered to nation 7 would qualify as the reducing keys).
