@@ -9,7 +9,7 @@
 //!   HashJoinExec(Right, on n_nationkey = c_nationkey)         no constant
 //!     UnionExec
 //!       FilterExec(n_name = 'GERMANY')
-//!       EmptyExec(0 partitions)
+//!       EmptyExec(one empty partition)
 //!     customer
 //! ```
 //!
@@ -21,11 +21,11 @@
 //! n_name NULLS FIRST, c_custkey` sorted by `c_custkey` alone (the sort dropped the "constant"
 //! key), so NULL and 'GERMANY' rows came out interleaved and a `LIMIT` took the wrong rows.
 //!
-//! **How.** The null-extended input goes under a union with an empty input of no partitions:
-//! DataFusion's union keeps only the constants every input shares, and the empty input has
-//! none. The rows, partitions and columns are the input's own; its orderings are forgotten
-//! too, which costs nothing an outer join's null-extended side needs. Only inputs that have a
-//! constant are wrapped. Runs first among the physical rules, so that the others (sort
+//! **How.** The null-extended input goes under a union with an empty input: DataFusion's union
+//! keeps only the constants every input shares, and the empty input has none. The rows and
+//! columns are the input's own, with one more (empty) partition; its orderings and hash
+//! partitioning are forgotten too (`EnforceDistribution` and `EnforceSorting` put back what
+//! the join requires). Only inputs that have a constant are wrapped. Runs first among the physical rules, so that the others (sort
 //! enforcement, `constant_group_keys`) see the join's true properties.
 
 use std::sync::Arc;
@@ -37,7 +37,8 @@ use datafusion::logical_expr::JoinType;
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::empty::EmptyExec;
 use datafusion::physical_plan::joins::{
-    HashJoinExec, NestedLoopJoinExec, SortMergeJoinExec, SymmetricHashJoinExec,
+    HashJoinExec, NestedLoopJoinExec, PiecewiseMergeJoinExec, SortMergeJoinExec,
+    SymmetricHashJoinExec,
 };
 use datafusion::physical_plan::union::UnionExec;
 use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties};
@@ -72,7 +73,11 @@ impl PhysicalOptimizerRule for OuterJoinConstants {
                     if !wrap {
                         return Ok(Arc::clone(child));
                     }
-                    let empty = Arc::new(EmptyExec::new(child.schema()).with_partitions(0));
+                    // One (empty) partition, not none: a sort above the union is pushed
+                    // into each input, and DataFusion's sort of an input of no partitions
+                    // still outputs one; and the distributed codec rebuilds an `EmptyExec`
+                    // with one partition.
+                    let empty = Arc::new(EmptyExec::new(child.schema()));
                     UnionExec::try_new(vec![Arc::clone(child), empty])
                 })
                 .collect::<Result<Vec<_>>>()?;
@@ -93,7 +98,8 @@ impl PhysicalOptimizerRule for OuterJoinConstants {
 }
 
 /// Which inputs (left, right) of a join node its output null-extends; `None` for any other
-/// node. Semi, anti and mark joins null-extend nothing.
+/// node. Semi, anti and mark joins null-extend nothing. A piecewise merge join is listed too: it
+/// computes its properties the same way.
 pub(crate) fn null_extended(node: &Arc<dyn ExecutionPlan>) -> Option<[bool; 2]> {
     let join_type = node
         .downcast_ref::<HashJoinExec>()
@@ -109,6 +115,10 @@ pub(crate) fn null_extended(node: &Arc<dyn ExecutionPlan>) -> Option<[bool; 2]> 
         .or_else(|| {
             node.downcast_ref::<SymmetricHashJoinExec>()
                 .map(|j| *j.join_type())
+        })
+        .or_else(|| {
+            node.downcast_ref::<PiecewiseMergeJoinExec>()
+                .map(|j| j.join_type())
         })?;
     Some(match join_type {
         JoinType::Left => [false, true],
@@ -139,12 +149,16 @@ mod tests {
 
     /// `cust(id, nation)`: 40 rows, nations 0..4; `nation(key, name)`: 4 rows.
     fn context(rule: bool) -> SessionContext {
+        context_with(rule, SessionConfig::new().with_target_partitions(2))
+    }
+
+    fn context_with(rule: bool, config: SessionConfig) -> SessionContext {
         let mut rules = datafusion::physical_optimizer::optimizer::PhysicalOptimizer::new().rules;
         if rule {
             rules.insert(0, Arc::new(OuterJoinConstants));
         }
         let state = SessionStateBuilder::new()
-            .with_config(SessionConfig::new().with_target_partitions(2))
+            .with_config(config)
             .with_default_features()
             .with_physical_optimizer_rules(rules)
             .build();
@@ -219,15 +233,72 @@ mod tests {
                 .collect();
             !names.is_empty() && names.windows(2).all(|w| w[0] <= w[1])
         };
+        let rows = |table: &str| table.lines().filter(|l| l.starts_with("| ")).count() - 1;
         let mut wrong_without = 0;
-        for sql in queries {
-            let table = answer(&context(true), sql).await;
+        for (sql, expected) in queries.into_iter().zip([40, 40, 35]) {
+            let ctx = context(true);
+            let table = answer(&ctx, sql).await;
             assert!(ordered(&table), "{sql}\n{table}");
+            assert_eq!(rows(&table), expected, "{sql}\n{table}");
+            assert_eq!(rows(&table), rows(&answer(&context(false), sql).await));
+            let plan = ctx
+                .sql(sql)
+                .await
+                .unwrap()
+                .create_physical_plan()
+                .await
+                .unwrap();
+            let text = datafusion::physical_plan::displayable(plan.as_ref())
+                .indent(false)
+                .to_string();
+            assert!(
+                text.contains("UnionExec") && text.contains("EmptyExec"),
+                "{text}"
+            );
             wrong_without += usize::from(!ordered(&answer(&context(false), sql).await));
         }
         assert!(
             wrong_without > 0,
             "DataFusion's plan no longer shows the fault"
         );
+    }
+
+    /// Other join operators a user may switch to: a sort-merge join on one partition (the
+    /// sort above the union reaches its empty input too) and a piecewise merge join, whose
+    /// outer join keeps the same wrong constant. Each plans, runs and orders its rows.
+    #[tokio::test]
+    async fn other_join_operators_plan_and_order() {
+        let mut merge = SessionConfig::new().with_target_partitions(1);
+        merge.options_mut().optimizer.prefer_hash_join = false;
+        let mut piecewise = SessionConfig::new().with_target_partitions(2);
+        piecewise
+            .options_mut()
+            .optimizer
+            .enable_piecewise_merge_join = true;
+        let cases = [
+            (
+                merge,
+                "SELECT name, id FROM cust LEFT JOIN nation ON nation = key AND \
+                 name = 'GERMANY' ORDER BY name NULLS FIRST, id",
+                40,
+            ),
+            (
+                piecewise,
+                "SELECT name, id FROM cust LEFT JOIN (SELECT * FROM nation WHERE \
+                 name = 'GERMANY') ON nation < key ORDER BY name NULLS FIRST, id",
+                40,
+            ),
+        ];
+        for (config, sql, expected) in cases {
+            let table = answer(&context_with(true, config), sql).await;
+            let names: Vec<bool> = table
+                .lines()
+                .filter(|l| l.starts_with("| "))
+                .skip(1)
+                .map(|l| l.contains("GERMANY"))
+                .collect();
+            assert_eq!(names.len(), expected, "{sql}\n{table}");
+            assert!(names.windows(2).all(|w| w[0] <= w[1]), "{sql}\n{table}");
+        }
     }
 }
