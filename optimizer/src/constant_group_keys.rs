@@ -238,7 +238,6 @@ mod tests {
     use arrow::array::{ArrayRef, Int32Array, Int64Array, StringArray};
     use arrow::datatypes::{DataType, Field, Schema};
     use arrow::record_batch::RecordBatch;
-    use arrow::util::pretty::pretty_format_batches;
     use datafusion::datasource::MemTable;
     use datafusion::execution::SessionStateBuilder;
     use datafusion::physical_plan::aggregates::AggregateExec;
@@ -246,7 +245,7 @@ mod tests {
     use datafusion::prelude::{SessionConfig, SessionContext};
 
     use super::ConstantGroupKeys;
-    use crate::test_rows::sequence;
+    use crate::test_rows::{answer, in_halves, sequence};
 
     /// `sales`: 3 000 rows in two partitions: year `y` (1998–2000), `state` (four values),
     /// nullable key `k` (0..200) and value `v`. `dates`: one row per year with a label.
@@ -290,15 +289,7 @@ mod tests {
             Arc::new(Int64Array::from(v)),
         ];
         let sales = RecordBatch::try_new(Arc::clone(&schema), columns).unwrap();
-        let halves = vec![
-            vec![sales.slice(0, n / 2)],
-            vec![sales.slice(n / 2, n - n / 2)],
-        ];
-        ctx.register_table(
-            "sales",
-            Arc::new(MemTable::try_new(schema, halves).unwrap()),
-        )
-        .unwrap();
+        ctx.register_table("sales", in_halves(&sales)).unwrap();
         let dates_schema = Arc::new(Schema::new(vec![
             Field::new("d_year", DataType::Int32, false),
             Field::new("label", DataType::Utf8, false),
@@ -317,13 +308,6 @@ mod tests {
         )
         .unwrap();
         ctx
-    }
-
-    async fn answer(ctx: &SessionContext, sql: &str) -> (String, Arc<dyn ExecutionPlan>) {
-        let frame = ctx.sql(sql).await.unwrap();
-        let plan = frame.clone().create_physical_plan().await.unwrap();
-        let batches = frame.collect().await.unwrap();
-        (pretty_format_batches(&batches).unwrap().to_string(), plan)
     }
 
     /// (aggregates, those not in `Linear` mode, group columns summed over them) in `plan`.

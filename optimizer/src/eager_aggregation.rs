@@ -452,7 +452,6 @@ mod tests {
     use arrow::array::{ArrayRef, Decimal128Array, Float64Array, Int32Array, StringArray};
     use arrow::datatypes::{DataType, Field, Schema};
     use arrow::record_batch::RecordBatch;
-    use arrow::util::pretty::pretty_format_batches;
     use datafusion::datasource::MemTable;
     use datafusion::execution::SessionStateBuilder;
     use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
@@ -461,7 +460,7 @@ mod tests {
     use datafusion::prelude::{SessionConfig, SessionContext};
 
     use super::EagerAggregation;
-    use crate::test_rows::sequence;
+    use crate::test_rows::{answer, sequence};
 
     /// `fact`: 4 000 rows, key `k` in 0..60 (a tenth NULL), year `y`, nullable int, double
     /// and decimal values. `dim`: 80 rows whose keys repeat (keys 0..50, some twice, one
@@ -567,13 +566,6 @@ mod tests {
                 .into_iter()
                 .map(|c| partials_below_joins(c, join))
                 .sum::<usize>()
-    }
-
-    async fn answer(ctx: &SessionContext, sql: &str) -> (String, Arc<dyn ExecutionPlan>) {
-        let frame = ctx.sql(sql).await.unwrap();
-        let plan = frame.clone().create_physical_plan().await.unwrap();
-        let batches = frame.collect().await.unwrap();
-        (pretty_format_batches(&batches).unwrap().to_string(), plan)
     }
 
     /// The rewritten plan of a fact grouped by a dimension's columns: the fact is grouped by

@@ -140,7 +140,6 @@ mod tests {
     use arrow::array::{Int32Array, StringArray};
     use arrow::datatypes::{DataType, Field, Schema};
     use arrow::record_batch::RecordBatch;
-    use arrow::util::pretty::pretty_format_batches;
     use datafusion::datasource::MemTable;
     use datafusion::execution::SessionStateBuilder;
     use datafusion::prelude::{SessionConfig, SessionContext};
@@ -177,12 +176,8 @@ mod tests {
             ],
         )
         .unwrap();
-        let halves = vec![vec![cust.slice(0, 20)], vec![cust.slice(20, 20)]];
-        ctx.register_table(
-            "cust",
-            Arc::new(MemTable::try_new(cust_schema, halves).unwrap()),
-        )
-        .unwrap();
+        ctx.register_table("cust", crate::test_rows::in_halves(&cust))
+            .unwrap();
         let nation_schema = Arc::new(Schema::new(vec![
             Field::new("key", DataType::Int32, false),
             Field::new("name", DataType::Utf8, false),
@@ -206,8 +201,17 @@ mod tests {
     }
 
     async fn answer(ctx: &SessionContext, sql: &str) -> String {
-        let batches = ctx.sql(sql).await.unwrap().collect().await.unwrap();
-        pretty_format_batches(&batches).unwrap().to_string()
+        crate::test_rows::answer(ctx, sql).await.0
+    }
+
+    /// Per row of a pretty-printed answer, whether it names GERMANY (the header left out).
+    fn german(table: &str) -> Vec<bool> {
+        table
+            .lines()
+            .filter(|l| l.starts_with("| "))
+            .skip(1)
+            .map(|l| l.contains("GERMANY"))
+            .collect()
     }
 
     /// Ordered by the null-extended side's filtered column first: every NULL row before every
@@ -225,15 +229,10 @@ mod tests {
         ];
         // Each answer's `name` column in row order: NULLs, then GERMANY, never back.
         let ordered = |table: &str| {
-            let names: Vec<bool> = table
-                .lines()
-                .filter(|l| l.starts_with("| "))
-                .skip(1)
-                .map(|l| l.contains("GERMANY"))
-                .collect();
+            let names = german(table);
             !names.is_empty() && names.windows(2).all(|w| w[0] <= w[1])
         };
-        let rows = |table: &str| table.lines().filter(|l| l.starts_with("| ")).count() - 1;
+        let rows = |table: &str| german(table).len();
         let mut wrong_without = 0;
         for (sql, expected) in queries.into_iter().zip([40, 40, 35]) {
             let ctx = context(true);
@@ -291,12 +290,7 @@ mod tests {
         ];
         for (config, sql, expected) in cases {
             let table = answer(&context_with(true, config), sql).await;
-            let names: Vec<bool> = table
-                .lines()
-                .filter(|l| l.starts_with("| "))
-                .skip(1)
-                .map(|l| l.contains("GERMANY"))
-                .collect();
+            let names = german(table.as_str());
             assert_eq!(names.len(), expected, "{sql}\n{table}");
             assert!(names.windows(2).all(|w| w[0] <= w[1]), "{sql}\n{table}");
         }
