@@ -235,18 +235,10 @@ mod tests {
         let rows = |table: &str| german(table).len();
         let mut wrong_without = 0;
         for (sql, expected) in queries.into_iter().zip([40, 40, 35]) {
-            let ctx = context(true);
-            let table = answer(&ctx, sql).await;
+            let (table, plan) = crate::test_rows::answer(&context(true), sql).await;
             assert!(ordered(&table), "{sql}\n{table}");
             assert_eq!(rows(&table), expected, "{sql}\n{table}");
             assert_eq!(rows(&table), rows(&answer(&context(false), sql).await));
-            let plan = ctx
-                .sql(sql)
-                .await
-                .unwrap()
-                .create_physical_plan()
-                .await
-                .unwrap();
             let text = datafusion::physical_plan::displayable(plan.as_ref())
                 .indent(false)
                 .to_string();
