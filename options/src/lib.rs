@@ -48,6 +48,8 @@ config_namespace! {
         pub static_row_filter: bool, default = true
         /// Decode dictionary-encoded string columns the row filter reads as dictionaries until it has run
         pub dictionary_strings: bool, default = true
+        /// Cut a row group into row ranges where a file has too few row groups to give every partition an equal share of its bytes
+        pub cut_row_groups: bool, default = true
     }
 }
 
@@ -224,6 +226,8 @@ pub struct ScanSettings {
     pub static_row_filter: bool,
     /// `iceflight.scan.dictionary_strings`.
     pub dictionary_strings: bool,
+    /// `iceflight.scan.cut_row_groups`.
+    pub cut_row_groups: bool,
 }
 
 impl ScanSettings {
@@ -239,6 +243,7 @@ impl ScanSettings {
             late_materialization: scan.late_materialization,
             static_row_filter: scan.static_row_filter,
             dictionary_strings: scan.dictionary_strings,
+            cut_row_groups: scan.cut_row_groups,
         }
     }
 }
@@ -415,7 +420,7 @@ mod tests {
             "{err}"
         );
         let entries = IceflightOptions::default().entries();
-        assert_eq!(entries.len(), 22);
+        assert_eq!(entries.len(), 23);
         assert!(entries.iter().all(|e| e.key.starts_with("iceflight.")));
         let err = ctx.sql("SET iceflight.scan.nope = 1").await.unwrap_err();
         assert!(

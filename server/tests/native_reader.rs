@@ -14,6 +14,7 @@ use arrow::compute::concat_batches;
 use common::{
     execute, make_case_fixtures, query, repo_root, rows, scan_metric, scans, table_scan_metric,
 };
+use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::SessionContext;
 use iceflight::session::Engine;
 
@@ -657,4 +658,98 @@ async fn tpch_sf01_q01_groups_by_dictionary_codes() {
         }
     }
     assert_eq!(coded, 2);
+}
+
+/// Rows of `sql`'s (single) Iceberg scan per output partition, each partition run by itself.
+async fn rows_per_partition(ctx: &SessionContext, sql: &str) -> Vec<Vec<Vec<String>>> {
+    let plan = ctx
+        .sql(sql)
+        .await
+        .unwrap()
+        .create_physical_plan()
+        .await
+        .unwrap();
+    let scan = scans(&plan).pop().expect("a scan");
+    let mut out = vec![];
+    for p in 0..scan.output_partitioning().partition_count() {
+        let stream = scan.execute(p, ctx.task_ctx()).unwrap();
+        let batches: Vec<RecordBatch> = futures::TryStreamExt::try_collect(stream).await.unwrap();
+        out.push(rows(&batches));
+    }
+    out
+}
+
+/// One data file of three row groups (1 Mi, 1 Mi and 0.4 Mi rows, iceberg's writer's default)
+/// read by two partitions: cut inside the middle row group, each partition reads about half
+/// the rows (before: one row group against two), every row exactly once, `_pos` right across
+/// the cut, also when re-split for distributed tasks; a filter pruning pages near the cut and
+/// iceberg's reader (which reads a cut row group whole, in the piece holding its midpoint)
+/// answer the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_of_three_row_groups_is_read_in_equal_shares() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = common::engine(dir.path(), 2).await;
+    let setup = engine.session(None, None, &[]).unwrap();
+    for sql in [
+        "CREATE SCHEMA local.cut",
+        "CREATE TABLE local.cut.t AS SELECT value AS id, (value * 2654435761) % 1000003 AS v \
+         FROM generate_series(0, 2499999)",
+    ] {
+        common::statement_ok(&setup, sql).await;
+    }
+    let session = |extra: &[(&str, &str)]| {
+        let settings: Vec<(String, String)> = extra
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        engine.session(None, Some("cut"), &settings).unwrap()
+    };
+    let cut = session(&[]);
+    let whole = session(&[("iceflight.scan.cut_row_groups", "false")]);
+    let iceberg = session(&[("iceflight.scan.reader", "iceberg")]);
+
+    let shares = |parts: &[Vec<Vec<String>>]| parts.iter().map(Vec::len).collect::<Vec<_>>();
+    let parts = rows_per_partition(&cut, "SELECT id, _pos FROM t").await;
+    let counts = shares(&parts);
+    assert_eq!(counts.len(), 2);
+    assert_eq!(counts.iter().sum::<usize>(), 2_500_000);
+    let (small, large) = (counts[0].min(counts[1]), counts[0].max(counts[1]));
+    assert!(large - small < 250_000, "rows per partition: {counts:?}");
+    // Rows were written in id order, one file: `_pos` is the id, on both sides of the cut.
+    let mut ids = vec![false; 2_500_000];
+    for row in parts.iter().flatten() {
+        assert_eq!(row[0], row[1], "_pos of id {}", row[0]);
+        let id: usize = row[0].parse().unwrap();
+        assert!(!ids[id], "id {id} read twice");
+        ids[id] = true;
+    }
+    // At row-group starts only, the split is one row group against two.
+    let before = shares(&rows_per_partition(&whole, "SELECT id FROM t").await);
+    assert_eq!(before.iter().min(), Some(&(1 << 20)), "{before:?}");
+
+    // Pages pruned around the cut (half of 2.5 Mi bytes lies in the middle row group).
+    for sql in [
+        "SELECT count(*), sum(v), min(id), max(id) FROM t WHERE id BETWEEN 1200000 AND 1300000",
+        "SELECT count(*), sum(v) FROM t",
+        "SELECT count(*) FROM t WHERE v < 1000",
+    ] {
+        let want = query(&whole, sql).await;
+        assert_eq!(query(&cut, sql).await, want, "{sql}");
+        assert_eq!(query(&iceberg, sql).await, want, "{sql} (iceberg's reader)");
+    }
+    let iceberg_counts = shares(&rows_per_partition(&iceberg, "SELECT id FROM t").await);
+    assert_eq!(iceberg_counts.iter().sum::<usize>(), 2_500_000);
+
+    // Re-split for 3 distributed tasks (6 pieces, cut again), encoded and decoded as a worker
+    // runs them: every row once.
+    let codec = iceflight_scan::distributed::codec::IcebergScanCodec::new(
+        Arc::new(engine.catalogs().clone()),
+        Arc::clone(engine.caches()),
+    );
+    let got = common::rows_through_codec(&cut, &codec, "SELECT id FROM t", 3)
+        .await
+        .unwrap();
+    let mut ids: Vec<usize> = got.iter().map(|r| r[0].parse().unwrap()).collect();
+    ids.sort_unstable();
+    assert!(ids.iter().copied().eq(0..2_500_000), "{} rows", ids.len());
 }

@@ -168,6 +168,7 @@ impl IcebergScanCodec {
             late_materialization: settings.late_materialization,
             static_row_filter: settings.static_row_filter,
             dictionary_strings: settings.dictionary_strings,
+            cut_row_groups: settings.cut_row_groups,
             files_pruned_statistics: scan.files_pruned_statistics as u64,
             files_pruned_manifest: scan.files_pruned_manifest as u64,
         })
@@ -273,6 +274,7 @@ impl IcebergScanCodec {
             late_materialization: node.late_materialization,
             static_row_filter: node.static_row_filter,
             dictionary_strings: node.dictionary_strings,
+            cut_row_groups: node.cut_row_groups,
         };
         let planned = assemble(
             ScanInputs {
@@ -508,6 +510,8 @@ struct ScanNode {
     static_row_filter: bool,
     #[prost(bool, tag = "27")]
     dictionary_strings: bool,
+    #[prost(bool, tag = "28")]
+    cut_row_groups: bool,
     /// Scan-wide counters reported by the scan's first partition.
     #[prost(uint64, tag = "24")]
     files_pruned_statistics: u64,

@@ -415,7 +415,12 @@ impl IcebergScanExec {
         let partitions = self.file_groups.len().max(1);
         let slots = partitions * tasks;
         let all: Vec<FileScanTask> = self.file_groups.iter().flatten().cloned().collect();
-        let pieces = crate::plan::planned::split_by_row_groups(all, &self.index, slots);
+        let pieces = crate::plan::planned::split_by_row_groups(
+            all,
+            &self.index,
+            slots,
+            self.settings.cut_row_groups,
+        );
         let mut groups = crate::plan::planned::spread_by_size(pieces, slots);
         groups.resize_with(slots, Vec::new);
         let mut per_task: Vec<Vec<Vec<FileScanTask>>> = vec![Vec::new(); tasks];

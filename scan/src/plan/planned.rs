@@ -174,17 +174,31 @@ pub fn assemble(
     }
 }
 
-/// Splits tasks into byte ranges at row-group boundaries (the manifest's `split_offsets`) when
-/// there are fewer tasks than `partitions`, so that one large file is read by several
-/// partitions. A task gets pieces in proportion to its share of the bytes, at most one per row
-/// group it covers. A task may already be a range of whole row groups (a scan re-split for
-/// distributed tasks splits its pieces further). iceberg's reader keeps the row groups whose
-/// midpoint lies in `[start, start+length)`, so ranges that start and end on row-group starts
-/// cover each row group exactly once.
+/// Smallest piece, in bytes, that cutting a row group may leave (`iceflight.scan.cut_row_groups`):
+/// below it a piece ends on the nearest row-group start instead. A piece this small decodes in
+/// about a millisecond, less than opening it again costs in a second partition.
+pub const MIN_CUT_PIECE_BYTES: u64 = 1 << 20;
+
+/// Splits tasks into byte ranges when there are fewer tasks than `partitions`, so that one large
+/// file is read by several partitions. A task gets pieces in proportion to its share of the
+/// bytes (rounded up), cut where its bytes divide evenly:
+///
+/// - A cut within a sixteenth of a piece of a row-group start (the manifest's `split_offsets`,
+///   for the standard layout of row groups back to back after the 4-byte magic) moves to it;
+///   so does one that would leave a piece under [`MIN_CUT_PIECE_BYTES`].
+/// - Otherwise, with `cut_row_groups`, the cut stays inside its row group: each piece reads
+///   the row group's rows in proportion to its bytes (`pushdown/row_groups.rs`, `covered`).
+///   Without it a task is split only at row-group starts, into at most one piece per row group,
+///   and only when it is a run of whole row groups.
+///
+/// iceberg's reader keeps the row groups whose midpoint lies in `[start, start+length)`, so a
+/// file it reads (a fallback) has each row group read once, whole, by the piece holding its
+/// midpoint.
 pub fn split_by_row_groups(
     tasks: Vec<FileScanTask>,
     index: &FileMetricsIndex,
     partitions: usize,
+    cut_row_groups: bool,
 ) -> Vec<FileScanTask> {
     if tasks.is_empty() || tasks.len() >= partitions {
         return tasks;
@@ -200,37 +214,87 @@ pub fn split_by_row_groups(
         // Only for the standard layout (row groups back to back after the 4-byte magic), where
         // the reader's computed row-group positions equal the manifest's split offsets.
         let standard = offsets.first() == Some(&4) && offsets.windows(2).all(|w| w[0] < w[1]);
-        let end = task.start + task.length;
-        // The task must be a run of whole row groups: it starts at the file's start or a
-        // row-group start and ends at the file's end or a row-group start.
-        let aligned = (task.start == 0 || offsets.contains(&task.start))
-            && (end == task.file_size_in_bytes || offsets.contains(&end));
-        // The row groups the task covers, by their starts.
-        let starts: Vec<u64> = offsets
-            .iter()
-            .copied()
-            .filter(|&o| o >= task.start && o < end)
-            .collect();
+        let offsets = if standard { offsets } else { vec![] };
         let share = (partitions as u64 * task.length.max(1)).div_ceil(total) as usize;
-        let pieces = share.min(starts.len());
-        if !standard || !aligned || pieces < 2 {
+        let cuts = match cut_row_groups {
+            true => even_cuts(&task, &offsets, share),
+            false => row_group_cuts(&task, &offsets, share),
+        };
+        let end = task.start + task.length;
+        let bounds: Vec<u64> = std::iter::once(task.start)
+            .chain(cuts)
+            .chain(std::iter::once(end))
+            .collect();
+        if bounds.len() == 2 {
             out.push(task);
             continue;
         }
-        // Row groups [a, b) per piece, as evenly as the row-group count allows.
-        for i in 0..pieces {
-            let a = i * starts.len() / pieces;
-            let b = (i + 1) * starts.len() / pieces;
-            let start = if a == 0 { task.start } else { starts[a] };
-            let stop = if b == starts.len() { end } else { starts[b] };
+        for w in bounds.windows(2) {
             let mut piece = task.clone();
-            piece.start = start;
-            piece.length = stop - start;
+            piece.start = w[0];
+            piece.length = w[1] - w[0];
             piece.record_count = None;
             out.push(piece);
         }
     }
     out
+}
+
+/// Where to cut `task` into `pieces` of equal bytes (increasing, strictly inside it), each cut
+/// moved to the nearest of the row-group starts `offsets` when within a sixteenth of a piece (the
+/// pieces then differ by at most an eighth), or
+/// when the piece would be under [`MIN_CUT_PIECE_BYTES`] (no cut then without a start nearby).
+fn even_cuts(task: &FileScanTask, offsets: &[u64], pieces: usize) -> Vec<u64> {
+    let end = task.start + task.length;
+    // Row-group starts inside the task; the first row group's start leaves no row before it.
+    let inner: Vec<u64> = offsets
+        .iter()
+        .skip(1)
+        .copied()
+        .filter(|&o| o > task.start && o < end)
+        .collect();
+    let piece = task.length / pieces.max(1) as u64;
+    let mut cuts: Vec<u64> = Vec::with_capacity(pieces);
+    for i in 1..pieces as u64 {
+        let ideal = task.start + (task.length as u128 * i as u128 / pieces as u128) as u64;
+        let nearest = inner.iter().copied().min_by_key(|&o| o.abs_diff(ideal));
+        let cut = match nearest {
+            Some(o) if o.abs_diff(ideal) <= piece / 16 || piece < MIN_CUT_PIECE_BYTES => Some(o),
+            _ if piece >= MIN_CUT_PIECE_BYTES => Some(ideal),
+            _ => None,
+        };
+        if let Some(cut) = cut
+            && cut > cuts.last().copied().unwrap_or(task.start)
+            && cut < end
+        {
+            cuts.push(cut);
+        }
+    }
+    cuts
+}
+
+/// Row-group starts (of `offsets`) that divide `task`, a run of whole row groups, into at most
+/// `pieces` runs of as equal a row-group count as the count allows; none when the task is not
+/// such a run.
+fn row_group_cuts(task: &FileScanTask, offsets: &[u64], pieces: usize) -> Vec<u64> {
+    let end = task.start + task.length;
+    // The task must be a run of whole row groups: it starts at the file's start or a
+    // row-group start and ends at the file's end or a row-group start.
+    let aligned = (task.start == 0 || offsets.contains(&task.start))
+        && (end == task.file_size_in_bytes || offsets.contains(&end));
+    // The row groups the task covers, by their starts.
+    let starts: Vec<u64> = offsets
+        .iter()
+        .copied()
+        .filter(|&o| o >= task.start && o < end)
+        .collect();
+    let pieces = pieces.min(starts.len());
+    if !aligned || pieces < 2 {
+        return vec![];
+    }
+    (1..pieces)
+        .map(|i| starts[i * starts.len() / pieces])
+        .collect()
 }
 
 /// Spreads tasks over at most `partitions` groups, largest first onto the lightest group, so that
@@ -255,4 +319,70 @@ pub fn spread_by_size(mut tasks: Vec<FileScanTask>, partitions: usize) -> Vec<Ve
         group.push(task);
     }
     groups.into_iter().map(|(_, g)| g).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pushdown::row_groups::tests::task;
+
+    const MIB: u64 = 1 << 20;
+
+    #[test]
+    fn one_file_of_three_row_groups_is_cut_in_half_inside_the_middle_one() {
+        // Row groups at 4, 4+30 MiB, 4+60 MiB; the file ends at 90 MiB.
+        let offsets = [4, 4 + 30 * MIB, 4 + 60 * MIB];
+        let file = task(90 * MIB, 0, 90 * MIB);
+        assert_eq!(even_cuts(&file, &offsets, 2), vec![45 * MIB]);
+        // Row-group starts only: one piece of one row group, one of two.
+        assert_eq!(row_group_cuts(&file, &offsets, 2), vec![4 + 30 * MIB]);
+        // iceberg's writer's shape: 1 Mi, 1 Mi and 0.4 Mi rows; the second row group starts
+        // at 42 % of the bytes, 8 % from half way: still cut inside it.
+        let offsets = [4, 4 + 42 * MIB, 4 + 84 * MIB];
+        let file = task(100 * MIB, 0, 100 * MIB);
+        assert_eq!(even_cuts(&file, &offsets, 2), vec![50 * MIB]);
+    }
+
+    #[test]
+    fn cuts_near_a_row_group_start_move_to_it() {
+        // Twenty row groups of 5 MiB: half way is a row-group start.
+        let offsets: Vec<u64> = (0..20).map(|i| 4 + i * 5 * MIB).collect();
+        let file = task(100 * MIB, 0, 100 * MIB);
+        assert_eq!(even_cuts(&file, &offsets, 2), vec![4 + 50 * MIB]);
+        // Thirds fall 1.7 MiB from a start, within a sixteenth of a 33 MiB piece.
+        assert_eq!(
+            even_cuts(&file, &offsets, 3),
+            vec![4 + 35 * MIB, 4 + 65 * MIB]
+        );
+        // Ten row groups of 10 MiB: thirds fall 3.3 MiB from a start, and stay.
+        let offsets: Vec<u64> = (0..10).map(|i| 4 + i * 10 * MIB).collect();
+        assert_eq!(
+            even_cuts(&file, &offsets, 3),
+            vec![100 * MIB / 3, 200 * MIB / 3]
+        );
+    }
+
+    #[test]
+    fn small_pieces_end_on_row_group_starts_or_stay_whole() {
+        // Two row groups in 1.5 MiB: a half would be under the smallest cut piece.
+        let offsets = [4, 4 + MIB];
+        let file = task(3 * MIB / 2, 0, 3 * MIB / 2);
+        assert_eq!(even_cuts(&file, &offsets, 2), vec![4 + MIB]);
+        // One row group: no start to move to, no cut.
+        assert_eq!(even_cuts(&file, &[4], 2), Vec::<u64>::new());
+        // Unknown layout (no split offsets): cut only pieces of at least the smallest size.
+        let big = task(8 * MIB, 0, 8 * MIB);
+        assert_eq!(even_cuts(&big, &[], 2), vec![4 * MIB]);
+        assert_eq!(row_group_cuts(&big, &[], 2), Vec::<u64>::new());
+    }
+
+    #[test]
+    fn a_piece_already_cut_is_cut_again_evenly() {
+        // A distributed re-split of a piece that starts inside a row group.
+        let offsets = [4, 4 + 30 * MIB, 4 + 60 * MIB];
+        let piece = task(90 * MIB, 45 * MIB, 90 * MIB);
+        assert_eq!(even_cuts(&piece, &offsets, 3), vec![60 * MIB + 4, 75 * MIB]);
+        // Not a run of whole row groups: no cut at row-group starts only.
+        assert_eq!(row_group_cuts(&piece, &offsets, 3), Vec::<u64>::new());
+    }
 }

@@ -2,7 +2,9 @@
 //! reader as byte-range tasks (iceberg 0.10.1 has no row-group list on `FileScanTask`).
 //!
 //! ```text
-//!   footer ──► row groups of the task (iceberg's midpoint rule on 4 + Σ compressed_size)
+//!   footer ──► row groups of the task, at 4 + Σ compressed_size:
+//!                native reader: the rows its byte range covers (covered; a cut row group in part)
+//!                iceberg's reader: those whose midpoint it holds (candidates)
 //!          ──► per constrained column: row-group min / max / null count, found by field id
 //!              (top-level: StatisticsConverter; nested struct leaf: the SchemaDescriptor leaf
 //!              and its column chunk statistics, null count unused) ──► prune.rs
@@ -13,6 +15,7 @@
 //! iceberg's reader (`filter_row_groups_by_byte_range`: a row group belongs to the task holding its
 //! midpoint) reads exactly the run's row groups.
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use arrow::compute::cast;
@@ -46,8 +49,11 @@ fn offsets(metadata: &ParquetMetaData) -> Vec<(u64, u64)> {
         .collect()
 }
 
-/// The row groups (indices in the file) inside `task`'s byte range: those whose midpoint lies in
-/// `[start, start + length)`, iceberg's reader's rule.
+/// The row groups (indices in the file) whose midpoint lies in `[start, start + length)` of
+/// `task`: iceberg's reader's rule, which reads such a row group whole. Used where iceberg's
+/// reader reads the task ([`FileAccessPlan::byte_ranges`](crate::read::access_plan)); the native
+/// reader reads [`covered`] rows instead, which equal these row groups whole when the task
+/// starts and ends on row-group boundaries.
 pub fn candidates(metadata: &ParquetMetaData, task: &FileScanTask) -> Vec<usize> {
     let end = task.start + task.length;
     offsets(metadata)
@@ -58,6 +64,55 @@ pub fn candidates(metadata: &ParquetMetaData, task: &FileScanTask) -> Vec<usize>
             task.start <= mid && mid < end
         })
         .map(|(i, _)| i)
+        .collect()
+}
+
+/// The rows of one row group that a task reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowGroupRows {
+    /// Index of the row group in the file.
+    pub index: usize,
+    /// The rows read, as positions inside the row group.
+    pub rows: Range<usize>,
+    /// Rows in the row group.
+    pub total: usize,
+}
+
+impl RowGroupRows {
+    /// Whether the task reads every row of the row group.
+    pub fn whole(&self) -> bool {
+        self.rows.start == 0 && self.rows.end == self.total
+    }
+}
+
+/// The rows `task`'s byte range covers, per row group (file order; none empty). Of a row group
+/// at `[at, at + size)` (computed as iceberg's reader computes it) holding `n` rows, a range
+/// `[start, end)` reads rows `[row(start), row(end))`, where
+/// `row(c) = ⌊n · (clamp(c, at, at + size) − at) / size⌋`.
+///
+/// - A range of whole row groups (starting and ending on row-group starts or the file's ends)
+///   reads exactly those row groups whole, as [`candidates`] would.
+/// - Ranges that cut a row group (`plan/planned.rs` cuts a file's bytes evenly over the
+///   partitions) read each of its rows exactly once: neighbours share their cut, and `row` is
+///   monotone in it.
+pub fn covered(metadata: &ParquetMetaData, task: &FileScanTask) -> Vec<RowGroupRows> {
+    let end = task.start + task.length;
+    offsets(metadata)
+        .iter()
+        .zip(metadata.row_groups())
+        .enumerate()
+        .filter_map(|(index, ((at, size), rg))| {
+            let total = usize::try_from(rg.num_rows()).unwrap_or(0);
+            let row = |c: u64| -> usize {
+                if *size == 0 {
+                    return if c > *at { total } else { 0 };
+                }
+                let into = c.clamp(*at, at + size) - at;
+                (total as u128 * into as u128 / *size as u128) as usize
+            };
+            let rows = row(task.start)..row(end);
+            (!rows.is_empty()).then_some(RowGroupRows { index, rows, total })
+        })
         .collect()
 }
 
@@ -315,4 +370,141 @@ pub fn split(task: &FileScanTask, metadata: &ParquetMetaData, kept: &[usize]) ->
             piece
         })
         .collect()
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::{Int64Array, RecordBatch};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use iceberg::spec::{DataFileFormat, Schema as IcebergSchema};
+    use parquet::arrow::ArrowWriter;
+    use parquet::file::properties::WriterProperties;
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+
+    use super::*;
+
+    /// A Parquet file of `rows` rows in row groups of at most `per_group` rows, and its footer.
+    pub(crate) fn file(rows: i64, per_group: usize) -> (u64, Arc<ParquetMetaData>) {
+        let schema = Arc::new(Schema::new(vec![Field::new("v", DataType::Int64, false)]));
+        let props = WriterProperties::builder()
+            .set_max_row_group_row_count(Some(per_group))
+            .build();
+        let mut out = vec![];
+        let mut writer = ArrowWriter::try_new(&mut out, Arc::clone(&schema), Some(props)).unwrap();
+        // Values that do not compress to nothing, so bytes grow with rows.
+        let values = Int64Array::from_iter_values((0..rows).map(|i| i.wrapping_mul(2654435761)));
+        writer
+            .write(&RecordBatch::try_new(schema, vec![Arc::new(values)]).unwrap())
+            .unwrap();
+        writer.close().unwrap();
+        let size = out.len() as u64;
+        let reader = SerializedFileReader::new(bytes::Bytes::from(out)).unwrap();
+        (size, Arc::new(reader.metadata().clone()))
+    }
+
+    /// A task over bytes `[start, end)` of a Parquet file of `size` bytes.
+    pub(crate) fn task(size: u64, start: u64, end: u64) -> FileScanTask {
+        FileScanTask {
+            file_size_in_bytes: size,
+            start,
+            length: end - start,
+            record_count: None,
+            data_file_path: "f.parquet".into(),
+            data_file_format: DataFileFormat::Parquet,
+            schema: Arc::new(IcebergSchema::builder().build().unwrap()),
+            project_field_ids: vec![],
+            predicate: None,
+            deletes: vec![],
+            partition: None,
+            partition_spec: None,
+            name_mapping: None,
+            case_sensitive: true,
+        }
+    }
+
+    /// Every row of the file, read by the tasks between `cuts`: how often each is read.
+    fn reads(size: u64, metadata: &ParquetMetaData, cuts: &[u64]) -> Vec<usize> {
+        let firsts: Vec<usize> = metadata
+            .row_groups()
+            .iter()
+            .scan(0, |at, rg| {
+                let first = *at;
+                *at += rg.num_rows() as usize;
+                Some(first)
+            })
+            .collect();
+        let total = metadata.file_metadata().num_rows() as usize;
+        let mut seen = vec![0; total];
+        let bounds: Vec<u64> = std::iter::once(0)
+            .chain(cuts.iter().copied())
+            .chain(std::iter::once(size))
+            .collect();
+        for w in bounds.windows(2) {
+            for part in covered(metadata, &task(size, w[0], w[1])) {
+                for row in part.rows {
+                    seen[firsts[part.index] + row] += 1;
+                }
+            }
+        }
+        seen
+    }
+
+    #[test]
+    fn tasks_between_any_cuts_read_every_row_once() {
+        let (size, metadata) = file(250_000, 100_000);
+        assert_eq!(metadata.num_row_groups(), 3);
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        for round in 0..200 {
+            let mut cuts: Vec<u64> = (0..round % 5)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    state % size
+                })
+                .collect();
+            cuts.sort_unstable();
+            cuts.dedup();
+            cuts.retain(|&c| c > 0);
+            let seen = reads(size, &metadata, &cuts);
+            assert!(seen.iter().all(|&n| n == 1), "cuts {cuts:?}");
+        }
+    }
+
+    #[test]
+    fn tasks_of_whole_row_groups_read_what_the_midpoint_rule_reads() {
+        let (size, metadata) = file(250_000, 100_000);
+        let starts: Vec<u64> = offsets(&metadata).iter().map(|(at, _)| *at).collect();
+        for (start, end) in [
+            (0, size),
+            (0, starts[1]),
+            (starts[1], size),
+            (starts[1], starts[2]),
+        ] {
+            let task = task(size, start, end);
+            let parts = covered(&metadata, &task);
+            assert!(parts.iter().all(RowGroupRows::whole), "[{start}, {end})");
+            let indices: Vec<usize> = parts.iter().map(|p| p.index).collect();
+            assert_eq!(indices, candidates(&metadata, &task), "[{start}, {end})");
+        }
+    }
+
+    #[test]
+    fn a_cut_row_group_is_shared_in_proportion_to_bytes() {
+        let (size, metadata) = file(250_000, 100_000);
+        let (at, len) = offsets(&metadata)[1];
+        let first = covered(&metadata, &task(size, 0, at + len / 2));
+        let second = covered(&metadata, &task(size, at + len / 2, size));
+        // Half of the bytes, rounded down: half of the rows, one fewer for an odd size.
+        let half = (100_000 * (len / 2) / len) as usize;
+        assert!((49_999..=50_000).contains(&half), "{half}");
+        assert_eq!(first.len(), 2);
+        assert_eq!(second.len(), 2);
+        assert!(first[0].whole() && second[1].whole());
+        assert_eq!(first[1].rows, 0..half);
+        assert_eq!(second[0].rows, half..100_000);
+        assert!(!first[1].whole() && !second[0].whole());
+    }
 }

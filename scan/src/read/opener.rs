@@ -201,7 +201,13 @@ impl TaskOpener {
                 return Ok(Opened::Skip);
             }
             if access.prunes() {
-                pieces = Some(access.byte_ranges(&task, &metadata));
+                let ranges = access.byte_ranges(&task, &metadata);
+                if ranges.is_empty() {
+                    // What it kept of a cut row group is read by the task holding its midpoint.
+                    self.metrics.predicate_build_time.add_elapsed(started);
+                    return Ok(Opened::Skip);
+                }
+                pieces = Some(ranges);
             }
             row_group_layouts = access.layouts().to_vec();
             row_groups_selected = true;
@@ -474,6 +480,8 @@ impl TaskOpener {
     fn read_row_group(&self, file: &NativeFile, rg: usize, next: Option<usize>) -> Result<Batches> {
         let started = Instant::now();
         let domains = self.domains();
+        // A row group cut between tasks is counted by the one holding its midpoint.
+        let counts = file.access.counts(rg);
         let changed = match (&file.dynamic_at_open, self.dynamic_now()) {
             (Some(then), Some(now)) => !Arc::ptr_eq(then, &now),
             _ => false,
@@ -488,13 +496,17 @@ impl TaskOpener {
                 self.gate.gate_columns(),
             );
             if kept.is_empty() {
-                self.metrics.row_groups_pruned.add(1);
+                if counts {
+                    self.metrics.row_groups_pruned.add(1);
+                }
                 self.metrics.predicate_build_time.add_elapsed(started);
                 return Ok(stream::empty().boxed());
             }
         }
         // Reached and not ruled out (the other half of `row_groups_pruned`).
-        self.metrics.row_groups_matched.add(1);
+        if counts {
+            self.metrics.row_groups_matched.add(1);
+        }
         let pages = page_index::select(
             &file.metadata,
             file.arrow.schema(),
@@ -502,12 +514,14 @@ impl TaskOpener {
             &domains,
             self.gate.gate_columns(),
         );
-        self.metrics.pages_pruned.add(pages.pages_pruned);
-        self.metrics.pages_matched.add(pages.pages_matched);
         let rows = file.metadata.row_group(rg).num_rows() as usize;
         let first = file.first_rows[rg];
         let (deleted, deleted_rows) = positional_deletes::selection(&file.positions, first, rows);
-        self.metrics.positional_deleted_rows.add(deleted_rows);
+        if counts {
+            self.metrics.pages_pruned.add(pages.pages_pruned);
+            self.metrics.pages_matched.add(pages.pages_matched);
+            self.metrics.positional_deleted_rows.add(deleted_rows);
+        }
         self.metrics.predicate_build_time.add_elapsed(started);
         let selection: Option<RowSelection> =
             match file.access.row_group(rg, pages.selection, deleted) {

@@ -372,7 +372,12 @@ impl TableProvider for IcebergTableProvider {
             .plan_tasks(config, &indices, filters, limit, &caches.indexes)
             .await?;
         let target_partitions = config.target_partitions().max(1);
-        let tasks = split_by_row_groups(tasks, &index, target_partitions);
+        let tasks = split_by_row_groups(
+            tasks,
+            &index,
+            target_partitions,
+            inputs.settings.cut_row_groups,
+        );
         let file_groups = spread_by_size(tasks, target_partitions);
         let planned = assemble(inputs, index, file_groups);
         Ok(Arc::new(
