@@ -38,17 +38,19 @@ pub enum RowGroupAccess {
 /// What to read of one task's data file (module docs).
 #[derive(Debug, Clone)]
 pub struct FileAccessPlan {
-    /// Row groups the task's byte range covers, whole or in part.
-    candidates: usize,
+    /// Whether the statistics ruled out a row group either reader would read of the task.
+    prunes: bool,
     /// Row groups the task's byte range covers whose counters it reports: those it covers
     /// whole, and those it cuts and holds the midpoint of (so a cut row group counts once).
     counted: Vec<usize>,
-    /// The candidates that may hold a passing row, in file order.
+    /// The row groups the task's byte range covers, whole or in part, that may hold a passing
+    /// row, in file order: what the native reader reads.
     kept: Vec<usize>,
     /// The kept row groups the task reads only part of (its range cuts them), with its rows.
     cut: Vec<RowGroupRows>,
-    /// The candidates whose midpoint the task's range holds: what iceberg's reader reads.
-    midpoint: Vec<usize>,
+    /// The row groups whose midpoint the task's range holds that may hold a passing row, in
+    /// file order: what iceberg's reader reads.
+    midpoint_kept: Vec<usize>,
     /// Layout of each gate column across the file's row groups (`Unknown` where not computed).
     layouts: Vec<ColumnLayout>,
 }
@@ -77,10 +79,24 @@ impl FileAccessPlan {
             }
         };
         let covered = row_groups::covered(metadata, task);
-        let candidates: Vec<usize> = covered.iter().map(|c| c.index).collect();
-        let (kept, layouts) =
-            row_groups::keep(metadata, file_schema, &candidates, domains, columns);
         let midpoint = row_groups::candidates(metadata, task);
+        // The statistics judge every row group either reader may read of the task. The two sets
+        // differ only where a cut leaves the midpoint's side without a row of the row group
+        // (a row group of one row): its neighbour covers the row, this task holds the midpoint.
+        let mut candidates: Vec<usize> = covered
+            .iter()
+            .map(|c| c.index)
+            .chain(midpoint.iter().copied())
+            .collect();
+        candidates.sort_unstable();
+        candidates.dedup();
+        let (passing, layouts) =
+            row_groups::keep(metadata, file_schema, &candidates, domains, columns);
+        let kept: Vec<usize> = covered
+            .iter()
+            .map(|c| c.index)
+            .filter(|rg| passing.contains(rg))
+            .collect();
         let counted = covered
             .iter()
             .filter(|c| c.whole() || midpoint.contains(&c.index))
@@ -91,16 +107,19 @@ impl FileAccessPlan {
             .filter(|c| !c.whole() && kept.contains(&c.index))
             .collect();
         Self {
-            candidates: candidates.len(),
+            prunes: passing.len() < candidates.len(),
             counted,
             kept,
             cut,
-            midpoint,
+            midpoint_kept: midpoint
+                .into_iter()
+                .filter(|rg| passing.contains(rg))
+                .collect(),
             layouts,
         }
     }
 
-    /// Row groups to read, in file order.
+    /// Row groups the native reader reads, whole or in part, in file order.
     pub fn kept(&self) -> &[usize] {
         &self.kept
     }
@@ -136,7 +155,7 @@ impl FileAccessPlan {
 
     /// Whether the statistics ruled out a row group of the task's range.
     pub fn prunes(&self) -> bool {
-        self.kept.len() < self.candidates
+        self.prunes
     }
 
     /// How row group `rg` is read once its pages and deletes are known: `pages` the rows the
@@ -184,13 +203,7 @@ impl FileAccessPlan {
         task: &FileScanTask,
         metadata: &ParquetMetaData,
     ) -> Vec<FileScanTask> {
-        let kept: Vec<usize> = self
-            .kept
-            .iter()
-            .copied()
-            .filter(|rg| self.midpoint.contains(rg))
-            .collect();
-        row_groups::split(task, metadata, &kept)
+        row_groups::split(task, metadata, &self.midpoint_kept)
     }
 }
 
@@ -202,11 +215,11 @@ mod tests {
 
     fn plan(kept: Vec<usize>) -> FileAccessPlan {
         FileAccessPlan {
-            candidates: 3,
+            prunes: kept.len() < 3,
             counted: vec![0, 1, 2],
+            midpoint_kept: kept.clone(),
             kept,
             cut: vec![],
-            midpoint: vec![0, 1, 2],
             layouts: vec![],
         }
     }
@@ -297,5 +310,33 @@ mod tests {
         let end = at + rg1 + metadata.row_group(2).compressed_size() as u64;
         assert_eq!(ranges(&a, &first), [(4, at)]);
         assert_eq!(ranges(&b, &second), [(at, end)]);
+    }
+
+    /// A cut just past the midpoint of a row group of one row: the task holding the midpoint
+    /// covers none of its rows, its neighbour covers the row. Each reader reads it once: the
+    /// native reader in the neighbour, iceberg's in the task holding the midpoint.
+    #[test]
+    fn a_row_group_of_one_row_is_read_once_by_either_reader() {
+        use crate::pushdown::row_groups::tests::{file, task};
+        let (size, metadata) = file(3, 1);
+        assert_eq!(metadata.num_row_groups(), 3);
+        let at = 4 + metadata.row_group(0).compressed_size() as u64;
+        let len = metadata.row_group(1).compressed_size() as u64;
+        let end = at + len + metadata.row_group(2).compressed_size() as u64;
+        let cut = at + len / 2 + 1;
+        let (first, second) = (task(size, 0, cut), task(size, cut, size));
+        let plan = |t: &FileScanTask| {
+            FileAccessPlan::from_footer(&metadata, t, None, &Domains::all(), &[])
+        };
+        let (a, b) = (plan(&first), plan(&second));
+        assert_eq!((a.kept(), b.kept()), (&[0][..], &[1, 2][..]));
+        let ranges = |p: &FileAccessPlan, t: &FileScanTask| -> Vec<(u64, u64)> {
+            p.byte_ranges(t, &metadata)
+                .iter()
+                .map(|r| (r.start, r.start + r.length))
+                .collect()
+        };
+        assert_eq!(ranges(&a, &first), [(4, at + len)]);
+        assert_eq!(ranges(&b, &second), [(at + len, end)]);
     }
 }

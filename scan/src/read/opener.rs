@@ -196,14 +196,10 @@ impl TaskOpener {
             );
             self.metrics.row_groups_pruned.add(access.pruned());
             self.metrics.row_groups_matched.add(access.matched());
-            if access.kept().is_empty() {
-                self.metrics.predicate_build_time.add_elapsed(started);
-                return Ok(Opened::Skip);
-            }
             if access.prunes() {
+                // iceberg's reader reads whole row groups: those whose midpoint the task holds.
                 let ranges = access.byte_ranges(&task, &metadata);
                 if ranges.is_empty() {
-                    // What it kept of a cut row group is read by the task holding its midpoint.
                     self.metrics.predicate_build_time.add_elapsed(started);
                     return Ok(Opened::Skip);
                 }
