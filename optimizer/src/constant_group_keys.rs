@@ -238,8 +238,6 @@ mod tests {
     use arrow::array::{ArrayRef, Int32Array, Int64Array, StringArray};
     use arrow::datatypes::{DataType, Field, Schema};
     use arrow::record_batch::RecordBatch;
-    use datafusion::datasource::MemTable;
-    use datafusion::execution::SessionStateBuilder;
     use datafusion::physical_plan::aggregates::AggregateExec;
     use datafusion::physical_plan::{ExecutionPlan, InputOrderMode, displayable};
     use datafusion::prelude::{SessionConfig, SessionContext};
@@ -261,12 +259,7 @@ mod tests {
         let config = SessionConfig::new()
             .with_target_partitions(2)
             .with_option_extension(iceflight_options::IceflightOptions::default());
-        let state = SessionStateBuilder::new()
-            .with_config(config)
-            .with_default_features()
-            .with_physical_optimizer_rules(rules)
-            .build();
-        let ctx = SessionContext::new_with_state(state);
+        let ctx = crate::test_rows::session(config, rules);
         let mut next = sequence(0x9e37_79b9_7f4a_7c15);
         let n = 3_000;
         let (mut y, mut state, mut k, mut v) = (vec![], vec![], vec![], vec![]);
@@ -290,23 +283,13 @@ mod tests {
         ];
         let sales = RecordBatch::try_new(Arc::clone(&schema), columns).unwrap();
         ctx.register_table("sales", in_halves(&sales)).unwrap();
-        let dates_schema = Arc::new(Schema::new(vec![
-            Field::new("d_year", DataType::Int32, false),
-            Field::new("label", DataType::Utf8, false),
-        ]));
-        let dates = RecordBatch::try_new(
-            Arc::clone(&dates_schema),
-            vec![
-                Arc::new(Int32Array::from(vec![1998, 1999, 2000])),
-                Arc::new(StringArray::from(vec!["a", "b", "c"])),
-            ],
-        )
-        .unwrap();
-        ctx.register_table(
-            "dates",
-            Arc::new(MemTable::try_new(dates_schema, vec![vec![dates]]).unwrap()),
-        )
-        .unwrap();
+        let dates = crate::test_rows::labelled(
+            "d_year",
+            "label",
+            vec![1998, 1999, 2000],
+            vec!["a", "b", "c"],
+        );
+        ctx.register_table("dates", dates).unwrap();
         ctx
     }
 

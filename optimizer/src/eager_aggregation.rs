@@ -453,7 +453,6 @@ mod tests {
     use arrow::datatypes::{DataType, Field, Schema};
     use arrow::record_batch::RecordBatch;
     use datafusion::datasource::MemTable;
-    use datafusion::execution::SessionStateBuilder;
     use datafusion::physical_plan::aggregates::{AggregateExec, AggregateMode};
     use datafusion::physical_plan::joins::HashJoinExec;
     use datafusion::physical_plan::{ExecutionPlan, displayable};
@@ -539,12 +538,7 @@ mod tests {
         let config = SessionConfig::new()
             .with_target_partitions(2)
             .with_option_extension(iceflight_options::IceflightOptions::default());
-        let state = SessionStateBuilder::new()
-            .with_config(config)
-            .with_default_features()
-            .with_physical_optimizer_rules(rules)
-            .build();
-        let ctx = SessionContext::new_with_state(state);
+        let ctx = crate::test_rows::session(config, rules);
         let (fact, dim, fact_one_partition) = tables();
         ctx.register_table("fact", fact).unwrap();
         ctx.register_table("fact1", fact_one_partition).unwrap();

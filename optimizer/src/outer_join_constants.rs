@@ -137,11 +137,9 @@ pub(crate) fn has_constants(plan: &Arc<dyn ExecutionPlan>) -> bool {
 mod tests {
     use std::sync::Arc;
 
-    use arrow::array::{Int32Array, StringArray};
+    use arrow::array::Int32Array;
     use arrow::datatypes::{DataType, Field, Schema};
     use arrow::record_batch::RecordBatch;
-    use datafusion::datasource::MemTable;
-    use datafusion::execution::SessionStateBuilder;
     use datafusion::prelude::{SessionConfig, SessionContext};
 
     use super::OuterJoinConstants;
@@ -156,12 +154,7 @@ mod tests {
         if rule {
             rules.insert(0, Arc::new(OuterJoinConstants));
         }
-        let state = SessionStateBuilder::new()
-            .with_config(config)
-            .with_default_features()
-            .with_physical_optimizer_rules(rules)
-            .build();
-        let ctx = SessionContext::new_with_state(state);
+        let ctx = crate::test_rows::session(config, rules);
         let cust_schema = Arc::new(Schema::new(vec![
             Field::new("id", DataType::Int32, false),
             Field::new("nation", DataType::Int32, false),
@@ -178,25 +171,13 @@ mod tests {
         .unwrap();
         ctx.register_table("cust", crate::test_rows::in_halves(&cust))
             .unwrap();
-        let nation_schema = Arc::new(Schema::new(vec![
-            Field::new("key", DataType::Int32, false),
-            Field::new("name", DataType::Utf8, false),
-        ]));
-        let nation = RecordBatch::try_new(
-            Arc::clone(&nation_schema),
-            vec![
-                Arc::new(Int32Array::from(vec![0, 1, 2, 3])),
-                Arc::new(StringArray::from(vec![
-                    "FRANCE", "GERMANY", "PERU", "CHINA",
-                ])),
-            ],
-        )
-        .unwrap();
-        ctx.register_table(
-            "nation",
-            Arc::new(MemTable::try_new(nation_schema, vec![vec![nation]]).unwrap()),
-        )
-        .unwrap();
+        let nation = crate::test_rows::labelled(
+            "key",
+            "name",
+            vec![0, 1, 2, 3],
+            vec!["FRANCE", "GERMANY", "PERU", "CHINA"],
+        );
+        ctx.register_table("nation", nation).unwrap();
         ctx
     }
 

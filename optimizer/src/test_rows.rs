@@ -13,11 +13,47 @@ pub(crate) fn sequence(seed: u64) -> impl FnMut(u64) -> u64 {
 
 use std::sync::Arc;
 
+use arrow::array::{Int32Array, StringArray};
+use arrow::datatypes::{DataType, Field, Schema};
 use arrow::record_batch::RecordBatch;
 use arrow::util::pretty::pretty_format_batches;
 use datafusion::datasource::MemTable;
+use datafusion::execution::SessionStateBuilder;
+use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::ExecutionPlan;
-use datafusion::prelude::SessionContext;
+use datafusion::prelude::{SessionConfig, SessionContext};
+
+/// A session on `config` with DataFusion's default features and the physical optimizer `rules`
+/// (DataFusion's own, with the rule under test inserted).
+pub(crate) fn session(
+    config: SessionConfig,
+    rules: Vec<Arc<dyn PhysicalOptimizerRule + Send + Sync>>,
+) -> SessionContext {
+    let state = SessionStateBuilder::new()
+        .with_config(config)
+        .with_default_features()
+        .with_physical_optimizer_rules(rules)
+        .build();
+    SessionContext::new_with_state(state)
+}
+
+/// A one-partition table of a non-null Int32 column `key` and a non-null Utf8 column `label`,
+/// row by row from `keys` and `labels`.
+pub(crate) fn labelled(key: &str, label: &str, keys: Vec<i32>, labels: Vec<&str>) -> Arc<MemTable> {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new(key, DataType::Int32, false),
+        Field::new(label, DataType::Utf8, false),
+    ]));
+    let batch = RecordBatch::try_new(
+        Arc::clone(&schema),
+        vec![
+            Arc::new(Int32Array::from(keys)),
+            Arc::new(StringArray::from(labels)),
+        ],
+    )
+    .unwrap();
+    Arc::new(MemTable::try_new(schema, vec![vec![batch]]).unwrap())
+}
 
 /// A table of `batch` in two partitions, its first and second half.
 pub(crate) fn in_halves(batch: &RecordBatch) -> Arc<MemTable> {
